@@ -1,0 +1,33 @@
+# The two commands a newcomer runs: `make demo` and `make test`.
+# Both create .venv and install the package with the CPU torch pin first.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test test-fast env clean-env
+
+$(STAMP): pyproject.toml constraints-cpu.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -c constraints-cpu.txt -e ".[dev]"
+	touch $(STAMP)
+
+env: $(STAMP)
+
+# Train the demo-add preset on CPU, evaluate it, print its summary, write its report.
+demo: $(STAMP)
+	$(PY) -m abacus_interp.cli train --preset demo-add --out runs/demo-add
+	$(PY) -m abacus_interp.cli eval runs/demo-add --json runs/demo-add/eval.json
+	$(PY) -m abacus_interp.cli summary runs/demo-add
+	$(PY) -m abacus_interp.cli report runs/demo-add --out runs/demo-add/report
+	@echo "Report written to runs/demo-add/report/index.html"
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not slow"
+
+clean-env:
+	rm -rf $(VENV)

@@ -1,0 +1,117 @@
+"""The model configuration: a frozen dataclass stored in every checkpoint."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from .tokens import Vocab
+
+ACTIVATIONS = ("gelu", "relu")
+NORMS = ("pre", "none")
+INJECTIONS = ("add", "none")
+POSITIONALS = ("abacus", "learned", "none")
+OFFSET_MODES = ("batch", "example")
+BACKENDS = ("auto", "explicit", "sdpa", "flash")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    vocab: Vocab
+    d_model: int = 128
+    n_heads: int = 4
+    # None: d_model // n_heads, the usual split of the residual width across heads.
+    d_head: int | None = None
+    # None: 4 * d_model, the standard MLP expansion.
+    d_mlp: int | None = None
+    # Layers inside the looped block (K); the block is applied n_loops times (R).
+    n_layers: int = 1
+    # Trained depth: how many times the block runs by default.
+    n_loops: int = 4
+    # Hook capacity: HookPoint sets exist for loops 0..max_loops-1, so a user can run (and
+    # cache) deeper than training. None: 4 * n_loops.
+    max_loops: int | None = None
+    activation: str = "gelu"
+    # "pre": LayerNorm before attention and MLP and before the unembedding (McLeish et al.);
+    # "none": no normalisation at all (Nanda et al.'s grokking model).
+    norm: str = "pre"
+    # "add": the embedded input is added to the state at the start of every loop, so later
+    # loops can still read the operands (the recall mechanism of Bansal et al.).
+    input_injection: str = "add"
+    # "abacus": each digit gets offset + its 1-based index inside its number (McLeish et al.);
+    # "learned": one vector per absolute position; "none": no positional signal.
+    positional: str = "abacus"
+    # Training draws the Abacus offset from U{0..k}, so positions past the training
+    # lengths have been seen and the model extrapolates; evaluation uses offset 0.
+    abacus_max_offset: int = 100
+    # "batch": one offset per batch (McLeish et al.); "example": one per sequence.
+    abacus_offset_mode: str = "batch"
+    max_seq_len: int = 64
+    # Tied: the unembedding is the transpose of the token embedding (fewer parameters).
+    tie_unembed: bool = False
+    # "auto": SDPA (or flash-attn on CUDA in half precision) unless a hook needs the
+    # attention scores/pattern, then the explicit path. The others force one path.
+    attention_backend: str = "auto"
+    init_std: float = 0.02
+    ln_eps: float = 1e-5
+
+    def __post_init__(self):
+        if isinstance(self.vocab, dict):
+            object.__setattr__(self, "vocab", Vocab.from_dict(self.vocab))
+        for name, value, allowed in [
+            ("activation", self.activation, ACTIVATIONS),
+            ("norm", self.norm, NORMS),
+            ("input_injection", self.input_injection, INJECTIONS),
+            ("positional", self.positional, POSITIONALS),
+            ("abacus_offset_mode", self.abacus_offset_mode, OFFSET_MODES),
+            ("attention_backend", self.attention_backend, BACKENDS),
+        ]:
+            if value not in allowed:
+                raise ValueError(f"ModelConfig.{name}={value!r}; choose one of {allowed}")
+        for name in ("d_model", "n_heads", "n_layers", "n_loops", "max_seq_len"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"ModelConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.abacus_max_offset < 0:
+            raise ValueError("ModelConfig.abacus_max_offset must be >= 0")
+        d_head = self.d_head if self.d_head is not None else self.d_model // self.n_heads
+        if d_head < 1:
+            raise ValueError(f"d_head={d_head}: set d_head or use fewer heads than d_model")
+        if self.d_head is None and self.d_model % self.n_heads:
+            raise ValueError(
+                f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; "
+                "set d_head explicitly or change n_heads"
+            )
+        max_loops = self.max_loops if self.max_loops is not None else 4 * self.n_loops
+        if max_loops < self.n_loops:
+            raise ValueError(f"max_loops={max_loops} is below the trained depth n_loops={self.n_loops}")
+        # None fields are resolved once here, so downstream code always sees integers.
+        object.__setattr__(self, "d_head", d_head)
+        object.__setattr__(self, "d_mlp", self.d_mlp if self.d_mlp is not None else 4 * self.d_model)
+        object.__setattr__(self, "max_loops", max_loops)
+
+    @property
+    def d_vocab(self) -> int:
+        return len(self.vocab)
+
+    @property
+    def n_abacus_positions(self) -> int:
+        # index 0 is "not a digit"; a digit index never exceeds the sequence length
+        return self.abacus_max_offset + self.max_seq_len + 1
+
+    def to_dict(self) -> dict:
+        out = {}
+        for f in dataclasses.fields(self):
+            out[f.name] = getattr(self, f.name)
+        out["vocab"] = self.vocab.to_dict()
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ModelConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"unknown ModelConfig fields {sorted(unknown)}; known: {sorted(known)}")
+        return cls(**d)
+
+    def replace(self, **changes) -> ModelConfig:
+        return ModelConfig.from_dict({**self.to_dict(), **changes})

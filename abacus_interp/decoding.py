@@ -1,0 +1,129 @@
+"""Batched greedy decoding with a key/value cache kept per loop and layer.
+
+A looped model is causal in every loop, so the keys and values of loop t, layer l at
+earlier positions never change when a token is appended: each new token runs all loops
+over one position, attending to the cached entries. Ragged prompts are left-padded so
+every row's next token sits at the same index; padding keys are masked.
+
+`naive_generate` re-runs the full forward for every new token; tests check that both
+give identical outputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from jaxtyping import Int
+from torch import Tensor
+
+from .positions import abacus_indices, learned_indices
+from .tokens import EOS_ID, PAD_ID, left_pad
+
+
+def _default_max_new(model, prompt_len: int, max_new_tokens: int | None) -> int:
+    if max_new_tokens is not None:
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        return max_new_tokens
+    # without a bound, stop at the longest sequence the model was built for
+    return max(1, model.cfg.max_seq_len - prompt_len)
+
+
+def _batches(prompts: Sequence[str], batch_size: int):
+    for start in range(0, len(prompts), batch_size):
+        yield prompts[start : start + batch_size]
+
+
+def generate(
+    model,
+    prompts: Sequence[str],
+    n_loops: int | None = None,
+    max_new_tokens: int | None = None,
+    batch_size: int = 512,
+    use_cache: bool = True,
+) -> list[str]:
+    """Greedy completions (EOS and padding stripped), in the order of `prompts`."""
+    if isinstance(prompts, str):
+        raise TypeError("generate takes a list of prompts; wrap a single prompt in a list")
+    step = _generate_cached if use_cache else _generate_naive
+    outputs: list[str] = []
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            for chunk in _batches(list(prompts), batch_size):
+                ids = [model.cfg.vocab.encode(p) for p in chunk]
+                tokens, valid = left_pad(ids)
+                tokens, valid = tokens.to(model.W_E.device), valid.to(model.W_E.device)
+                new = step(model, tokens, valid, n_loops, _default_max_new(model, tokens.shape[1], max_new_tokens))
+                outputs.extend(model.cfg.vocab.decode(row.tolist()) for row in new)
+    finally:
+        model.train(was_training)
+    return outputs
+
+
+def naive_generate(model, prompts: Sequence[str], n_loops=None, max_new_tokens=None) -> list[str]:
+    return generate(model, prompts, n_loops, max_new_tokens, use_cache=False)
+
+
+def _generate_naive(model, tokens, valid, n_loops, max_new) -> Int[Tensor, "batch new"]:
+    new_tokens = []
+    done = torch.zeros(tokens.shape[0], dtype=torch.bool, device=tokens.device)
+    for _ in range(max_new):
+        logits = model(tokens, n_loops, valid=valid)
+        nxt = logits[:, -1].argmax(-1)
+        nxt = torch.where(done, torch.full_like(nxt, PAD_ID), nxt)
+        new_tokens.append(nxt)
+        done |= nxt == EOS_ID
+        tokens = torch.cat([tokens, nxt[:, None]], dim=1)
+        valid = torch.cat([valid, torch.ones_like(nxt[:, None], dtype=torch.bool)], dim=1)
+        if bool(done.all()):
+            break
+    return torch.stack(new_tokens, dim=1)
+
+
+def _position_of_last(model, tokens, valid) -> Int[Tensor, "batch 1"]:
+    """Position index of the newest token, computed over the whole sequence because an
+    Abacus index depends on the run of digits before it."""
+    if model.cfg.positional == "abacus":
+        return abacus_indices(tokens, model.digit_ids)[:, -1:]
+    return learned_indices(valid)[:, -1:]
+
+
+def _embed_last(model, tokens, valid):
+    """Embedding of the newest token only, through the same hook points as `embed`."""
+    embed = model.hook_embed(model.W_E[tokens[:, -1:]])
+    if model.cfg.positional == "none":
+        return model.hook_input(embed)
+    index = _position_of_last(model, tokens, valid)
+    limit = model.W_pos.shape[0]
+    if int(index.max()) >= limit:
+        raise ValueError(f"position index {int(index.max())} exceeds the {limit} positions of this model")
+    return model.hook_input(embed + model.hook_pos_embed(model.W_pos[index]))
+
+
+def _generate_cached(model, tokens, valid, n_loops, max_new) -> Int[Tensor, "batch new"]:
+    n_loops = model.cfg.n_loops if n_loops is None else n_loops
+    cache = model.new_cache(n_loops)
+    key_valid = valid
+    # prefill: the whole prompt, filling cache[t][l] for every loop and layer
+    inputs = model.embed(tokens, valid)
+    state = model.run_loops(inputs, range(n_loops), key_valid=key_valid, cache=cache)
+    logits = model.unembed(state[:, -1:])
+    new_tokens = []
+    done = torch.zeros(tokens.shape[0], dtype=torch.bool, device=tokens.device)
+    for i in range(max_new):
+        nxt = logits[:, -1].argmax(-1)
+        nxt = torch.where(done, torch.full_like(nxt, PAD_ID), nxt)
+        new_tokens.append(nxt)
+        done |= nxt == EOS_ID
+        if bool(done.all()) or i == max_new - 1:
+            break
+        tokens = torch.cat([tokens, nxt[:, None]], dim=1)
+        # finished rows keep producing (masked) padding; it is real for the cache's shape
+        key_valid = torch.cat([key_valid, torch.ones_like(nxt[:, None], dtype=torch.bool)], dim=1)
+        inputs = _embed_last(model, tokens, key_valid)
+        state = model.run_loops(inputs, range(n_loops), key_valid=key_valid, cache=cache)
+        logits = model.unembed(state)
+    return torch.stack(new_tokens, dim=1)

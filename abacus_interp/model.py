@@ -1,0 +1,318 @@
+"""The looped transformer: a block of `n_layers` layers applied `n_loops` times with shared
+weights, the embedded input re-injected at the start of every loop.
+
+Weights live once (`blocks.{l}`); hook points live once per loop (`loops.{t}.blocks.{l}`),
+because TransformerLens keeps only the last call of a reused HookPoint. So
+`run_with_cache` returns, e.g., `loops.3.blocks.0.attn.hook_pattern` for loop 3 alone.
+
+    state_pre[0] = input
+    state_pre[t] = state_post[t-1] + input      (input_injection="add")
+    state_post[t] = block(block(... state_pre[t]))
+    logits = unembed(ln_final(state_post[R-1]))
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from jaxtyping import Bool, Float, Int
+from torch import Tensor, nn
+from transformer_lens import HookedRootModule
+from transformer_lens.hook_points import HookPoint
+
+from .attention import Attention, AttentionHooks, KVEntry
+from .config import ModelConfig
+from .positions import abacus_indices, learned_indices
+from .tokens import PAD_ID
+
+logger = logging.getLogger(__name__)
+
+KVCache = list[list[KVEntry | None]]  # [loop][layer]
+
+
+class LayerNorm(nn.Module):
+    """Pre-LN normalisation, or the identity when `cfg.norm == "none"`."""
+
+    def __init__(self, cfg: ModelConfig, with_hook: bool = False):
+        super().__init__()
+        self.enabled = cfg.norm != "none"
+        self.eps = cfg.ln_eps
+        if self.enabled:
+            self.w = nn.Parameter(torch.ones(cfg.d_model))
+            self.b = nn.Parameter(torch.zeros(cfg.d_model))
+        if with_hook:
+            self.hook_normalized = HookPoint()  # [batch pos d_model]
+
+    def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
+        if self.enabled:
+            x = F.layer_norm(x, (x.shape[-1],), self.w, self.b, self.eps)
+        return self.hook_normalized(x) if hasattr(self, "hook_normalized") else x
+
+
+class MLPHooks(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.hook_pre = HookPoint()  # [batch pos d_mlp]
+        self.hook_post = HookPoint()  # [batch pos d_mlp]
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.W_in = nn.Parameter(torch.empty(cfg.d_model, cfg.d_mlp))
+        self.b_in = nn.Parameter(torch.zeros(cfg.d_mlp))
+        self.W_out = nn.Parameter(torch.empty(cfg.d_mlp, cfg.d_model))
+        self.b_out = nn.Parameter(torch.zeros(cfg.d_model))
+        nn.init.normal_(self.W_in, std=cfg.init_std)
+        nn.init.normal_(self.W_out, std=cfg.init_std)
+        self.act = F.gelu if cfg.activation == "gelu" else F.relu
+
+    def forward(self, x: Float[Tensor, "batch pos d_model"], hooks: MLPHooks) -> Float[Tensor, "batch pos d_model"]:
+        pre = hooks.hook_pre(x @ self.W_in + self.b_in)  # [batch pos d_mlp]
+        post = hooks.hook_post(self.act(pre))  # [batch pos d_mlp]
+        return post @ self.W_out + self.b_out
+
+
+class BlockHooks(nn.Module):
+    """Per-loop hook points of one layer of the looped block."""
+
+    def __init__(self):
+        super().__init__()
+        self.hook_resid_pre = HookPoint()  # [batch pos d_model]
+        self.hook_attn_out = HookPoint()  # [batch pos d_model]
+        self.hook_resid_mid = HookPoint()  # [batch pos d_model]
+        self.hook_mlp_out = HookPoint()  # [batch pos d_model]
+        self.hook_resid_post = HookPoint()  # [batch pos d_model]
+        self.attn = AttentionHooks()
+        self.mlp = MLPHooks()
+
+
+class Block(nn.Module):
+    """One pre-LN transformer layer; its weights are shared by every loop."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.ln1 = LayerNorm(cfg)
+        self.attn = Attention(cfg)
+        self.ln2 = LayerNorm(cfg)
+        self.mlp = MLP(cfg)
+
+    def forward(
+        self,
+        x: Float[Tensor, "batch pos d_model"],
+        hooks: BlockHooks,
+        key_valid: Bool[Tensor, "batch pos"] | None = None,
+        cache: KVEntry | None = None,
+    ) -> tuple[Float[Tensor, "batch pos d_model"], KVEntry]:
+        x = hooks.hook_resid_pre(x)
+        attn_out, kv = self.attn(self.ln1(x), hooks.attn, key_valid, cache)
+        x = hooks.hook_resid_mid(x + hooks.hook_attn_out(attn_out))
+        x = hooks.hook_resid_post(x + hooks.hook_mlp_out(self.mlp(self.ln2(x), hooks.mlp)))
+        return x, kv
+
+
+class LoopHooks(nn.Module):
+    def __init__(self, n_layers: int):
+        super().__init__()
+        self.hook_state_pre = HookPoint()  # [batch pos d_model]
+        self.blocks = nn.ModuleList([BlockHooks() for _ in range(n_layers)])
+        self.hook_state_post = HookPoint()  # [batch pos d_model]
+
+
+class LoopedTransformer(HookedRootModule):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        d = cfg.d_model
+        self.W_E = nn.Parameter(torch.randn(cfg.d_vocab, d) * cfg.init_std)
+        if cfg.positional == "abacus":
+            self.W_pos = nn.Parameter(torch.randn(cfg.n_abacus_positions, d) * cfg.init_std)
+        elif cfg.positional == "learned":
+            self.W_pos = nn.Parameter(torch.randn(cfg.max_seq_len, d) * cfg.init_std)
+        self.blocks = nn.ModuleList([Block(cfg) for _ in range(cfg.n_layers)])
+        self.ln_final = LayerNorm(cfg, with_hook=True)
+        if not cfg.tie_unembed:
+            self.W_U = nn.Parameter(torch.randn(d, cfg.d_vocab) * cfg.init_std)
+        self.b_U = nn.Parameter(torch.zeros(cfg.d_vocab))
+
+        self.hook_embed = HookPoint()  # [batch pos d_model]
+        self.hook_pos_embed = HookPoint()  # [batch pos d_model]
+        self.hook_input = HookPoint()  # [batch pos d_model]
+        self.loops = nn.ModuleList([LoopHooks(cfg.n_layers) for _ in range(cfg.max_loops)])
+        self.register_buffer("digit_ids", torch.tensor(cfg.vocab.digit_ids, dtype=torch.long), persistent=False)
+        self.setup()
+
+    # ----------------------------------------------------------------- pieces
+    def embed(
+        self,
+        tokens: Int[Tensor, "batch pos"],
+        valid: Bool[Tensor, "batch pos"] | None = None,
+        abacus_offset: Int[Tensor, "batch"] | int = 0,
+    ) -> Float[Tensor, "batch pos d_model"]:
+        """Token + position embedding: the input injected at every loop."""
+        embed = self.hook_embed(self.W_E[tokens])  # [batch pos d_model]
+        if self.cfg.positional == "none":
+            return self.hook_input(embed)
+        if self.cfg.positional == "abacus":
+            index = abacus_indices(tokens, self.digit_ids, abacus_offset)
+            limit = self.W_pos.shape[0]
+        else:
+            index = learned_indices(valid if valid is not None else tokens != PAD_ID)
+            limit = self.cfg.max_seq_len
+        if int(index.max()) >= limit:
+            raise ValueError(
+                f"position index {int(index.max())} exceeds the {limit} trained positions "
+                f"(max_seq_len={self.cfg.max_seq_len}, abacus_max_offset={self.cfg.abacus_max_offset}); "
+                "use shorter inputs or train a model with a larger max_seq_len"
+            )
+        pos_embed = self.hook_pos_embed(self.W_pos[index])  # [batch pos d_model]
+        return self.hook_input(embed + pos_embed)
+
+    def run_loops(
+        self,
+        inputs: Float[Tensor, "batch pos d_model"],
+        loops: range,
+        state: Float[Tensor, "batch pos d_model"] | None = None,
+        key_valid: Bool[Tensor, "batch pos"] | None = None,
+        cache: KVCache | None = None,
+    ) -> Float[Tensor, "batch pos d_model"]:
+        """Apply the block for loop indices `loops` (e.g. range(2, 5)) starting from `state`
+        (the state leaving loop loops.start - 1; None at the start). With `cache`, keys and
+        values are read from and appended to cache[t][l]."""
+        self._check_loops(loops.stop)
+        for t in loops:
+            hooks = self.loops[t]
+            if state is None or self.cfg.input_injection == "none":
+                x = inputs if state is None else state
+            else:
+                x = state + inputs
+            x = hooks.hook_state_pre(x)
+            for layer, (block, block_hooks) in enumerate(zip(self.blocks, hooks.blocks)):
+                entry = cache[t][layer] if cache is not None else None
+                x, kv = block(x, block_hooks, key_valid, entry)
+                if cache is not None:
+                    cache[t][layer] = kv
+            state = hooks.hook_state_post(x)
+        return state
+
+    @property
+    def W_U_effective(self) -> Float[Tensor, "d_model d_vocab"]:
+        return self.W_E.T if self.cfg.tie_unembed else self.W_U
+
+    def unembed(self, state: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_vocab"]:
+        """Final norm and unembedding; applied to any loop's state this is the logit lens."""
+        return self.ln_final(state) @ self.W_U_effective + self.b_U
+
+    def forward(
+        self,
+        tokens: Int[Tensor, "batch pos"],
+        n_loops: int | None = None,
+        *,
+        valid: Bool[Tensor, "batch pos"] | None = None,
+        abacus_offset: Int[Tensor, "batch"] | int = 0,
+        return_type: str | None = "logits",
+    ) -> Float[Tensor, "batch pos d_vocab"] | Float[Tensor, "batch pos d_model"]:
+        """Logits after `n_loops` loops (default: the trained depth).
+
+        `valid` marks real tokens when a batch is left-padded (decoding); right-padded batches
+        need no mask under causal attention. `return_type="state"` returns the final state."""
+        n_loops = self.cfg.n_loops if n_loops is None else n_loops
+        if n_loops < 1:
+            raise ValueError(f"n_loops must be >= 1, got {n_loops}")
+        self._check_loops(n_loops)
+        key_valid = None if valid is None or bool(valid.all()) else valid
+        inputs = self.embed(tokens, valid, abacus_offset)
+        state = self.run_loops(inputs, range(n_loops), key_valid=key_valid)
+        if return_type == "state":
+            return state
+        if return_type in ("logits", None):
+            return self.unembed(state)
+        raise ValueError(f"return_type must be 'logits' or 'state', got {return_type!r}")
+
+    def _check_loops(self, n_loops: int) -> None:
+        if n_loops > self.cfg.max_loops:
+            raise ValueError(
+                f"n_loops={n_loops} exceeds max_loops={self.cfg.max_loops}, the number of hook "
+                f"sets this model was built with; rebuild with more, e.g. "
+                f"load_model(path, max_loops={n_loops}) or LoopedTransformer(cfg.replace(max_loops={n_loops})) "
+                "and load the same weights (hook sets hold no parameters)"
+            )
+
+    # ------------------------------------------------------------ text helpers
+    def to_tokens(self, strings: str | Sequence[str]) -> Int[Tensor, "batch pos"]:
+        """Encode text in model order (e.g. "321+654=") into a right-padded token batch."""
+        if isinstance(strings, str):
+            strings = [strings]
+        rows = [self.cfg.vocab.encode(s) for s in strings]
+        length = max(len(r) for r in rows)
+        out = torch.full((len(rows), length), PAD_ID, dtype=torch.long)
+        for i, r in enumerate(rows):
+            out[i, : len(r)] = torch.tensor(r, dtype=torch.long)
+        return out.to(self.W_E.device)
+
+    def to_string(self, tokens: Int[Tensor, "... pos"]) -> str | list[str]:
+        """Decode tokens back to text (padding dropped, stopping at EOS)."""
+        if tokens.dim() == 1:
+            return self.cfg.vocab.decode(tokens.tolist())
+        return [self.cfg.vocab.decode(row.tolist()) for row in tokens]
+
+    def to_str_tokens(self, text: str) -> list[str]:
+        return self.cfg.vocab.split(text)
+
+    @torch.no_grad()
+    def generate(
+        self,
+        prompts: Sequence[str],
+        n_loops: int | None = None,
+        max_new_tokens: int | None = None,
+        batch_size: int = 512,
+        use_cache: bool = True,
+    ) -> list[str]:
+        """Greedy completions of model-order prompts, EOS stripped (see decoding.py)."""
+        from .decoding import generate
+
+        return generate(self, prompts, n_loops, max_new_tokens, batch_size, use_cache)
+
+    def param_summary(self) -> dict:
+        from .summary import parameter_summary
+
+        return parameter_summary(self)
+
+    def new_cache(self, n_loops: int) -> KVCache:
+        return [[None] * self.cfg.n_layers for _ in range(n_loops)]
+
+
+def act_name(name: str, layer: int | None = None, loop: int | None = None) -> str:
+    """Full hook name from a short one, like TransformerLens' `get_act_name`.
+
+    act_name("pattern", 0, loop=3) -> "loops.3.blocks.0.attn.hook_pattern"
+    act_name("resid_post", 1, 2)   -> "loops.2.blocks.1.hook_resid_post"
+    act_name("state_post", loop=2) -> "loops.2.hook_state_post"
+    act_name("embed")              -> "hook_embed"
+    """
+    short = name.removeprefix("hook_")
+    aliases = {"attn": "pattern", "scores": "attn_scores", "pre_mlp": "mlp_pre", "post_mlp": "mlp_post",
+               "normalized": "ln_final", "ln_final.hook_normalized": "ln_final"}
+    short = aliases.get(short, short)
+    if short in ("embed", "pos_embed", "input"):
+        return f"hook_{short}"
+    if short == "ln_final":
+        return "ln_final.hook_normalized"
+    if loop is None:
+        raise ValueError(f"act_name({name!r}) needs loop=...: every loop has its own hook set")
+    if short in ("state_pre", "state_post"):
+        return f"loops.{loop}.hook_{short}"
+    if layer is None:
+        raise ValueError(f"act_name({name!r}) needs layer=... (the layer inside the looped block)")
+    prefix = f"loops.{loop}.blocks.{layer}"
+    if short in ("q", "k", "v", "z", "attn_scores", "pattern"):
+        return f"{prefix}.attn.hook_{short}"
+    if short in ("mlp_pre", "mlp_post"):
+        return f"{prefix}.mlp.hook_{short.removeprefix('mlp_')}"
+    if short in ("resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out"):
+        return f"{prefix}.hook_{short}"
+    raise ValueError(f"unknown activation name {name!r}")
+

@@ -1,0 +1,64 @@
+"""Position indices: Abacus (per-digit index inside its number) and learned (absolute).
+
+Abacus (McLeish et al. 2024): digit j (1-based) of every number gets index offset + j and
+every other token 0, so the i-th digits of both operands and of the answer share an
+embedding. For `321+654=975`: 1,2,3,0,1,2,3,0,1,2,3. A random offset while training makes
+the embeddings of high indices trained too, so the model extrapolates to longer numbers.
+"""
+
+from __future__ import annotations
+
+import torch
+from jaxtyping import Bool, Int
+from torch import Tensor
+
+
+def digit_mask(tokens: Int[Tensor, "batch pos"], digit_ids: Tensor) -> Bool[Tensor, "batch pos"]:
+    return torch.isin(tokens, digit_ids.to(tokens.device))
+
+
+def abacus_indices(
+    tokens: Int[Tensor, "batch pos"],
+    digit_ids: Tensor,
+    offset: Int[Tensor, "batch"] | int = 0,
+) -> Int[Tensor, "batch pos"]:
+    """Index of each digit inside its run of consecutive digits (1-based) plus `offset`;
+    0 for every non-digit token, padding included. Vectorised: no loop over examples."""
+    is_digit = digit_mask(tokens, digit_ids)  # [batch pos]
+    pos = torch.arange(tokens.shape[1], device=tokens.device).expand_as(tokens)
+    # a run starts at a digit whose left neighbour is not a digit
+    left_is_digit = torch.nn.functional.pad(is_digit[:, :-1], (1, 0), value=False)
+    run_start = is_digit & ~left_is_digit
+    # carry the index of the latest run start forward along the sequence
+    start_index = torch.where(run_start, pos, torch.zeros_like(pos)).cummax(dim=1).values
+    index_in_run = pos - start_index + 1  # [batch pos]
+    if isinstance(offset, Tensor):
+        offset = offset.to(tokens.device).view(-1, 1)
+    return torch.where(is_digit, index_in_run + offset, torch.zeros_like(pos))
+
+
+def abacus_indices_reference(tokens: list[list[int]], digit_ids: set[int], offset: int = 0) -> list[list[int]]:
+    """Per-example Python loop with the same result as `abacus_indices` (tests, benchmarks)."""
+    out = []
+    for row in tokens:
+        run, idx = 0, []
+        for t in row:
+            run = run + 1 if t in digit_ids else 0
+            idx.append(run + offset if run else 0)
+        out.append(idx)
+    return out
+
+
+def sample_offsets(
+    batch: int, max_offset: int, mode: str, generator: torch.Generator | None, device=None
+) -> Int[Tensor, "batch"]:
+    """Training offsets from U{0..max_offset}: one for the whole batch or one per example."""
+    n = 1 if mode == "batch" else batch
+    draws = torch.randint(0, max_offset + 1, (n,), generator=generator)
+    return draws.expand(batch).contiguous().to(device) if mode == "batch" else draws.to(device)
+
+
+def learned_indices(valid: Bool[Tensor, "batch pos"]) -> Int[Tensor, "batch pos"]:
+    """Absolute positions counted over real tokens only, so a left-padded prompt gets the
+    same positions as the unpadded one."""
+    return (valid.long().cumsum(dim=1) - 1).clamp(min=0)

@@ -1,0 +1,74 @@
+"""Parameter counts by component and the compute multiplier of looping."""
+
+from __future__ import annotations
+
+COMPONENTS = ("token_embedding", "positions", "attention", "mlp", "norms", "unembedding")
+
+
+def component_of(param_name: str) -> str:
+    if param_name == "W_E":
+        return "token_embedding"
+    if param_name == "W_pos":
+        return "positions"
+    if param_name in ("W_U", "b_U"):
+        return "unembedding"
+    if ".attn." in param_name:
+        return "attention"
+    if ".mlp." in param_name:
+        return "mlp"
+    if ".ln" in param_name or param_name.startswith("ln_final"):
+        return "norms"
+    raise ValueError(f"parameter {param_name!r} belongs to no known component")
+
+
+def block_flops_per_token(cfg, seq_len: int) -> int:
+    """Forward multiply-adds x2 of one pass through the looped block, per token."""
+    d, h, e, m = cfg.d_model, cfg.n_heads, cfg.d_head, cfg.d_mlp
+    qkvo = 2 * 4 * d * h * e
+    attention_mix = 2 * 2 * h * e * seq_len // 2  # scores and mixing, causal: half the keys on average
+    mlp = 2 * 2 * d * m
+    return cfg.n_layers * (qkvo + attention_mix + mlp)
+
+
+def parameter_summary(model, seq_len: int | None = None) -> dict:
+    """Parameters per component, and what looping buys: the block's parameters are used
+    n_loops times, so forward compute is that of a model n_loops times deeper."""
+    cfg = model.cfg
+    counts = dict.fromkeys(COMPONENTS, 0)
+    for name, p in model.named_parameters():
+        counts[component_of(name)] += p.numel()
+    total = sum(counts.values())
+    block_params = counts["attention"] + counts["mlp"] + sum(
+        p.numel() for n, p in model.named_parameters() if n.startswith("blocks.") and ".ln" in n
+    )
+    seq_len = seq_len or cfg.max_seq_len
+    block_flops = block_flops_per_token(cfg, seq_len)
+    unembed_flops = 2 * cfg.d_model * cfg.d_vocab
+    return {
+        "parameters": counts,
+        "total_parameters": total,
+        "looped_block_parameters": block_params,
+        "effective_depth": cfg.n_layers * cfg.n_loops,
+        "unrolled_equivalent_parameters": total + block_params * (cfg.n_loops - 1),
+        "forward_flops_per_token": block_flops * cfg.n_loops + unembed_flops,
+        # compute relative to one pass through the block: what the loop multiplies
+        "loop_compute_multiplier": cfg.n_loops,
+        "flops_seq_len": seq_len,
+    }
+
+
+def format_summary(summary: dict) -> str:
+    lines = ["parameters by component:"]
+    total = summary["total_parameters"]
+    for name, n in summary["parameters"].items():
+        lines.append(f"  {name:<16} {n:>12,}  {100 * n / max(total, 1):5.1f}%")
+    lines.append(f"  {'total':<16} {total:>12,}")
+    lines.append(
+        f"looping: block of {summary['looped_block_parameters']:,} parameters applied "
+        f"{summary['loop_compute_multiplier']}x (effective depth {summary['effective_depth']} layers); "
+        f"an unrolled model with the same compute would have {summary['unrolled_equivalent_parameters']:,} parameters"
+    )
+    lines.append(
+        f"forward FLOPs per token at length {summary['flops_seq_len']}: {summary['forward_flops_per_token']:,}"
+    )
+    return "\n".join(lines)

@@ -1,0 +1,139 @@
+"""The task interface shared by every problem family, plus the digit helpers they use.
+
+A task owns three things: its vocabulary, its generator of examples, and the two-way
+translation between what a human types ("123+456" -> "579") and what the model reads and
+writes ("321+654=" -> "975"). Numbers are written least-significant digit first (LSD-first),
+one token per digit, as in the Abacus paper, because that is the order in which carries
+propagate: a model can emit answer digit i after seeing operand digits 0..i.
+"""
+
+from __future__ import annotations
+
+import random
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from abacus_interp.tokens import Vocab
+
+DIGIT_SYMBOLS = "0123456789"
+
+
+@dataclass(frozen=True)
+class Example:
+    """One problem in both orders: model order for training, human values for analysis."""
+
+    prompt: str  # model order, e.g. "321+654="
+    target: str  # model order, e.g. "975" (the EOS is added by the encoder)
+    operands: tuple[int, ...]  # human values, e.g. (123, 456)
+    answer: int | str  # human value, e.g. 579 (sorting: "bac")
+
+
+class Task(ABC):
+    """A problem family: vocabulary, seeded generator, formatting, parsing and checking.
+
+    Subclasses set the class attributes `name` (registry key) and `positional` (the
+    positional scheme a model trained on the task should use: "abacus" or "learned"),
+    and build `self.vocab` in `__init__`.
+    """
+
+    name: ClassVar[str]
+    positional: ClassVar[str]
+    vocab: Vocab
+
+    @abstractmethod
+    def sample(self, n: int, rng: random.Random, **kw: Any) -> list[Example]:
+        """Draw `n` examples using only `rng`, so equal seeds give equal lists."""
+
+    @abstractmethod
+    def make(self, *operands: Any) -> Example:
+        """Build the example for the given human-order operands."""
+
+    @abstractmethod
+    def parse(self, completion: str) -> int | str | None:
+        """Model-order completion (EOS stripped) -> human value, or None if malformed."""
+
+    @abstractmethod
+    def from_human(self, text: str) -> Example:
+        """Human text such as "123+456" -> Example; ValueError naming the expected format."""
+
+    @abstractmethod
+    def to_human(self, completion: str) -> str:
+        """Model-order completion -> human-order text, best effort (never raises), so a
+        garbled model output can still be shown to a user."""
+
+    @abstractmethod
+    def max_sequence_length(self, **kw: Any) -> int:
+        """Upper bound on prompt + target + EOS tokens for the given size kwargs."""
+
+    @abstractmethod
+    def config(self) -> dict[str, Any]:
+        """JSON-safe constructor kwargs: `get_task(self.name, **self.config())` rebuilds it."""
+
+    def check(self, example: Example, completion: str) -> bool:
+        """True when the completion is exactly the target, token for token.
+
+        Exact match rather than value match, because a model that writes a redundant
+        leading zero ("9750" for 579) has not produced the answer it was trained to produce.
+        """
+        return self.vocab.split(completion.strip()) == self.vocab.split(example.target)
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.config().items())
+        return f"{type(self).__name__}({args})"
+
+
+# ---------------------------------------------------------------------------------------
+# Helpers shared by the tasks.
+
+
+def to_lsd(n: int) -> str:
+    """Non-negative integer -> its decimal digits, least-significant first (123 -> "321")."""
+    if n < 0:
+        raise ValueError(f"to_lsd needs a non-negative integer, got {n}")
+    return str(n)[::-1]
+
+
+def from_lsd(digits: str) -> int | None:
+    """LSD-first digit string -> integer ("321" -> 123); None if empty or not all digits.
+
+    Lenient about trailing zeros ("9750" -> 579) so analyses can read the value a model
+    meant; `Task.check` is the strict judge.
+    """
+    if not digits or any(c not in DIGIT_SYMBOLS for c in digits):
+        return None
+    return int(digits[::-1])
+
+
+def random_with_digits(rng: random.Random, k: int) -> int:
+    """A uniform integer with exactly `k` decimal digits (1-digit numbers include 0)."""
+    if k < 1:
+        raise ValueError(f"a number needs at least 1 digit, got {k}")
+    if k == 1:
+        return rng.randint(0, 9)
+    return rng.randint(10 ** (k - 1), 10**k - 1)
+
+
+def check_count(n: int) -> None:
+    """Reject a bad sample size early with a message saying what is expected."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"n must be a non-negative integer number of examples, got {n!r}")
+
+
+def check_operand(value: Any, what: str = "operand") -> int:
+    """Reject anything that is not a non-negative int (bools included), naming it."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{what} must be a non-negative integer, got {value!r}")
+    return value
+
+
+def check_digit_range(min_digits: int, max_digits: int, what: str = "digits") -> None:
+    """Validate a [min, max] digit-count range (both inclusive)."""
+    for label, v in ((f"min_{what}", min_digits), (f"max_{what}", max_digits)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{label} must be an integer >= 1, got {v!r}")
+    if min_digits > max_digits:
+        raise ValueError(
+            f"min_{what} ({min_digits}) is larger than max_{what} ({max_digits}); "
+            f"pass min_{what} <= max_{what}"
+        )

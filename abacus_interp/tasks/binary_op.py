@@ -1,0 +1,121 @@
+"""Shared machinery for two-operand digit tasks (addition, multiplication).
+
+Both tasks use the same prompt layout `rev(a) OP rev(b) =`, the same LSD-first target and
+the same sampling scheme: first a digit-count cell (i, j) uniformly over [min, max]^2, then
+operands with exactly i and j digits. Sampling the cell first (rather than the numbers)
+keeps short problems from being swamped by long ones, and gives the (i, j) evaluation grid
+of the Abacus paper for free through `sample_cell`.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from typing import Any, ClassVar
+
+from abacus_interp.tasks.base import (
+    DIGIT_SYMBOLS,
+    Example,
+    Task,
+    check_count,
+    check_digit_range,
+    check_operand,
+    from_lsd,
+    random_with_digits,
+    to_lsd,
+)
+from abacus_interp.tokens import Vocab
+
+
+class BinaryOpTask(Task):
+    """`a OP b` on non-negative integers, operands and answer written LSD-first.
+
+    `max_digits`/`min_digits` only bound *sampling*: `make` and `from_human` accept any
+    size, so longer problems can be built for length-generalisation tests.
+    """
+
+    positional: ClassVar[str] = "abacus"
+    op_symbol: ClassVar[str]
+    # Other characters a human may type for the operator (e.g. "x" for "*").
+    op_aliases: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, max_digits: int, min_digits: int = 1) -> None:
+        check_digit_range(min_digits, max_digits)
+        self.max_digits = max_digits
+        self.min_digits = min_digits
+        self.vocab = Vocab(symbols=tuple(DIGIT_SYMBOLS + self.op_symbol + "="), separator="")
+
+    # -- the operation ----------------------------------------------------------------
+    @staticmethod
+    def compute(a: int, b: int) -> int:
+        raise NotImplementedError
+
+    @classmethod
+    def max_answer_digits(cls, digits_a: int, digits_b: int) -> int:
+        """Most digits the answer can have for operands of these digit counts."""
+        raise NotImplementedError
+
+    # -- generation -------------------------------------------------------------------
+    def make(self, *operands: Any) -> Example:
+        if len(operands) != 2:
+            raise ValueError(f"{self.name} takes exactly 2 operands, got {len(operands)}")
+        a = check_operand(operands[0], "first operand")
+        b = check_operand(operands[1], "second operand")
+        answer = self.compute(a, b)
+        prompt = f"{to_lsd(a)}{self.op_symbol}{to_lsd(b)}="
+        return Example(prompt=prompt, target=to_lsd(answer), operands=(a, b), answer=answer)
+
+    def sample(
+        self,
+        n: int,
+        rng: random.Random,
+        min_digits: int | None = None,
+        max_digits: int | None = None,
+    ) -> list[Example]:
+        """`n` examples: cell (i, j) uniform over [min_digits, max_digits]^2, then operands
+        with exactly i and j digits. Defaults to the task's own digit range."""
+        check_count(n)
+        lo = self.min_digits if min_digits is None else min_digits
+        hi = self.max_digits if max_digits is None else max_digits
+        check_digit_range(lo, hi)
+        out = []
+        for _ in range(n):
+            i, j = rng.randint(lo, hi), rng.randint(lo, hi)
+            out.append(self.make(random_with_digits(rng, i), random_with_digits(rng, j)))
+        return out
+
+    def sample_cell(self, n: int, rng: random.Random, i: int, j: int) -> list[Example]:
+        """`n` examples whose operands have exactly `i` and `j` digits (one grid cell)."""
+        check_count(n)
+        check_digit_range(i, i, "digits (i)")
+        check_digit_range(j, j, "digits (j)")
+        return [self.make(random_with_digits(rng, i), random_with_digits(rng, j)) for _ in range(n)]
+
+    # -- reading model output ---------------------------------------------------------
+    def parse(self, completion: str) -> int | None:
+        return from_lsd(completion.strip())
+
+    def to_human(self, completion: str) -> str:
+        return completion.strip()[::-1]
+
+    def from_human(self, text: str) -> Example:
+        ops = "".join(re.escape(s) for s in (self.op_symbol, *self.op_aliases))
+        m = re.fullmatch(rf"\s*([0-9]+)\s*[{ops}]\s*([0-9]+)\s*=?\s*", text)
+        if m is None:
+            example = f"123{self.op_symbol}45"
+            raise ValueError(
+                f"could not read {text!r} as a {self.name} problem: expected two non-negative "
+                f"integers in normal (most-significant first) order joined by "
+                f"'{self.op_symbol}', e.g. '{example}'"
+            )
+        return self.make(int(m.group(1)), int(m.group(2)))
+
+    # -- sizes and config -------------------------------------------------------------
+    def max_sequence_length(self, max_digits: int | None = None) -> int:
+        """Prompt (d + 1 + d + 1) + answer + EOS for operands of up to `max_digits` digits."""
+        d = self.max_digits if max_digits is None else max_digits
+        check_digit_range(1, d)
+        return 2 * d + 2 + self.max_answer_digits(d, d) + 1
+
+    def config(self) -> dict[str, Any]:
+        return {"max_digits": self.max_digits, "min_digits": self.min_digits}

@@ -1,0 +1,138 @@
+"""Sorting labelled numbers: `a:05898,b:1,c:372012=` -> `bac`.
+
+Each number gets a letter label and is written LSD-first; the answer lists the labels in
+ascending order of value (ties keep letter order, i.e. a stable sort). Answering with labels
+rather than the numbers keeps the target short and makes every answer token a pointer back
+to one operand, which is what attention-pattern analyses want to see.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import string
+from typing import Any, ClassVar
+
+from abacus_interp.tasks.base import (
+    DIGIT_SYMBOLS,
+    Example,
+    Task,
+    check_count,
+    check_digit_range,
+    check_operand,
+    random_with_digits,
+    to_lsd,
+)
+from abacus_interp.tokens import Vocab
+
+LETTERS = string.ascii_lowercase
+
+
+class SortingTask(Task):
+    """Sort `min_numbers`..`max_numbers` numbers of `min_digits`..`max_digits` digits each."""
+
+    name: ClassVar[str] = "sorting"
+    positional: ClassVar[str] = "abacus"
+
+    def __init__(
+        self,
+        max_numbers: int = 5,
+        max_digits: int = 6,
+        min_numbers: int = 2,
+        min_digits: int = 1,
+    ) -> None:
+        check_digit_range(min_numbers, max_numbers, "numbers")
+        check_digit_range(min_digits, max_digits)
+        if max_numbers > len(LETTERS):
+            raise ValueError(
+                f"max_numbers={max_numbers} but only {len(LETTERS)} letter labels exist; "
+                f"pass max_numbers <= {len(LETTERS)}"
+            )
+        self.max_numbers = max_numbers
+        self.min_numbers = min_numbers
+        self.max_digits = max_digits
+        self.min_digits = min_digits
+        self.labels = LETTERS[:max_numbers]
+        self.vocab = Vocab(symbols=tuple(DIGIT_SYMBOLS + self.labels + ":,="), separator="")
+
+    def make(self, *operands: Any) -> Example:
+        if not 1 <= len(operands) <= self.max_numbers:
+            raise ValueError(
+                f"sorting takes 1 to {self.max_numbers} numbers (max_numbers), got "
+                f"{len(operands)}; build the task with a larger max_numbers for more"
+            )
+        values = tuple(check_operand(v, "number to sort") for v in operands)
+        labels = self.labels[: len(values)]
+        prompt = ",".join(f"{lab}:{to_lsd(v)}" for lab, v in zip(labels, values, strict=True)) + "="
+        # sorted() is stable, so equal values keep their letter order.
+        order = sorted(range(len(values)), key=lambda k: values[k])
+        answer = "".join(labels[k] for k in order)
+        return Example(prompt=prompt, target=answer, operands=values, answer=answer)
+
+    def sample(
+        self,
+        n: int,
+        rng: random.Random,
+        min_numbers: int | None = None,
+        max_numbers: int | None = None,
+        min_digits: int | None = None,
+        max_digits: int | None = None,
+    ) -> list[Example]:
+        """`n` examples: a count uniform over [min_numbers, max_numbers], then each number's
+        digit count uniform over [min_digits, max_digits] (defaults: the task's ranges)."""
+        check_count(n)
+        lo_n = self.min_numbers if min_numbers is None else min_numbers
+        hi_n = self.max_numbers if max_numbers is None else max_numbers
+        lo_d = self.min_digits if min_digits is None else min_digits
+        hi_d = self.max_digits if max_digits is None else max_digits
+        check_digit_range(lo_n, hi_n, "numbers")
+        check_digit_range(lo_d, hi_d)
+        if hi_n > self.max_numbers:
+            raise ValueError(
+                f"max_numbers={hi_n} exceeds the task's {self.max_numbers} letter labels; "
+                f"build SortingTask(max_numbers={hi_n}) instead"
+            )
+        out = []
+        for _ in range(n):
+            count = rng.randint(lo_n, hi_n)
+            values = [random_with_digits(rng, rng.randint(lo_d, hi_d)) for _ in range(count)]
+            out.append(self.make(*values))
+        return out
+
+    def parse(self, completion: str) -> str | None:
+        """The label string if it is made only of this task's labels, else None."""
+        text = completion.strip()
+        if not text or any(c not in self.labels for c in text):
+            return None
+        return text
+
+    def to_human(self, completion: str) -> str:
+        return completion.strip()
+
+    def from_human(self, text: str) -> Example:
+        parts = [p for p in re.split(r"[\s,]+", text.strip().rstrip("=")) if p]
+        if not parts or not all(re.fullmatch(r"[0-9]+", p) for p in parts):
+            raise ValueError(
+                f"could not read {text!r} as numbers to sort: expected non-negative integers "
+                "in normal order separated by commas or spaces, e.g. '89850, 1, 210273'"
+            )
+        return self.make(*(int(p) for p in parts))
+
+    def max_sequence_length(
+        self, max_numbers: int | None = None, max_digits: int | None = None
+    ) -> int:
+        """k numbers of d digits: k * (label + ':' + d digits) + (k - 1) commas + '=',
+        then k answer labels and EOS: k * (d + 4) + 1."""
+        k = self.max_numbers if max_numbers is None else max_numbers
+        d = self.max_digits if max_digits is None else max_digits
+        check_digit_range(1, k, "numbers")
+        check_digit_range(1, d)
+        return k * (d + 4) + 1
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "max_numbers": self.max_numbers,
+            "max_digits": self.max_digits,
+            "min_numbers": self.min_numbers,
+            "min_digits": self.min_digits,
+        }

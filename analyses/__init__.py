@@ -1,0 +1,1 @@
+"""Analyses of looped arithmetic transformers; each module has run(...) -> result."""
