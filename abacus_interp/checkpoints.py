@@ -1,0 +1,188 @@
+"""Run directories, checkpoint series and exact-resume state. No pickle anywhere.
+
+    RUN/config.json                              model + task + training config
+    RUN/metrics.jsonl                            one JSON object per logged step
+    RUN/checkpoints/step_0000100.safetensors     weights
+    RUN/checkpoints/step_0000100.json            sidecar: step, tokens, metrics
+    RUN/resume/state.safetensors + state.json    optimizer state and step, for exact resume
+
+Every write goes to a temporary file in the same directory and is renamed into place, so a
+crash leaves either the old file or the new one, never half of one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import tempfile
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+logger = logging.getLogger(__name__)
+
+STEP_FILE = re.compile(r"^step_(\d+)\.safetensors$")
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint or run directory that cannot be read; the message names the file."""
+
+
+def _atomic_write(path: Path, write) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def write_json(path: Path, obj) -> None:
+    def write(tmp):
+        with open(tmp, "w") as f:
+            json.dump(obj, f, indent=2)
+
+    _atomic_write(Path(path), write)
+
+
+def read_json(path: Path) -> dict:
+    path = Path(path)
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except FileNotFoundError as e:
+        raise CheckpointError(f"{path} does not exist") from e
+    except json.JSONDecodeError as e:
+        raise CheckpointError(f"{path} is not valid JSON ({e}); the file is corrupt or truncated") from e
+
+
+def save_tensors(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None) -> None:
+    tensors = {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
+    _atomic_write(Path(path), lambda tmp: save_file(tensors, tmp, metadata=metadata))
+
+
+def load_tensors(path: Path) -> dict[str, torch.Tensor]:
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"{path} does not exist")
+    try:
+        return load_file(str(path))
+    except (SafetensorError, OSError, ValueError, RuntimeError) as e:
+        raise CheckpointError(
+            f"cannot read checkpoint {path}: {e}. The file is truncated or corrupt; "
+            "delete it to fall back to the previous checkpoint of the run"
+        ) from e
+
+
+def step_path(run_dir: Path, step: int) -> Path:
+    return Path(run_dir) / "checkpoints" / f"step_{step:07d}.safetensors"
+
+
+def save_checkpoint(run_dir: Path, model, step: int, info: dict) -> Path:
+    """Weights as safetensors plus a JSON sidecar (step, tokens seen, metrics)."""
+    path = step_path(run_dir, step)
+    save_tensors(path, dict(model.state_dict()), metadata={"step": str(step)})
+    write_json(path.with_suffix(".json"), {"step": step, **info})
+    return path
+
+
+def list_checkpoints(run_dir: str | Path) -> list[tuple[int, Path]]:
+    """(step, path) of every checkpoint of a run, ascending by step."""
+    folder = Path(run_dir) / "checkpoints"
+    if not folder.is_dir():
+        raise CheckpointError(f"{folder} does not exist: is {run_dir} a run directory made by `train`?")
+    found = [(int(m.group(1)), folder / name) for name in os.listdir(folder) if (m := STEP_FILE.match(name))]
+    return sorted(found)
+
+
+def read_run_config(run_dir: str | Path) -> dict:
+    return read_json(Path(run_dir) / "config.json")
+
+
+def read_metrics(run_dir: str | Path) -> list[dict]:
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.exists():
+        return []
+    rows = []
+    with open(path) as f:
+        for line_no, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                # a crash mid-append can leave a partial last line; earlier rows are intact
+                logger.warning("skipping unreadable line %d of %s", line_no, path)
+    return rows
+
+
+def load_model(path: str | Path, max_loops: int | None = None, device: str | torch.device = "cpu"):
+    """A model from a `.safetensors` checkpoint or a run directory (its latest checkpoint).
+
+    `max_loops` rebuilds with more hook sets (to run deeper than the stored capacity); hook
+    sets hold no parameters, so the weights load unchanged."""
+    from .config import ModelConfig
+    from .model import LoopedTransformer
+
+    path = Path(path)
+    if path.is_dir():
+        checkpoints = list_checkpoints(path)
+        if not checkpoints:
+            raise CheckpointError(f"{path} has no checkpoints yet")
+        run_dir, weights = path, checkpoints[-1][1]
+    elif path.suffix == ".safetensors":
+        run_dir, weights = path.parent.parent, path
+    else:
+        raise CheckpointError(f"{path} is neither a run directory nor a .safetensors checkpoint")
+    model_cfg = read_run_config(run_dir)["model"]
+    if max_loops is not None:
+        model_cfg = {**model_cfg, "max_loops": max_loops}
+    cfg = ModelConfig.from_dict(model_cfg)
+    model = LoopedTransformer(cfg)
+    state = load_tensors(weights)
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if missing or unexpected:
+        raise CheckpointError(f"{weights} does not match its config: missing {missing}, unexpected {unexpected}")
+    model.checkpoint_path = str(weights)
+    return model.to(device).eval()
+
+
+# ---------------------------------------------------------------- resume state
+def save_resume(run_dir: Path, optimizer: torch.optim.Optimizer, step: int, extra: dict) -> None:
+    """Optimizer tensors in safetensors, scalars in JSON. Data and offsets are drawn from
+    generators seeded by (seed, rank, step), so no RNG state needs saving."""
+    state = optimizer.state_dict()
+    tensors, scalars = {}, {}
+    for param_id, slots in state["state"].items():
+        for slot, value in slots.items():
+            key = f"{param_id}.{slot}"
+            if torch.is_tensor(value):
+                tensors[key] = value
+            else:
+                scalars[key] = value
+    folder = Path(run_dir) / "resume"
+    save_tensors(folder / "state.safetensors", tensors)
+    write_json(folder / "state.json", {"step": step, "param_groups": state["param_groups"], "scalars": scalars, **extra})
+
+
+def load_resume(run_dir: Path, optimizer: torch.optim.Optimizer) -> dict:
+    folder = Path(run_dir) / "resume"
+    meta = read_json(folder / "state.json")
+    tensors = load_tensors(folder / "state.safetensors")
+    slots: dict[int, dict] = {}
+    for key, value in tensors.items():
+        param_id, slot = key.split(".", 1)
+        slots.setdefault(int(param_id), {})[slot] = value
+    for key, value in meta["scalars"].items():
+        param_id, slot = key.split(".", 1)
+        slots.setdefault(int(param_id), {})[slot] = value
+    optimizer.load_state_dict({"state": slots, "param_groups": meta["param_groups"]})
+    return meta

@@ -1,0 +1,1 @@
+"""Evaluation: exact-match grids, accuracy vs loops, edge cases, carry complexity."""

@@ -1,0 +1,98 @@
+"""Named recipes. Each returns a RunConfig; `--set` edits it before training."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..config import ModelConfig
+from ..tasks import get_task
+from .config import RunConfig, TrainConfig
+
+
+def _run(name: str, task_name: str, task_kwargs: dict, model: dict, train: TrainConfig) -> RunConfig:
+    task = get_task(task_name, **task_kwargs)
+    cfg = ModelConfig(vocab=task.vocab, positional=task.positional, **model)
+    return RunConfig(task=task_name, task_kwargs=task_kwargs, model=cfg, train=train, preset=name)
+
+
+def demo_add() -> RunConfig:
+    """Small enough for 2 CPU cores in a few minutes; learns up-to-5-digit addition."""
+    return _run(
+        "demo-add",
+        "addition",
+        {"max_digits": 5},
+        # max_seq_len covers 2x-length evaluation (10-digit operands: 3*10+4 tokens)
+        dict(d_model=64, n_heads=4, n_layers=1, n_loops=4, max_seq_len=40, abacus_max_offset=20),
+        TrainConfig(
+            steps=1200, batch_size=64, lr=2e-3, weight_decay=0.01, warmup_steps=50, grad_clip=1.0,
+            progressive="mcleish", progressive_alpha=0.5, eval_every=200, eval_problems=128,
+            checkpoint_every=300, dense_checkpoints=8, dense_until=200,
+        ),
+    )
+
+
+def small_add() -> RunConfig:
+    """The shipped reference run: up to 10-digit addition, extrapolating to 20 digits."""
+    return _run(
+        "small-add",
+        "addition",
+        {"max_digits": 10},
+        dict(d_model=128, n_heads=4, n_layers=1, n_loops=4, max_seq_len=128, abacus_max_offset=30),
+        TrainConfig(
+            steps=4000, batch_size=64, lr=1e-3, weight_decay=0.01, warmup_steps=100, grad_clip=1.0,
+            progressive="mcleish", progressive_alpha=0.5, eval_every=250, eval_problems=256,
+            checkpoint_every=250, dense_checkpoints=12, dense_until=250,
+        ),
+    )
+
+
+def grok_mod113() -> RunConfig:
+    """Nanda et al. (2023): 1 layer, 4 heads, d_model 128, d_mlp 512, ReLU, no LayerNorm,
+    30% of the 113^2 pairs, full batch, AdamW lr 1e-3 wd 1.0 betas (0.9, 0.98), loss on the
+    answer token in float64."""
+    return _run(
+        "grok-mod113",
+        "modular_addition",
+        {"p": 113, "train_fraction": 0.3, "split_seed": 0},
+        dict(
+            d_model=128, n_heads=4, d_head=32, d_mlp=512, n_layers=1, n_loops=1, activation="relu",
+            norm="none", input_injection="none", max_seq_len=4, init_std=0.02,
+        ),
+        TrainConfig(
+            steps=12000, batch_size=None, lr=1e-3, weight_decay=1.0, betas=(0.9, 0.98), warmup_steps=10,
+            schedule="constant", grad_clip=None, loss_dtype="float64", log_every=50, eval_every=100,
+            checkpoint_every=250, dense_checkpoints=12, dense_until=1000,
+        ),
+    )
+
+
+def _paper_add(name: str, n_layers: int, n_loops: int) -> RunConfig:
+    """McLeish et al. (2024) on a GPU: d_model 1024, 16 heads, FFN 2048, <= 20 digits,
+    offsets up to k = 100, AdamW lr 1e-4 betas (0.9, 0.98) wd 0.01, clip 0.5."""
+    return _run(
+        name,
+        "addition",
+        {"max_digits": 20},
+        dict(d_model=1024, n_heads=16, d_mlp=2048, n_layers=n_layers, n_loops=n_loops, max_seq_len=256,
+             abacus_max_offset=100),
+        TrainConfig(
+            steps=50000, batch_size=512, lr=1e-4, weight_decay=0.01, betas=(0.9, 0.98), warmup_steps=1000,
+            grad_clip=0.5, progressive="mcleish", progressive_alpha=0.5, eval_every=1000,
+            checkpoint_every=2500, dense_checkpoints=12, dense_until=2500, device="cuda",
+        ),
+    )
+
+
+PRESETS: dict[str, Callable[[], RunConfig]] = {
+    "demo-add": demo_add,
+    "small-add": small_add,
+    "grok-mod113": grok_mod113,
+    "paper-add-1x16": lambda: _paper_add("paper-add-1x16", 1, 16),
+    "paper-add-8x2": lambda: _paper_add("paper-add-8x2", 8, 2),
+}
+
+
+def get_preset(name: str) -> RunConfig:
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+    return PRESETS[name]()
