@@ -34,6 +34,16 @@ def fixed_seed():
 
 
 @pytest.fixture
+def single_torch_thread():
+    """Tiny models run several times faster on one thread, above all on a shared machine
+    where intra-op threads of concurrent processes fight over the cores."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+@pytest.fixture
 def tiny_model():
     """The builder itself, so a test asks for the variant it needs: `tiny_model(positional="learned")`."""
     return make_tiny_model

@@ -220,7 +220,7 @@ def train(cfg: RunConfig, run_dir: str | Path, progress: bool = True) -> TrainRe
                 row = {
                     "step": step,
                     "loss": loss_value,
-                    "full_depth_loss": float(full_loss),
+                    "full_depth_loss": full_loss.item(),
                     "train_exact_match": _batch_accuracy(model, state, tokens, loss_mask),
                     "lr": optimizer.param_groups[0]["lr"],
                     "grad_norm": float(grad_norm),

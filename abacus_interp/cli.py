@@ -1,0 +1,178 @@
+"""`abacus-interp` command line: train, eval, solve, summary, report.
+
+The CLI prints; the library only logs. Every user error ends with a one-line message that
+says what to do, and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from .checkpoints import CheckpointError
+
+
+def _parse_int_list(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers like 1,2,4,8; got {text!r}") from e
+
+
+def _parse_range(text: str) -> tuple[int, int]:
+    try:
+        lo, hi = (int(x) for x in text.split(".."))
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"expected a digit range like 1..20; got {text!r}") from e
+    if not 1 <= lo <= hi:
+        raise argparse.ArgumentTypeError(f"range {text!r} must satisfy 1 <= A <= B")
+    return lo, hi
+
+
+def cmd_train(args) -> int:
+    from .training import TrainingDiverged, TrainingInterrupted, apply_overrides, get_preset, train
+
+    out = Path(args.out)
+    if (out / "resume" / "state.json").exists() and args.preset is None:
+        from .training.config import RunConfig
+
+        cfg = RunConfig.from_dict(json.loads((out / "config.json").read_text()))
+    elif args.preset is None:
+        raise ValueError("train needs --preset NAME for a new run (or --out pointing at a run to resume)")
+    else:
+        cfg = get_preset(args.preset)
+    cfg = apply_overrides(cfg, args.set or [])
+    try:
+        result = train(cfg, out)
+    except TrainingInterrupted as e:
+        print(f"interrupted: {e}")
+        return 130
+    except TrainingDiverged as e:
+        print(f"training diverged: {e}")
+        return 1
+    metrics = {k: round(v, 4) if isinstance(v, float) else v for k, v in result.last_metrics.items()}
+    print(f"trained {out} to step {result.final_step}: {json.dumps(metrics)}")
+    return 0
+
+
+def cmd_eval(args) -> int:
+    from .checkpoints import load_model, read_run_config, step_path
+    from .evaluation.suite import evaluate, format_report
+    from .tasks import get_task
+
+    run = Path(args.run)
+    path = step_path(run, args.step) if args.step is not None else run
+    model = load_model(path, max_loops=max(args.loops) if args.loops else None)
+    task_cfg = dict(read_run_config(run if run.is_dir() else run.parent.parent)["task"])
+    task = get_task(task_cfg.pop("name"), **task_cfg)
+    report = evaluate(model, task, grid=args.grid, loops=args.loops, n_per_cell=args.n, seed=args.seed)
+    print(format_report(report))
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(report.to_dict(), indent=2))
+        print(f"wrote {args.json}")
+    return 0
+
+
+def cmd_solve(args) -> int:
+    from .checkpoints import load_model, read_run_config
+    from .tasks import get_task
+
+    model = load_model(args.run)
+    task_cfg = dict(read_run_config(args.run)["task"])
+    task = get_task(task_cfg.pop("name"), **task_cfg)
+    example = task.from_human(args.problem)
+    completion = model.generate([example.prompt], n_loops=args.loops)[0]
+    print(task.to_human(completion))
+    if args.verbose:
+        verdict = "correct" if task.check(example, completion) else f"wrong (expected {example.answer})"
+        print(f"model order: {example.prompt}{completion}  -> {verdict}")
+    return 0
+
+
+def cmd_summary(args) -> int:
+    from .checkpoints import list_checkpoints, load_model, read_metrics, read_run_config
+    from .summary import format_summary, parameter_summary
+
+    model = load_model(args.run)
+    cfg = read_run_config(args.run)
+    print(f"run {args.run} (preset {cfg.get('preset')}), task {json.dumps(cfg['task'])}")
+    model_cfg = {k: v for k, v in cfg["model"].items() if k != "vocab"}
+    print("model: " + ", ".join(f"{k}={v}" for k, v in model_cfg.items()))
+    print("train: " + ", ".join(f"{k}={v}" for k, v in cfg["train"].items()))
+    print(format_summary(parameter_summary(model)))
+    steps = [s for s, _ in list_checkpoints(args.run)]
+    print(f"checkpoints: {len(steps)} (steps {', '.join(map(str, steps))})")
+    metrics = read_metrics(args.run)
+    evals = [r for r in metrics if any(k.endswith("_exact_match") and k != "train_exact_match" for k in r)]
+    if evals:
+        last = evals[-1]
+        shown = {k: round(v, 4) for k, v in last.items() if isinstance(v, float) and ("loss" in k or "exact" in k)}
+        print(f"last evaluation (step {last['step']}): " + ", ".join(f"{k}={v}" for k, v in shown.items()))
+    return 0
+
+
+def cmd_report(args) -> int:
+    from .report import build_report
+
+    path = build_report(args.run, args.out, compare=args.compare)
+    print(f"report written to {path}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="abacus-interp", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose-logs", action="store_true", help="show library log messages")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("train", help="train a preset into a run directory (resumes if it has resume/)")
+    p.add_argument("--preset", help="demo-add, small-add, grok-mod113, paper-add-1x16, paper-add-8x2")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field, e.g. train.lr=3e-4")
+    p.add_argument("--out", required=True, help="run directory")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("eval", help="exact-match grid, accuracy vs loops, edge cases")
+    p.add_argument("run")
+    p.add_argument("--step", type=int, help="checkpoint step (default: latest)")
+    p.add_argument("--grid", type=_parse_range, help="operand digit range, e.g. 1..20")
+    p.add_argument("--loops", type=_parse_int_list, help="loop counts, e.g. 1,2,4,8")
+    p.add_argument("--n", type=int, default=100, help="problems per grid cell")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", help="write every number to this file")
+    p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("solve", help='solve one problem in human order, e.g. "123+456"')
+    p.add_argument("run")
+    p.add_argument("problem")
+    p.add_argument("--loops", type=int)
+    p.add_argument("--verbose", action="store_true", help="also show the model-order text and a verdict")
+    p.set_defaults(func=cmd_solve)
+
+    p = sub.add_parser("summary", help="parameters by component, config, metrics")
+    p.add_argument("run")
+    p.set_defaults(func=cmd_summary)
+
+    p = sub.add_parser("report", help="offline HTML + JSON interpretability report")
+    p.add_argument("run")
+    p.add_argument("--compare", help="a second run to compare with")
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=cmd_report)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose_logs else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return args.func(args)
+    except (ValueError, CheckpointError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

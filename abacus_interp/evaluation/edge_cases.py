@@ -1,0 +1,152 @@
+"""Hand-picked hard and degenerate problems for two-operand digit tasks.
+
+Each `EdgeCase` is one named problem (or, for commutativity, the pair a OP b and b OP a).
+Expected answers come from the task itself (`task.make`), so they are the same integers the
+model was trained on; `run_edge_cases` decodes greedily with `model.generate` and reports
+the model's answer in human order next to the expected one.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass, field
+
+from abacus_interp.tasks.base import Example, random_with_digits
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EdgeCase:
+    group: str  # e.g. "carry_chain", "zeros", "commutativity"
+    name: str  # human-readable, e.g. "999+1" or "12+345 == 345+12"
+    problems: tuple[Example, ...]
+    # "correct": every problem must be answered exactly; "commutative": additionally the
+    # two completions must be identical.
+    kind: str = "correct"
+    in_distribution: bool = True
+
+
+@dataclass
+class EdgeCaseResult:
+    group: str
+    name: str
+    kind: str
+    in_distribution: bool
+    passed: bool
+    expected: list[str]  # human order, one per problem
+    answers: list[str]  # the model's answers in human order
+    correct: list[bool] = field(default_factory=list)
+
+
+def _human(task, a: int, b: int) -> str:
+    return f"{a}{task.op_symbol}{b}"
+
+
+def _cycle_digits(n: int, start: int = 1) -> int:
+    """An n-digit number 1234123... (most significant first), digits 1..4."""
+    return int("".join(str((start - 1 + k) % 4 + 1) for k in range(n)))
+
+
+def _fits(example: Example, vocab, max_seq_len: int) -> bool:
+    return len(vocab.encode(example.prompt)) + len(vocab.encode(example.target)) + 1 <= max_seq_len
+
+
+def edge_cases(task, lengths: list[int], rng: random.Random, max_seq_len: int | None = None) -> list[EdgeCase]:
+    """The edge-case suite for an addition or multiplication task, at the given operand
+    lengths (digits). Cases whose sequences do not fit `max_seq_len` are left out.
+
+    Addition: carry chains 9..9+1, no carries (1234+4321), maximal sums 9..9+9..9.
+    Multiplication: times one, powers of ten, maximal products 9..9*9..9.
+    Both: zeros (0 OP 0, n OP 0, 0 OP n), unequal lengths, commutativity.
+    """
+    lengths = sorted({int(n) for n in lengths if n >= 1})
+    is_add = task.name == "addition"
+    cases: list[EdgeCase] = []
+
+    def add(group: str, pairs: list[tuple[int, int]], kind: str = "correct") -> None:
+        problems = tuple(task.make(a, b) for a, b in pairs)
+        if max_seq_len is not None and not all(_fits(p, task.vocab, max_seq_len) for p in problems):
+            return
+        longest = max(len(str(x)) for a, b in pairs for x in (a, b))
+        ops = sorted({len(str(x)) for a, b in pairs for x in (a, b)})
+        in_dist = longest <= task.max_digits and ops[0] >= task.min_digits
+        if kind == "commutative":
+            name = f"{_human(task, *pairs[0])} == {_human(task, *pairs[1])}"
+        else:
+            name = ", ".join(_human(task, a, b) for a, b in pairs)
+        cases.append(EdgeCase(group, name, problems, kind, in_dist))
+
+    nines = {n: 10**n - 1 for n in lengths}
+    if is_add:
+        for n in lengths:
+            add("carry_chain", [(nines[n], 1)])
+        for n in lengths:
+            a = _cycle_digits(n)
+            add("no_carry", [(a, int(str(a)[::-1]))])  # 1234+4321: every digit sum <= 8
+        for n in lengths:
+            add("max_sum", [(nines[n], nines[n])])
+    else:
+        for n in lengths:
+            a = random_with_digits(rng, n)
+            add("times_one", [(a, 1)])
+            add("times_one", [(1, a)])
+        for n in lengths:
+            add("power_of_ten", [(random_with_digits(rng, n), 10 ** min(n, 3))])
+        for n in lengths:
+            add("max_product", [(nines[n], nines[n])])
+    add("zeros", [(0, 0)])
+    for n in lengths:
+        v = random_with_digits(rng, n)
+        add("zeros", [(v, 0)])
+        add("zeros", [(0, v)])
+    for n in lengths:
+        if n < 2:
+            continue
+        short = max(1, n // 2)
+        a, b = random_with_digits(rng, n), random_with_digits(rng, 1)
+        add("unequal_lengths", [(a, b)])
+        add("unequal_lengths", [(b, a)])
+        a, b = random_with_digits(rng, n), random_with_digits(rng, short)
+        add("unequal_lengths", [(a, b)])
+        add("unequal_lengths", [(b, a)])
+    for n in lengths:
+        short = max(1, n // 2)
+        a, b = random_with_digits(rng, n), random_with_digits(rng, short)
+        add("commutativity", [(a, b), (b, a)], kind="commutative")
+        a, b = random_with_digits(rng, n), random_with_digits(rng, n)
+        add("commutativity", [(a, b), (b, a)], kind="commutative")
+    return cases
+
+
+def run_edge_cases(model, task, cases: list[EdgeCase], n_loops: int | None = None) -> list[EdgeCaseResult]:
+    """Greedy-decode every problem of every case in one batch and judge each case."""
+    flat = [p for case in cases for p in case.problems]
+    if not flat:
+        return []
+    # target + EOS is all a correct greedy decode needs; one wrong token already fails it
+    max_new = max(len(task.vocab.split(p.target)) for p in flat) + 1
+    completions = model.generate([p.prompt for p in flat], n_loops=n_loops, max_new_tokens=max_new)
+    results, k = [], 0
+    for case in cases:
+        comps = completions[k : k + len(case.problems)]
+        k += len(case.problems)
+        correct = [task.check(p, c) for p, c in zip(case.problems, comps)]
+        passed = all(correct)
+        if case.kind == "commutative":
+            passed = passed and len(set(c.strip() for c in comps)) == 1
+        results.append(
+            EdgeCaseResult(
+                group=case.group,
+                name=case.name,
+                kind=case.kind,
+                in_distribution=case.in_distribution,
+                passed=bool(passed),
+                expected=[str(p.answer) for p in case.problems],
+                answers=[task.to_human(c) for c in comps],
+                correct=correct,
+            )
+        )
+    logger.debug("edge cases: %d/%d passed", sum(r.passed for r in results), len(results))
+    return results

@@ -1,0 +1,124 @@
+"""Plotly figures of an `EvalReport`, built from its numbers alone (never shown)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import plotly.graph_objects as go
+
+
+def grid_figure(grid: dict[str, Any]) -> go.Figure:
+    """Exact-match heatmap over (digits of a, digits of b), trained region outlined."""
+    z = grid["exact_match"]
+    text = [["" if v is None else f"{100 * v:.0f}" for v in row] for row in z]
+    fig = go.Figure(
+        go.Heatmap(
+            z=z, x=grid["digits_b"], y=grid["digits_a"], zmin=0, zmax=1, colorscale="Viridis",
+            text=text, texttemplate="%{text}", colorbar={"title": "exact match"},
+            hovertemplate="a: %{y} digits<br>b: %{x} digits<br>exact match %{z:.2f}<extra></extra>",
+        )
+    )
+    lo, hi = grid["trained_digits"]
+    a_lo, a_hi = min(grid["digits_a"]), max(grid["digits_a"])
+    b_lo, b_hi = min(grid["digits_b"]), max(grid["digits_b"])
+    x0, x1 = max(lo, b_lo), min(hi, b_hi)
+    y0, y1 = max(lo, a_lo), min(hi, a_hi)
+    if x0 <= x1 and y0 <= y1:
+        fig.add_shape(type="rect", x0=x0 - 0.5, x1=x1 + 0.5, y0=y0 - 0.5, y1=y1 + 0.5,
+                      line={"color": "red", "width": 3}, fillcolor="rgba(0,0,0,0)")
+    ind, ood = grid["in_distribution_exact_match"], grid["out_of_distribution_exact_match"]
+    summary = " ".join(
+        f"{name} {100 * v:.1f}%" for name, v in (("in-dist", ind), ("OOD", ood)) if v is not None
+    )
+    fig.update_layout(
+        title=f"Exact match by operand length (trained region outlined; {summary})",
+        xaxis={"title": "digits of b", "dtick": 1}, yaxis={"title": "digits of a", "dtick": 1},
+        width=700, height=650,
+    )
+    return fig
+
+
+def loops_figure(loops: dict[str, Any]) -> go.Figure:
+    fig = go.Figure()
+    for name, s in loops["sets"].items():
+        fig.add_trace(go.Scatter(x=loops["loops"], y=s["exact_match"], mode="lines+markers", name=name))
+    fig.add_vline(x=loops["trained_loops"], line_dash="dash", line_color="gray",
+                  annotation_text="trained depth")
+    fig.update_layout(title="Exact match vs number of loops", xaxis_title="loops (R)",
+                      yaxis={"title": "exact match", "range": [-0.02, 1.02]})
+    return fig
+
+
+def lengths_figure(lengths: dict[str, Any]) -> go.Figure:
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=lengths["lengths"], y=lengths["exact_match"], mode="lines+markers",
+                             name="equal-length operands"))
+    fg = lengths.get("from_grid")
+    if fg and fg["max_operand_digits"]:
+        fig.add_trace(go.Scatter(x=fg["max_operand_digits"], y=fg["exact_match"], mode="lines+markers",
+                                 name="grid, by longer operand", line={"dash": "dot"}))
+    fig.add_vline(x=lengths["trained_max"] + 0.5, line_dash="dash", line_color="gray",
+                  annotation_text="trained")
+    fig.update_layout(title="Exact match by operand length", xaxis={"title": "digits", "dtick": 1},
+                      yaxis={"title": "exact match", "range": [-0.02, 1.02]})
+    return fig
+
+
+def edge_cases_figure(edge: dict[str, Any]) -> go.Figure:
+    cases = edge["cases"]
+    colors = [["#d4f7d4" if c["passed"] else "#f7d4d4" for c in cases]] * 5
+    fig = go.Figure(
+        go.Table(
+            header={"values": ["group", "problem", "expected", "model", "result"]},
+            cells={
+                "values": [
+                    [c["group"] for c in cases],
+                    [c["name"] + ("" if c["in_distribution"] else " (OOD)") for c in cases],
+                    [" / ".join(c["expected"]) for c in cases],
+                    [" / ".join(c["answers"]) for c in cases],
+                    ["pass" if c["passed"] else "FAIL" for c in cases],
+                ],
+                "fill_color": colors,
+            },
+        )
+    )
+    rate = edge["pass_rate"]
+    fig.update_layout(title="Edge cases" + ("" if rate is None else f" ({100 * rate:.0f}% pass)"))
+    return fig
+
+
+def carry_figure(carry: dict[str, Any]) -> go.Figure:
+    b = carry["buckets"]
+    fig = go.Figure(
+        go.Bar(
+            x=[r["bucket"] for r in b], y=[r["exact_match"] for r in b],
+            text=[f"n={r['n']}" for r in b], textposition="outside",
+        )
+    )
+    fig.update_layout(title="Exact match by longest carry cascade (balanced set)",
+                      xaxis_title="longest carry cascade", yaxis={"title": "exact match", "range": [0, 1.1]})
+    return fig
+
+
+def perplexity_figure(ppl: dict[str, Any]) -> go.Figure:
+    names = list(ppl)
+    fig = go.Figure(go.Bar(x=names, y=[ppl[n]["perplexity"] for n in names]))
+    fig.update_layout(title="Per-token perplexity of the correct answer", yaxis_title="perplexity")
+    return fig
+
+
+def splits_figure(splits: dict[str, Any]) -> go.Figure:
+    names = list(splits)
+    fig = go.Figure(go.Bar(x=names, y=[splits[n]["exact_match"] for n in names],
+                           text=[f"loss {splits[n]['loss']:.3g}" for n in names], textposition="outside"))
+    fig.update_layout(title="Accuracy by split", yaxis={"title": "accuracy", "range": [0, 1.1]})
+    return fig
+
+
+def report_figures(report) -> dict[str, go.Figure]:
+    builders = {
+        "grid": grid_figure, "loops": loops_figure, "lengths": lengths_figure,
+        "edge_cases": edge_cases_figure, "carry": carry_figure, "perplexity": perplexity_figure,
+        "splits": splits_figure,
+    }
+    return {name: build(getattr(report, name)) for name, build in builders.items() if getattr(report, name)}

@@ -1,0 +1,432 @@
+"""Training loop: exact resume, signals, divergence, checkpoint schedule, loss modes,
+full-batch training, config overrides and multi-process training (gloo on CPU).
+
+Every run here is tiny (d_model 32, <= 3-digit addition, a dozen steps) so the whole file
+stays within a few tens of seconds on two shared CPU cores.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from abacus_interp import checkpoints as ckpt
+from abacus_interp.training import (
+    RunConfig,
+    TrainConfig,
+    TrainingDiverged,
+    TrainingInterrupted,
+    apply_overrides,
+    get_preset,
+    train,
+)
+from abacus_interp.training import loop as loop_module
+from abacus_interp.training.data import BatchSource
+from abacus_interp.training.schedule import checkpoint_steps, lr_multiplier
+
+REPO = Path(__file__).resolve().parents[1]
+
+TINY = [
+    "model.d_model=32",
+    "train.steps=12",
+    "train.batch_size=8",
+    "train.eval_every=6",
+    "train.eval_problems=16",
+    "train.checkpoint_every=6",
+    "train.dense_until=4",
+    "train.dense_checkpoints=3",
+    "task.max_digits=3",
+    "model.max_seq_len=24",
+    "train.log_every=1",
+    "train.warmup_steps=3",
+]
+# checkpoint_steps of TINY: step 0, geomspace(1, 4, 3) = 1, 2, 4, then every 6, and the last
+TINY_CHECKPOINTS = [0, 1, 2, 4, 6, 12]
+
+
+def tiny_cfg(*extra: str, preset: str = "demo-add") -> RunConfig:
+    return apply_overrides(get_preset(preset), [*TINY, *extra])
+
+
+def metric_rows(run_dir: Path) -> list[dict]:
+    """metrics.jsonl without wall-clock fields, which legitimately differ between runs."""
+    return [{k: v for k, v in r.items() if k != "elapsed_s"} for r in ckpt.read_metrics(run_dir)]
+
+
+def weights(path: Path) -> dict[str, torch.Tensor]:
+    return ckpt.load_tensors(path)
+
+
+def assert_same_weights(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
+    assert a.keys() == b.keys()
+    for name in a:
+        assert torch.equal(a[name], b[name]), f"{name} differs"
+
+
+def interrupt_at(monkeypatch, step: int, signum: int) -> None:
+    """Deliver `signum` to this process while the loop fetches the batch of `step`: the loop
+    must finish that step, checkpoint it and raise TrainingInterrupted."""
+    original = BatchSource.batch
+
+    def batch(self, s):
+        if s == step:
+            signal.raise_signal(signum)
+        return original(self, s)
+
+    monkeypatch.setattr(BatchSource, "batch", batch)
+
+
+@pytest.fixture(scope="module")
+def baseline_run(tmp_path_factory) -> Path:
+    """The tiny config trained to the end without interruption."""
+    run_dir = tmp_path_factory.mktemp("baseline") / "run"
+    result = train(tiny_cfg(), run_dir, progress=False)
+    assert result.final_step == 12
+    return run_dir
+
+
+# ----------------------------------------------------------------------------- resume
+def test_resume_after_sigint_reproduces_the_run_bit_for_bit(baseline_run, tmp_path, monkeypatch):
+    cfg = tiny_cfg()
+    run_dir = tmp_path / "run"
+    previous = signal.getsignal(signal.SIGINT)
+    with monkeypatch.context() as m:
+        interrupt_at(m, 5, signal.SIGINT)
+        with pytest.raises(TrainingInterrupted, match="SIGINT") as info:
+            train(cfg, run_dir, progress=False)
+    assert "step 5" in str(info.value)
+    assert signal.getsignal(signal.SIGINT) is previous, "the loop must restore the SIGINT handler"
+    # the stopped step was checkpointed (5 is not on the schedule) with its resume state
+    assert [s for s, _ in ckpt.list_checkpoints(run_dir)] == [0, 1, 2, 4, 5]
+    assert ckpt.read_json(run_dir / "resume" / "state.json")["step"] == 5
+    assert [r["step"] for r in ckpt.read_metrics(run_dir)] == [1, 2, 3, 4, 5]
+
+    result = train(cfg, run_dir, progress=False)
+    assert result.final_step == 12
+
+    resumed, uninterrupted = metric_rows(run_dir), metric_rows(baseline_run)
+    steps = [r["step"] for r in resumed]
+    assert steps == sorted(set(steps)), f"duplicated or unordered steps after resume: {steps}"
+    assert steps == list(range(1, 13))
+    # exactly equal, not allclose: the same batches, offsets, depths, optimizer state
+    assert [r["loss"] for r in resumed] == [r["loss"] for r in uninterrupted]
+    assert resumed == uninterrupted
+    assert_same_weights(weights(ckpt.step_path(run_dir, 12)), weights(ckpt.step_path(baseline_run, 12)))
+    # the scheduled checkpoints both runs share are identical too
+    assert_same_weights(weights(ckpt.step_path(run_dir, 6)), weights(ckpt.step_path(baseline_run, 6)))
+
+
+def test_sigterm_checkpoints_the_stopped_step(tmp_path, monkeypatch):
+    run_dir = tmp_path / "run"
+    previous = signal.getsignal(signal.SIGTERM)
+    interrupt_at(monkeypatch, 3, signal.SIGTERM)
+    with pytest.raises(TrainingInterrupted, match="SIGTERM"):
+        train(tiny_cfg(), run_dir, progress=False)
+    assert signal.getsignal(signal.SIGTERM) is previous, "the loop must restore the SIGTERM handler"
+    assert [s for s, _ in ckpt.list_checkpoints(run_dir)] == [0, 1, 2, 3]
+    state = ckpt.read_json(run_dir / "resume" / "state.json")
+    assert state["step"] == 3 and state["tokens"] > 0
+    assert (run_dir / "resume" / "state.safetensors").exists()
+    sidecar = ckpt.read_json(ckpt.step_path(run_dir, 3).with_suffix(".json"))
+    assert sidecar["step"] == 3 and sidecar["tokens"] == state["tokens"]
+    assert ckpt.read_metrics(run_dir)[-1]["step"] == 3
+
+
+def test_resume_refuses_a_different_model(baseline_run, tmp_path):
+    import shutil
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(baseline_run, run_dir)
+    with pytest.raises(ValueError, match="different model or task"):
+        train(tiny_cfg("model.d_model=16"), run_dir, progress=False)
+
+
+# ------------------------------------------------------------------------- divergence
+def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
+    run_dir = tmp_path / "run"
+    current = {"step": 0}
+    original_batch, original_loss = BatchSource.batch, loop_module.next_token_loss
+
+    def batch(self, s):
+        current["step"] = s
+        return original_batch(self, s)
+
+    def poisoned_loss(*args, **kw):
+        loss = original_loss(*args, **kw)
+        return loss * float("nan") if current["step"] >= 5 else loss
+
+    monkeypatch.setattr(BatchSource, "batch", batch)
+    monkeypatch.setattr(loop_module, "next_token_loss", poisoned_loss)
+    with pytest.raises(TrainingDiverged) as info:
+        train(tiny_cfg(), run_dir, progress=False)
+    message = str(info.value)
+    assert "step 5" in message and "last good checkpoint is step 4" in message
+    assert str(run_dir / "checkpoints") in message
+
+    found = ckpt.list_checkpoints(run_dir)
+    assert [s for s, _ in found] == [0, 1, 2, 4], "nothing may be saved at or after the divergence"
+    for _, path in found:
+        for name, tensor in ckpt.load_tensors(path).items():
+            assert torch.isfinite(tensor).all(), f"{path.name}:{name} is not finite"
+    assert ckpt.read_json(run_dir / "resume" / "state.json")["step"] == 4
+    assert max(r["step"] for r in ckpt.read_metrics(run_dir)) == 4
+
+
+# ------------------------------------------------------------------ checkpoint schedule
+def test_checkpoint_schedule_is_log_spaced_then_regular():
+    cfg = TrainConfig(steps=1000, dense_until=100, dense_checkpoints=8, checkpoint_every=250)
+    steps = checkpoint_steps(cfg)
+    assert steps == sorted(set(steps))
+    assert steps[0] == 0 and steps[-1] == 1000
+    early = [s for s in steps if 0 < s <= 100]
+    assert early[0] == 1 and early[-1] == 100 and len(early) == 8
+    gaps = [b - a for a, b in zip(early, early[1:])]
+    assert gaps == sorted(gaps), f"early checkpoints should spread out geometrically: {early}"
+    assert gaps[-1] > 10 * gaps[0]
+    assert [s for s in steps if s > 100] == [250, 500, 750, 1000]
+
+
+def test_checkpoint_schedule_includes_an_off_grid_last_step():
+    cfg = TrainConfig(steps=1010, dense_until=100, dense_checkpoints=5, checkpoint_every=250)
+    steps = checkpoint_steps(cfg)
+    assert steps[0] == 0 and steps[-1] == 1010 and 1000 in steps
+    # dense_until defaults to checkpoint_every; never beyond the run
+    assert max(checkpoint_steps(TrainConfig(steps=3, dense_checkpoints=10))) == 3
+    assert checkpoint_steps(TrainConfig(steps=3, dense_checkpoints=10))[0] == 0
+
+
+def test_run_saves_exactly_the_scheduled_checkpoints(baseline_run):
+    cfg = tiny_cfg()
+    found = ckpt.list_checkpoints(baseline_run)
+    assert [s for s, _ in found] == checkpoint_steps(cfg.train) == TINY_CHECKPOINTS
+    assert all(path == ckpt.step_path(baseline_run, s) for s, path in found)
+    # every checkpoint step past 0 was logged (and evaluated), with held-out metrics
+    rows = {r["step"]: r for r in ckpt.read_metrics(baseline_run)}
+    for s in TINY_CHECKPOINTS[1:]:
+        assert "in_distribution_exact_match" in rows[s]
+        assert ckpt.read_json(ckpt.step_path(baseline_run, s).with_suffix(".json"))["metrics"] == rows[s]
+
+
+def test_list_checkpoints_sorts_by_step_number(tmp_path):
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    # an 8-digit step sorts before a 7-digit one as text; it must come last here
+    for name in ["step_10000000.safetensors", "step_0000100.safetensors", "step_0000002.safetensors",
+                 "step_0000100.json", "notes.txt"]:
+        (folder / name).write_bytes(b"")
+    assert [s for s, _ in ckpt.list_checkpoints(tmp_path)] == [2, 100, 10_000_000]
+
+
+def test_lr_schedule_warmup_then_cosine_to_floor():
+    cfg = TrainConfig(steps=100, warmup_steps=10, min_lr_ratio=0.1)
+    assert lr_multiplier(1, cfg) == pytest.approx(0.1)
+    assert lr_multiplier(10, cfg) == pytest.approx(1.0)
+    assert lr_multiplier(100, cfg) == pytest.approx(0.1)
+    values = [lr_multiplier(s, cfg) for s in range(10, 101)]
+    assert values == sorted(values, reverse=True)
+    assert lr_multiplier(50, TrainConfig(steps=100, warmup_steps=10, schedule="constant")) == 1.0
+
+
+# ------------------------------------------------------------------------- loss modes
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["none", "mcleish", "mix"])
+def test_progressive_loss_modes_train(mode, tmp_path):
+    cfg = tiny_cfg(
+        f"train.progressive={mode}", "train.steps=30", "train.lr=3e-3", "train.warmup_steps=0",
+        "train.eval_every=1000", "train.checkpoint_every=1000", "train.dense_checkpoints=1", "train.dense_until=1",
+    )
+    train(cfg, tmp_path / "run", progress=False)
+    rows = ckpt.read_metrics(tmp_path / "run")
+    assert [r["step"] for r in rows] == list(range(1, 31))
+    assert all(math.isfinite(r["loss"]) and math.isfinite(r["full_depth_loss"]) for r in rows)
+    first = sum(r["full_depth_loss"] for r in rows[:5]) / 5
+    last = sum(r["full_depth_loss"] for r in rows[-5:]) / 5
+    assert last < first - 0.1, f"{mode}: full-depth loss did not decrease ({first:.3f} -> {last:.3f})"
+    if mode == "none":
+        assert all(r["loss"] == r["full_depth_loss"] for r in rows)
+    else:
+        # the progressive term (a random depth) makes the optimised loss differ from full depth
+        assert any(r["loss"] != r["full_depth_loss"] for r in rows)
+
+
+def test_loss_positions_all_differs_from_answer(tmp_path):
+    losses = {}
+    for positions in ("answer", "all"):
+        cfg = tiny_cfg(f"train.loss_positions={positions}", "train.steps=1", "train.progressive=none")
+        result = train(cfg, tmp_path / positions, progress=False)
+        losses[positions] = result.last_metrics["loss"]
+    assert all(math.isfinite(v) for v in losses.values())
+    assert losses["answer"] != losses["all"]
+
+
+def test_full_batch_modular_addition_logs_test_exact_match(tmp_path):
+    cfg = apply_overrides(get_preset("grok-mod113"), [
+        "task.p=13", "model.d_model=32", "model.d_head=8", "model.d_mlp=64", "model.max_seq_len=5",
+        "train.steps=6", "train.eval_every=3", "train.log_every=1", "train.checkpoint_every=3",
+        "train.dense_checkpoints=2", "train.dense_until=3",
+    ])
+    # work around apply_overrides keeping the p=113 vocabulary (see test_override_of_task_rebuilds_vocab)
+    cfg = dataclasses.replace(cfg, model=cfg.model.replace(vocab=cfg.make_task().vocab))
+    assert cfg.train.batch_size is None
+    task = cfg.make_task()
+    n_train = len(task.full_split("train"))
+    train(cfg, tmp_path / "run", progress=False)
+    rows = ckpt.read_metrics(tmp_path / "run")
+    assert [r["step"] for r in rows] == list(range(1, 7))
+    # full batch: every step sees the whole training split (a, b, =, c, EOS: 5 tokens each)
+    assert [r["tokens"] for r in rows] == [5 * n_train * s for s in range(1, 7)]
+    evals = [r for r in rows if "test_exact_match" in r]
+    assert [r["step"] for r in evals] == [1, 3, 6]
+    for r in evals:
+        assert 0.0 <= r["test_exact_match"] <= 1.0 and math.isfinite(r["test_loss"])
+    assert all(math.isfinite(r["loss"]) for r in rows)
+
+
+@pytest.mark.xfail(strict=True, reason="grok-mod113 preset has max_seq_len=4 but a modular example is "
+                   "5 tokens (a, b, =, c, EOS): encode_batch raises (presets.py grok_mod113)")
+def test_grok_preset_trains_a_step(tmp_path):
+    cfg = apply_overrides(get_preset("grok-mod113"), ["model.d_model=32", "model.d_head=8", "model.d_mlp=64",
+                                                      "train.steps=1", "task.p=13"])
+    cfg = dataclasses.replace(cfg, model=cfg.model.replace(vocab=cfg.make_task().vocab))
+    train(cfg, tmp_path / "run", progress=False)
+
+
+# -------------------------------------------------------------------------- overrides
+def test_apply_overrides_qualified_and_unqualified():
+    cfg = apply_overrides(get_preset("demo-add"), [
+        "train.lr=3e-4", "model.d_model=48", "task.max_digits=4", "steps=7", "n_loops=2",
+        "grad_clip=null", "betas=[0.8, 0.9]", "progressive=mix", "bf16=false",
+    ])
+    assert cfg.train.lr == 3e-4 and cfg.train.steps == 7 and cfg.train.grad_clip is None
+    assert cfg.train.betas == (0.8, 0.9) and cfg.train.progressive == "mix" and cfg.train.bf16 is False
+    assert cfg.model.d_model == 48 and cfg.model.n_loops == 2
+    assert cfg.task_kwargs == {"max_digits": 4} and cfg.make_task().max_digits == 4
+    assert cfg.preset == "demo-add"
+    # unqualified keys that live in the task section work too
+    assert apply_overrides(cfg, ["max_digits=2"]).task_kwargs["max_digits"] == 2
+    # a round trip through config.json rebuilds the same config
+    assert RunConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
+
+
+def test_apply_overrides_unknown_key_lists_fields():
+    with pytest.raises(ValueError) as info:
+        apply_overrides(get_preset("demo-add"), ["train.lrate=1"])
+    message = str(info.value)
+    assert "lrate" in message and "lr" in message and "warmup_steps" in message
+    with pytest.raises(ValueError, match="no section"):
+        apply_overrides(get_preset("demo-add"), ["lrate=1"])
+    with pytest.raises(ValueError, match="section must be one of"):
+        apply_overrides(get_preset("demo-add"), ["optim.lr=1"])
+    with pytest.raises(ValueError, match="key=value"):
+        apply_overrides(get_preset("demo-add"), ["train.lr"])
+
+
+def test_apply_overrides_ambiguous_key():
+    base = get_preset("demo-add")
+    # no two built-in sections share a field name today, so make a task option collide
+    cfg = dataclasses.replace(base, task_kwargs={**base.task_kwargs, "seed": 3})
+    with pytest.raises(ValueError) as info:
+        apply_overrides(cfg, ["seed=1"])
+    message = str(info.value)
+    assert "several sections" in message and "task" in message and "train" in message
+    assert "train.seed" in message or "section.seed" in message
+    assert apply_overrides(cfg, ["train.seed=1"]).train.seed == 1
+
+
+@pytest.mark.parametrize("assignment, needle", [
+    ("model.activation=tanh", "tanh"),
+    ("train.schedule=step", "cosine"),
+    ("train.steps=0", "steps"),
+    ("model.d_model=30", "divisible"),
+])
+def test_apply_overrides_invalid_value(assignment, needle):
+    with pytest.raises(ValueError) as info:
+        apply_overrides(get_preset("demo-add"), [assignment])
+    assert needle in str(info.value)
+    assert "invalid --set" in str(info.value)
+
+
+def test_apply_overrides_refuses_vocab():
+    with pytest.raises(ValueError, match="vocabulary comes from the task"):
+        apply_overrides(get_preset("demo-add"), ["model.vocab=[1,2]"])
+    with pytest.raises(ValueError, match="vocabulary comes from the task"):
+        apply_overrides(get_preset("demo-add"), ["vocab=[1,2]"])
+
+
+@pytest.mark.xfail(strict=True, reason="apply_overrides edits task kwargs but keeps the preset's model.vocab "
+                   "(config.py apply_overrides): task.p=13 trains with a 113-residue vocabulary whose '=' id "
+                   "differs from the task's, so evaluation/generation encode prompts differently from training")
+def test_override_of_task_rebuilds_vocab():
+    cfg = apply_overrides(get_preset("grok-mod113"), ["task.p=13"])
+    assert cfg.model.vocab == cfg.make_task().vocab
+
+
+# --------------------------------------------------------------------- multi-process
+def test_ranks_draw_different_batches():
+    cfg = tiny_cfg()
+    task = cfg.make_task()
+    r0 = BatchSource(task, cfg.train, 24, rank=0, world_size=2)
+    r1 = BatchSource(task, cfg.train, 24, rank=1, world_size=2)
+    single = BatchSource(task, cfg.train, 24)
+    assert not torch.equal(r0.batch(1).tokens, r1.batch(1).tokens)
+    assert torch.equal(r0.batch(1).tokens, BatchSource(task, cfg.train, 24, 0, 2).batch(1).tokens)
+    assert not torch.equal(r0.batch(1).tokens, r0.batch(2).tokens)
+    assert torch.equal(single.batch(3).tokens, r0.batch(3).tokens)
+    g0, g1 = r0.generator(1), r1.generator(1)
+    assert not torch.equal(torch.randint(0, 10**6, (4,), generator=g0), torch.randint(0, 10**6, (4,), generator=g1))
+
+
+def test_full_batch_shards_partition_the_training_split():
+    cfg = apply_overrides(get_preset("grok-mod113"), ["task.p=13", "model.max_seq_len=5"])
+    task = cfg.make_task()
+    shards = [BatchSource(task, cfg.train, 5, rank=r, world_size=2).batch(1).tokens for r in range(2)]
+    rows = [tuple(row.tolist()) for shard in shards for row in shard]
+    assert len(rows) == len(set(rows)) == len(task.full_split("train"))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_torchrun_two_processes_gloo(tmp_path):
+    sets = [*TINY, "train.steps=6", "train.checkpoint_every=3", "train.eval_every=3", "train.device=cpu"]
+    out = tmp_path / "ddp"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--nnodes=1",
+           f"--master_port={_free_port()}", "-m", "abacus_interp.cli", "train", "--preset", "demo-add",
+           *[arg for s in sets for arg in ("--set", s)], "--out", str(out)]
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, f"torchrun failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    assert proc.stdout.count("trained ") == 1, "only rank 0 reports"
+
+    multi = ckpt.read_metrics(out)
+    assert [r["step"] for r in multi] == list(range(1, 7)), "each step logged exactly once"
+    assert sorted(p.name for p in out.iterdir()) == ["checkpoints", "config.json", "metrics.jsonl", "resume"]
+    assert not [p for p in out.rglob("*") if p.name.endswith(".tmp")]
+
+    single_dir = tmp_path / "single"
+    train(apply_overrides(get_preset("demo-add"), sets), single_dir, progress=False)
+    single = ckpt.read_metrics(single_dir)
+    assert [r["step"] for r in single] == [r["step"] for r in multi]
+    # two ranks see two different batches per step: twice the tokens, a different loss curve
+    for m, s in zip(multi, single):
+        assert 1.5 * s["tokens"] <= m["tokens"] <= 2.5 * s["tokens"]
+    assert multi[0]["loss"] != single[0]["loss"]
+    final_multi = weights(ckpt.step_path(out, 6))
+    final_single = weights(ckpt.step_path(single_dir, 6))
+    assert any(not torch.equal(final_multi[k], final_single[k]) for k in final_single)
+    # both ranks started from the same weights as a single process
+    assert_same_weights(weights(ckpt.step_path(out, 0)), weights(ckpt.step_path(single_dir, 0)))
