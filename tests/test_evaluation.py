@@ -26,6 +26,15 @@ from abacus_interp.tasks import get_task
 from abacus_interp.tasks.carries import carry_in, longest_cascade
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny models are dominated by thread overhead on a shared 2-core machine (10x here)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def tiny(task, **kw) -> LoopedTransformer:
     cfg = dict(vocab=task.vocab, d_model=32, n_heads=4, n_layers=1, n_loops=2, max_seq_len=40)
     return LoopedTransformer(ModelConfig(**{**cfg, **kw})).eval()
@@ -48,7 +57,9 @@ def test_sample_with_cascade_plants_exactly_the_requested_length(n_digits):
 
 
 def test_sample_with_cascade_is_seeded_and_validates():
-    assert sample_with_cascade(3, 6, random.Random(7)) == sample_with_cascade(3, 6, random.Random(7))
+    assert sample_with_cascade(3, 6, random.Random(7)) == sample_with_cascade(
+        3, 6, random.Random(7)
+    )
     assert carry_in(*sample_with_cascade(0, 6, random.Random(1))) == [0] * 6
     with pytest.raises(ValueError, match="0..3"):
         sample_with_cascade(4, 3, random.Random(0))
@@ -110,7 +121,7 @@ def test_edge_case_expected_answers_are_correct(name):
         lengths = [len(str(x)) for p in c.problems for x in p.operands]
         assert c.in_distribution == (max(lengths) <= 4)
         if c.group == "carry_chain":
-            (a, b), = [p.operands for p in c.problems]
+            ((a, b),) = [p.operands for p in c.problems]
             assert b == 1 and set(str(a)) == {"9"} and longest_cascade(a, b) == len(str(a))
         if c.group == "no_carry":
             assert not any(carry_in(*c.problems[0].operands))
@@ -127,7 +138,9 @@ def test_edge_case_expected_answers_are_correct(name):
         assert any(c.name == "9999+1" for c in cases)
     # cases that do not fit are left out
     short = edge_cases(task, [1, 8], random.Random(0), max_seq_len=12)
-    assert short and all(max(len(str(x)) for p in c.problems for x in p.operands) < 8 for c in short)
+    assert short and all(
+        max(len(str(x)) for p in c.problems for x in p.operands) < 8 for c in short
+    )
 
 
 class _Scripted:
@@ -143,7 +156,9 @@ class _Scripted:
 def test_run_edge_cases_judges_and_reports_human_order():
     task = get_task("addition", max_digits=3)
     cases = edge_cases(task, [1, 3], random.Random(0))
-    truth = {c.problems[k].prompt: c.problems[k].target for c in cases for k in range(len(c.problems))}
+    truth = {
+        c.problems[k].prompt: c.problems[k].target for c in cases for k in range(len(c.problems))
+    }
     results = run_edge_cases(_Scripted(lambda p: truth[p]), task, cases)
     assert results and all(r.passed for r in results)
     chain = next(r for r in results if r.name == "999+1")
@@ -151,7 +166,9 @@ def test_run_edge_cases_judges_and_reports_human_order():
     # an oracle that botches one operand order fails that commutativity case only
     comm = next(c for c in cases if c.kind == "commutative")
     bad = comm.problems[1].prompt
-    results = run_edge_cases(_Scripted(lambda p: "0" + truth[p] if p == bad else truth[p]), task, cases)
+    results = run_edge_cases(
+        _Scripted(lambda p: "0" + truth[p] if p == bad else truth[p]), task, cases
+    )
     failed = {r.name for r in results if not r.passed}
     assert comm.name in failed
     assert failed == {c.name for c in cases if bad in {p.prompt for p in c.problems}}
@@ -164,8 +181,9 @@ def test_evaluate_addition_end_to_end():
     torch.manual_seed(0)
     task = get_task("addition", max_digits=2)
     model = tiny(task)
-    report = evaluate(model, task, grid=(1, 3), loops=[1, 2], n_per_cell=5, seed=0, progress=False,
-                      max_length=4)
+    report = evaluate(
+        model, task, grid=(1, 3), loops=[1, 2], n_per_cell=5, seed=0, progress=False, max_length=4
+    )
     assert isinstance(report, EvalReport)
     g = report.grid
     assert g["digits_a"] == [1, 2, 3] and g["digits_b"] == [1, 2, 3]
@@ -183,7 +201,10 @@ def test_evaluate_addition_end_to_end():
     assert [b["bucket"] for b in report.carry["buckets"]] == ["0", "1", "2", "3", "4", "5+"]
     assert [b["n"] for b in report.carry["buckets"]] == [20, 20, 20, 0, 0, 0]
     assert "3" in report.carry["buckets"][3]["reason"]
-    assert report.edge_cases["cases"] and set(report.edge_cases["by_group"]) >= {"carry_chain", "zeros"}
+    assert report.edge_cases["cases"] and set(report.edge_cases["by_group"]) >= {
+        "carry_chain",
+        "zeros",
+    }
     for s in report.perplexity.values():
         assert s["perplexity"] > 1.0 and s["n"] == 20
     assert report.skipped == {}
@@ -197,7 +218,9 @@ def test_evaluate_addition_end_to_end():
     text = format_report(report)
     assert "Exact match" in text and "Edge cases" in text and "carry" in text
     # same seed, same numbers
-    again = evaluate(model, task, grid=(1, 3), loops=[1, 2], n_per_cell=5, seed=0, progress=False, max_length=4)
+    again = evaluate(
+        model, task, grid=(1, 3), loops=[1, 2], n_per_cell=5, seed=0, progress=False, max_length=4
+    )
     assert again.to_dict() == d
 
 
@@ -239,5 +262,7 @@ def test_evaluate_rejects_bad_arguments_with_a_fix():
 
 def test_json_safe_drops_non_finite_floats():
     assert _json_safe({"a": float("inf"), "b": [float("nan"), 1.5, True], 3: (1, None)}) == {
-        "a": None, "b": [None, 1.5, True], "3": [1, None]
+        "a": None,
+        "b": [None, 1.5, True],
+        "3": [1, None],
     }

@@ -33,7 +33,11 @@ def _pairs(kind: str, leading: bool) -> list[tuple[int, int]]:
     for x in range(lo, 10):
         for y in range(lo, 10):
             s = x + y
-            if (kind == "gen" and s >= 10) or (kind == "nine" and s == 9) or (kind == "kill" and s <= 8):
+            if (
+                (kind == "gen" and s >= 10)
+                or (kind == "nine" and s == 9)
+                or (kind == "kill" and s <= 8)
+            ):
                 out.append((x, y))
     return out
 

@@ -53,7 +53,9 @@ def _fits(example: Example, vocab, max_seq_len: int) -> bool:
     return len(vocab.encode(example.prompt)) + len(vocab.encode(example.target)) + 1 <= max_seq_len
 
 
-def edge_cases(task, lengths: list[int], rng: random.Random, max_seq_len: int | None = None) -> list[EdgeCase]:
+def edge_cases(
+    task, lengths: list[int], rng: random.Random, max_seq_len: int | None = None
+) -> list[EdgeCase]:
     """The edge-case suite for an addition or multiplication task, at the given operand
     lengths (digits). Cases whose sequences do not fit `max_seq_len` are left out.
 
@@ -120,7 +122,9 @@ def edge_cases(task, lengths: list[int], rng: random.Random, max_seq_len: int | 
     return cases
 
 
-def run_edge_cases(model, task, cases: list[EdgeCase], n_loops: int | None = None) -> list[EdgeCaseResult]:
+def run_edge_cases(
+    model, task, cases: list[EdgeCase], n_loops: int | None = None
+) -> list[EdgeCaseResult]:
     """Greedy-decode every problem of every case in one batch and judge each case."""
     flat = [p for case in cases for p in case.problems]
     if not flat:
@@ -132,7 +136,7 @@ def run_edge_cases(model, task, cases: list[EdgeCase], n_loops: int | None = Non
     for case in cases:
         comps = completions[k : k + len(case.problems)]
         k += len(case.problems)
-        correct = [task.check(p, c) for p, c in zip(case.problems, comps)]
+        correct = [task.check(p, c) for p, c in zip(case.problems, comps, strict=True)]
         passed = all(correct)
         if case.kind == "commutative":
             passed = passed and len(set(c.strip() for c in comps)) == 1

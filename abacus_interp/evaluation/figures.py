@@ -13,8 +13,15 @@ def grid_figure(grid: dict[str, Any]) -> go.Figure:
     text = [["" if v is None else f"{100 * v:.0f}" for v in row] for row in z]
     fig = go.Figure(
         go.Heatmap(
-            z=z, x=grid["digits_b"], y=grid["digits_a"], zmin=0, zmax=1, colorscale="Viridis",
-            text=text, texttemplate="%{text}", colorbar={"title": "exact match"},
+            z=z,
+            x=grid["digits_b"],
+            y=grid["digits_a"],
+            zmin=0,
+            zmax=1,
+            colorscale="Viridis",
+            text=text,
+            texttemplate="%{text}",
+            colorbar={"title": "exact match"},
             hovertemplate="a: %{y} digits<br>b: %{x} digits<br>exact match %{z:.2f}<extra></extra>",
         )
     )
@@ -24,16 +31,25 @@ def grid_figure(grid: dict[str, Any]) -> go.Figure:
     x0, x1 = max(lo, b_lo), min(hi, b_hi)
     y0, y1 = max(lo, a_lo), min(hi, a_hi)
     if x0 <= x1 and y0 <= y1:
-        fig.add_shape(type="rect", x0=x0 - 0.5, x1=x1 + 0.5, y0=y0 - 0.5, y1=y1 + 0.5,
-                      line={"color": "red", "width": 3}, fillcolor="rgba(0,0,0,0)")
+        fig.add_shape(
+            type="rect",
+            x0=x0 - 0.5,
+            x1=x1 + 0.5,
+            y0=y0 - 0.5,
+            y1=y1 + 0.5,
+            line={"color": "red", "width": 3},
+            fillcolor="rgba(0,0,0,0)",
+        )
     ind, ood = grid["in_distribution_exact_match"], grid["out_of_distribution_exact_match"]
     summary = " ".join(
         f"{name} {100 * v:.1f}%" for name, v in (("in-dist", ind), ("OOD", ood)) if v is not None
     )
     fig.update_layout(
         title=f"Exact match by operand length (trained region outlined; {summary})",
-        xaxis={"title": "digits of b", "dtick": 1}, yaxis={"title": "digits of a", "dtick": 1},
-        width=700, height=650,
+        xaxis={"title": "digits of b", "dtick": 1},
+        yaxis={"title": "digits of a", "dtick": 1},
+        width=700,
+        height=650,
     )
     return fig
 
@@ -41,26 +57,55 @@ def grid_figure(grid: dict[str, Any]) -> go.Figure:
 def loops_figure(loops: dict[str, Any]) -> go.Figure:
     fig = go.Figure()
     for name, s in loops["sets"].items():
-        fig.add_trace(go.Scatter(x=loops["loops"], y=s["exact_match"], mode="lines+markers", name=name))
-    fig.add_vline(x=loops["trained_loops"], line_dash="dash", line_color="gray",
-                  annotation_text="trained depth")
-    fig.update_layout(title="Exact match vs number of loops", xaxis_title="loops (R)",
-                      yaxis={"title": "exact match", "range": [-0.02, 1.02]})
+        fig.add_trace(
+            go.Scatter(x=loops["loops"], y=s["exact_match"], mode="lines+markers", name=name)
+        )
+    fig.add_vline(
+        x=loops["trained_loops"],
+        line_dash="dash",
+        line_color="gray",
+        annotation_text="trained depth",
+    )
+    fig.update_layout(
+        title="Exact match vs number of loops",
+        xaxis_title="loops (R)",
+        yaxis={"title": "exact match", "range": [-0.02, 1.02]},
+    )
     return fig
 
 
 def lengths_figure(lengths: dict[str, Any]) -> go.Figure:
     fig = go.Figure()
-    fig.add_trace(go.Scatter(x=lengths["lengths"], y=lengths["exact_match"], mode="lines+markers",
-                             name="equal-length operands"))
+    fig.add_trace(
+        go.Scatter(
+            x=lengths["lengths"],
+            y=lengths["exact_match"],
+            mode="lines+markers",
+            name="equal-length operands",
+        )
+    )
     fg = lengths.get("from_grid")
     if fg and fg["max_operand_digits"]:
-        fig.add_trace(go.Scatter(x=fg["max_operand_digits"], y=fg["exact_match"], mode="lines+markers",
-                                 name="grid, by longer operand", line={"dash": "dot"}))
-    fig.add_vline(x=lengths["trained_max"] + 0.5, line_dash="dash", line_color="gray",
-                  annotation_text="trained")
-    fig.update_layout(title="Exact match by operand length", xaxis={"title": "digits", "dtick": 1},
-                      yaxis={"title": "exact match", "range": [-0.02, 1.02]})
+        fig.add_trace(
+            go.Scatter(
+                x=fg["max_operand_digits"],
+                y=fg["exact_match"],
+                mode="lines+markers",
+                name="grid, by longer operand",
+                line={"dash": "dot"},
+            )
+        )
+    fig.add_vline(
+        x=lengths["trained_max"] + 0.5,
+        line_dash="dash",
+        line_color="gray",
+        annotation_text="trained",
+    )
+    fig.update_layout(
+        title="Exact match by operand length",
+        xaxis={"title": "digits", "dtick": 1},
+        yaxis={"title": "exact match", "range": [-0.02, 1.02]},
+    )
     return fig
 
 
@@ -91,12 +136,17 @@ def carry_figure(carry: dict[str, Any]) -> go.Figure:
     b = carry["buckets"]
     fig = go.Figure(
         go.Bar(
-            x=[r["bucket"] for r in b], y=[r["exact_match"] for r in b],
-            text=[f"n={r['n']}" for r in b], textposition="outside",
+            x=[r["bucket"] for r in b],
+            y=[r["exact_match"] for r in b],
+            text=[f"n={r['n']}" for r in b],
+            textposition="outside",
         )
     )
-    fig.update_layout(title="Exact match by longest carry cascade (balanced set)",
-                      xaxis_title="longest carry cascade", yaxis={"title": "exact match", "range": [0, 1.1]})
+    fig.update_layout(
+        title="Exact match by longest carry cascade (balanced set)",
+        xaxis_title="longest carry cascade",
+        yaxis={"title": "exact match", "range": [0, 1.1]},
+    )
     return fig
 
 
@@ -109,16 +159,30 @@ def perplexity_figure(ppl: dict[str, Any]) -> go.Figure:
 
 def splits_figure(splits: dict[str, Any]) -> go.Figure:
     names = list(splits)
-    fig = go.Figure(go.Bar(x=names, y=[splits[n]["exact_match"] for n in names],
-                           text=[f"loss {splits[n]['loss']:.3g}" for n in names], textposition="outside"))
+    fig = go.Figure(
+        go.Bar(
+            x=names,
+            y=[splits[n]["exact_match"] for n in names],
+            text=[f"loss {splits[n]['loss']:.3g}" for n in names],
+            textposition="outside",
+        )
+    )
     fig.update_layout(title="Accuracy by split", yaxis={"title": "accuracy", "range": [0, 1.1]})
     return fig
 
 
 def report_figures(report) -> dict[str, go.Figure]:
     builders = {
-        "grid": grid_figure, "loops": loops_figure, "lengths": lengths_figure,
-        "edge_cases": edge_cases_figure, "carry": carry_figure, "perplexity": perplexity_figure,
+        "grid": grid_figure,
+        "loops": loops_figure,
+        "lengths": lengths_figure,
+        "edge_cases": edge_cases_figure,
+        "carry": carry_figure,
+        "perplexity": perplexity_figure,
         "splits": splits_figure,
     }
-    return {name: build(getattr(report, name)) for name, build in builders.items() if getattr(report, name)}
+    return {
+        name: build(getattr(report, name))
+        for name, build in builders.items()
+        if getattr(report, name)
+    }

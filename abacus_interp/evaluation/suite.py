@@ -105,8 +105,20 @@ class EvalReport:
         out = {
             name: copy.deepcopy(getattr(self, name))
             for name in (
-                "task", "model", "settings", "grid", "loops", "lengths", "edge_cases", "carry",
-                "perplexity", "splits", "generate_agreement", "agreement", "skipped", "notes",
+                "task",
+                "model",
+                "settings",
+                "grid",
+                "loops",
+                "lengths",
+                "edge_cases",
+                "carry",
+                "perplexity",
+                "splits",
+                "generate_agreement",
+                "agreement",
+                "skipped",
+                "notes",
             )
         }
         return _json_safe(out)
@@ -201,7 +213,9 @@ def _mean(values: Sequence[float | None]) -> float | None:
 
 class _Progress:
     def __init__(self, enabled: bool, total: int):
-        self.bar = tqdm(total=total, desc="eval", disable=not enabled, dynamic_ncols=True, leave=False)
+        self.bar = tqdm(
+            total=total, desc="eval", disable=not enabled, dynamic_ncols=True, leave=False
+        )
 
     def section(self, name: str) -> None:
         self.bar.set_postfix_str(name, refresh=False)
@@ -219,12 +233,16 @@ def _validate(model, grid, loops, n_per_cell, n_per_set) -> None:
             raise ValueError(f"{name} must be a positive integer, got {v!r}")
     if grid is not None:
         if len(grid) != 2 or not all(isinstance(g, int) and not isinstance(g, bool) for g in grid):
-            raise ValueError(f"grid must be a pair of integers (lo, hi), e.g. (1, 20); got {grid!r}")
+            raise ValueError(
+                f"grid must be a pair of integers (lo, hi), e.g. (1, 20); got {grid!r}"
+            )
         if not 1 <= grid[0] <= grid[1]:
             raise ValueError(f"grid {grid!r} must satisfy 1 <= lo <= hi")
     if loops is not None:
         if not loops:
-            raise ValueError("loops is empty; pass loop counts like [1, 2, 4, 8] or None for the default")
+            raise ValueError(
+                "loops is empty; pass loop counts like [1, 2, 4, 8] or None for the default"
+            )
         bad = [r for r in loops if isinstance(r, bool) or not isinstance(r, int) or r < 1]
         if bad:
             raise ValueError(f"loop counts must be integers >= 1, got {bad}")
@@ -300,7 +318,19 @@ def evaluate(
     if hasattr(task, "full_split"):
         _evaluate_modular(model, task, report, loops, eval_loops, progress)
     elif isinstance(task, BinaryOpTask):
-        _evaluate_digits(model, task, report, grid, loops, eval_loops, n_per_cell, n_per_set, seed, max_length, progress)
+        _evaluate_digits(
+            model,
+            task,
+            report,
+            grid,
+            loops,
+            eval_loops,
+            n_per_cell,
+            n_per_set,
+            seed,
+            max_length,
+            progress,
+        )
     else:
         _evaluate_generic(model, task, report, loops, eval_loops, n_per_set, seed, progress)
     for section, reason in report.skipped.items():
@@ -308,7 +338,9 @@ def evaluate(
     return report
 
 
-def _scored_sets(model, sets: dict[str, list[Example]], loops: list[int], eval_loops: int, bar: _Progress):
+def _scored_sets(
+    model, sets: dict[str, list[Example]], loops: list[int], eval_loops: int, bar: _Progress
+):
     """Scores of every set at every R in loops (plus eval_loops): {(name, R): Scores}."""
     results: dict[tuple[str, int], Scores] = {}
     for name, examples in sets.items():
@@ -338,29 +370,49 @@ def _perplexity_section(sets, scored, eval_loops) -> dict[str, Any]:
     return {name: _summary(scored[(name, eval_loops)], len(ex)) for name, ex in sets.items()}
 
 
-def _agreement(model, task, examples: list[Example], verdicts: list[bool], n_loops: int) -> dict[str, Any]:
+def _agreement(
+    model, task, examples: list[Example], verdicts: list[bool], n_loops: int
+) -> dict[str, Any]:
     """Re-judge examples with greedy decoding; compare with the teacher-forced verdicts."""
     if not examples:
         return {"agreement": None, "n": 0, "disagreements": []}
     max_new = max(len(task.vocab.split(e.target)) for e in examples) + 1
-    completions = model.generate([e.prompt for e in examples], n_loops=n_loops, max_new_tokens=max_new)
+    completions = model.generate(
+        [e.prompt for e in examples], n_loops=n_loops, max_new_tokens=max_new
+    )
     disagreements = []
     agree = 0
-    for e, c, v in zip(examples, completions, verdicts):
+    for e, c, v in zip(examples, completions, verdicts, strict=True):
         g = task.check(e, c)
         if g == bool(v):
             agree += 1
         elif len(disagreements) < 5:
-            disagreements.append({"prompt": e.prompt, "target": e.target, "completion": c,
-                                  "teacher_forced": bool(v), "generate": g})
+            disagreements.append(
+                {
+                    "prompt": e.prompt,
+                    "target": e.target,
+                    "completion": c,
+                    "teacher_forced": bool(v),
+                    "generate": g,
+                }
+            )
     if disagreements:
-        logger.warning("generate disagrees with teacher-forced scoring on %d of %d problems",
-                       len(examples) - agree, len(examples))
-    return {"agreement": agree / len(examples), "n": len(examples), "n_correct": int(sum(map(bool, verdicts))),
-            "disagreements": disagreements}
+        logger.warning(
+            "generate disagrees with teacher-forced scoring on %d of %d problems",
+            len(examples) - agree,
+            len(examples),
+        )
+    return {
+        "agreement": agree / len(examples),
+        "n": len(examples),
+        "n_correct": int(sum(map(bool, verdicts))),
+        "disagreements": disagreements,
+    }
 
 
-def _evaluate_digits(model, task, report, grid, loops, eval_loops, n_per_cell, n_per_set, seed, max_length, progress):
+def _evaluate_digits(
+    model, task, report, grid, loops, eval_loops, n_per_cell, n_per_set, seed, max_length, progress
+):
     cfg = model.cfg
     L = cfg.max_seq_len
     lo, hi = grid if grid is not None else default_grid(task, L)
@@ -370,14 +422,20 @@ def _evaluate_digits(model, task, report, grid, loops, eval_loops, n_per_cell, n
     fitting = [(i, j) for i, j in cells if cell_fits(task, i, j, L)]
     skipped_cells = [[i, j] for i, j in cells if not cell_fits(task, i, j, L)]
     if skipped_cells:
-        msg = (f"grid: {len(skipped_cells)} of {len(cells)} cells skipped, their sequences exceed "
-               f"max_seq_len={L} (e.g. {skipped_cells[-1][0]}x{skipped_cells[-1][1]} digits needs "
-               f"{cell_length(task, *skipped_cells[-1])} tokens)")
+        msg = (
+            f"grid: {len(skipped_cells)} of {len(cells)} cells skipped, their sequences exceed "
+            f"max_seq_len={L} (e.g. {skipped_cells[-1][0]}x{skipped_cells[-1][1]} digits needs "
+            f"{cell_length(task, *skipped_cells[-1])} tokens)"
+        )
         report.notes.append(msg)
         logger.info(msg)
 
     # in- and out-of-distribution sets
-    sets: dict[str, list[Example]] = {"in_distribution": [e for e in task.sample(n_per_set, _rng(seed, "set", "id")) if _fits(e, cfg.vocab, L)]}
+    sets: dict[str, list[Example]] = {
+        "in_distribution": [
+            e for e in task.sample(n_per_set, _rng(seed, "set", "id")) if _fits(e, cfg.vocab, L)
+        ]
+    }
     ood_hi = 2 * task.max_digits
     while ood_hi > task.max_digits and not cell_fits(task, ood_hi, ood_hi, L):
         ood_hi -= 1
@@ -399,15 +457,25 @@ def _evaluate_digits(model, task, report, grid, loops, eval_loops, n_per_cell, n
     lengths = list(range(1, length_hi + 1))
 
     # edge cases
-    edge_lengths = [n for n in sorted({1, 2, 3, task.max_digits, task.max_digits + 1, 2 * task.max_digits})
-                    if n <= max(length_hi, 1)]
+    edge_lengths = [
+        n
+        for n in sorted({1, 2, 3, task.max_digits, task.max_digits + 1, 2 * task.max_digits})
+        if n <= max(length_hi, 1)
+    ]
     cases = edge_cases(task, edge_lengths, _rng(seed, "edge"), max_seq_len=L)
 
     # carry buckets (addition only)
     is_add = task.name == "addition"
     buckets = list(CASCADE_BUCKETS) if is_add else []
 
-    total = len(fitting) + len(sets) * len(set(loops) | {eval_loops}) + len(lengths) + 1 + len(buckets) + 1
+    total = (
+        len(fitting)
+        + len(sets) * len(set(loops) | {eval_loops})
+        + len(lengths)
+        + 1
+        + len(buckets)
+        + 1
+    )
     bar = _Progress(progress, total)
     try:
         # 1. grid
@@ -437,14 +505,20 @@ def _evaluate_digits(model, task, report, grid, loops, eval_loops, n_per_cell, n
             "out_of_distribution_exact_match": _mean(ood),
         }
 
-        # greedy re-check: the first problem of every cell, then the second, ... up to the cap
+        # greedy re-check, round robin over cells (first problem of every cell, then the
+        # second, ...), with up to half the budget spent on teacher-forced-correct problems
+        # so both verdicts are tested when the model gets any right
         bar.section("generate agreement")
-        picked: list[tuple[Example, bool]] = []
-        for k in range(n_per_cell):
-            for c in fitting:
-                if len(picked) < AGREEMENT_PROBLEMS:
-                    picked.append((cell_ex[c][k], cell_verdicts[c][k]))
-        report.agreement = _agreement(model, task, [p[0] for p in picked], [p[1] for p in picked], eval_loops)
+        order = [(cell_ex[c][k], cell_verdicts[c][k]) for k in range(n_per_cell) for c in fitting]
+        right = [p for p in order if p[1]][: AGREEMENT_PROBLEMS // 2]
+        wrong = [p for p in order if not p[1]][: AGREEMENT_PROBLEMS - len(right)]
+        picked = right + wrong
+        picked += [p for p in order if p[1]][
+            len(right) : len(right) + AGREEMENT_PROBLEMS - len(picked)
+        ]
+        report.agreement = _agreement(
+            model, task, [p[0] for p in picked], [p[1] for p in picked], eval_loops
+        )
         report.generate_agreement = report.agreement["agreement"]
         bar.step()
 
@@ -457,7 +531,11 @@ def _evaluate_digits(model, task, report, grid, loops, eval_loops, n_per_cell, n
         len_em, len_loss = [], []
         for n in lengths:
             bar.section(f"length {n}")
-            s = score_examples(model, task.sample_cell(n_per_cell, _rng(seed, "length", n), n, n), n_loops=eval_loops)
+            s = score_examples(
+                model,
+                task.sample_cell(n_per_cell, _rng(seed, "length", n), n, n),
+                n_loops=eval_loops,
+            )
             len_em.append(s.exact_match)
             len_loss.append(s.loss)
             bar.step()
@@ -492,7 +570,9 @@ def _evaluate_digits(model, task, report, grid, loops, eval_loops, n_per_cell, n
 
         # 5. carry complexity
         if is_add:
-            report.carry = _carry_section(model, task, sets["in_distribution"], n_per_set, seed, eval_loops, bar, L)
+            report.carry = _carry_section(
+                model, task, sets["in_distribution"], n_per_set, seed, eval_loops, bar, L
+            )
         else:
             report.skipped["carry"] = f"carry cascades are defined for addition, not {task.name}"
     finally:
@@ -509,10 +589,17 @@ def _carry_section(model, task, id_set, n, seed, eval_loops, bar, max_seq_len) -
         rng = _rng(seed, "carry", bucket)
         min_len = 5 if bucket == "5+" else int(bucket)
         lo_digits = max(task.min_digits, min_len, 1)
-        row: dict[str, Any] = {"bucket": bucket, "natural_fraction": natural[bucket] / max(len(id_set), 1)}
+        row: dict[str, Any] = {
+            "bucket": bucket,
+            "natural_fraction": natural[bucket] / max(len(id_set), 1),
+        }
         if lo_digits > task.max_digits:
-            row.update(n=0, exact_match=None, loss=None,
-                       reason=f"needs operands of >= {lo_digits} digits; the task trains up to {task.max_digits}")
+            row.update(
+                n=0,
+                exact_match=None,
+                loss=None,
+                reason=f"needs operands of >= {lo_digits} digits; the task trains up to {task.max_digits}",
+            )
         else:
             examples = []
             for _ in range(n):
@@ -524,7 +611,12 @@ def _carry_section(model, task, id_set, n, seed, eval_loops, bar, max_seq_len) -
                 s = score_examples(model, examples, n_loops=eval_loops)
                 row.update(n=len(examples), exact_match=s.exact_match, loss=s.loss)
             else:
-                row.update(n=0, exact_match=None, loss=None, reason=f"problems exceed max_seq_len={max_seq_len}")
+                row.update(
+                    n=0,
+                    exact_match=None,
+                    loss=None,
+                    reason=f"problems exceed max_seq_len={max_seq_len}",
+                )
         out.append(row)
         bar.step()
     return {"buckets": out, "n_per_bucket": n, "n_loops": eval_loops}
@@ -538,7 +630,9 @@ def _evaluate_modular(model, task, report, loops, eval_loops, progress):
     bar = _Progress(progress, len(sets) * len(set(loops) | {eval_loops}) + 1)
     try:
         scored = _scored_sets(model, sets, loops, eval_loops, bar)
-        report.splits = {name: _summary(scored[(name, eval_loops)], len(ex)) for name, ex in sets.items()}
+        report.splits = {
+            name: _summary(scored[(name, eval_loops)], len(ex)) for name, ex in sets.items()
+        }
         report.loops = _loops_section(sets, scored, loops, model.cfg.n_loops)
         report.perplexity = _perplexity_section(sets, scored, eval_loops)
         bar.section("generate agreement")
@@ -556,7 +650,11 @@ def _evaluate_modular(model, task, report, loops, eval_loops, progress):
 
 
 def _evaluate_generic(model, task, report, loops, eval_loops, n_per_set, seed, progress):
-    examples = [e for e in task.sample(n_per_set, _rng(seed, "set", "id")) if _fits(e, task.vocab, model.cfg.max_seq_len)]
+    examples = [
+        e
+        for e in task.sample(n_per_set, _rng(seed, "set", "id"))
+        if _fits(e, task.vocab, model.cfg.max_seq_len)
+    ]
     if not examples:
         raise ValueError(
             f"no {task.name} problem fits the model's max_seq_len={model.cfg.max_seq_len}; "
@@ -569,7 +667,13 @@ def _evaluate_generic(model, task, report, loops, eval_loops, n_per_set, seed, p
         report.loops = _loops_section(sets, scored, loops, model.cfg.n_loops)
         report.perplexity = _perplexity_section(sets, scored, eval_loops)
         ex = examples[:AGREEMENT_PROBLEMS]
-        report.agreement = _agreement(model, task, ex, scored[("in_distribution", eval_loops)].per_example_correct[:AGREEMENT_PROBLEMS], eval_loops)
+        report.agreement = _agreement(
+            model,
+            task,
+            ex,
+            scored[("in_distribution", eval_loops)].per_example_correct[:AGREEMENT_PROBLEMS],
+            eval_loops,
+        )
         report.generate_agreement = report.agreement["agreement"]
         bar.step()
     finally:
@@ -599,62 +703,88 @@ def format_report(report: EvalReport) -> str:
     g = report.grid
     if g is not None:
         lo, hi = g["trained_digits"]
-        lines += ["", f"Exact match (%) by digits of a (rows) x digits of b (columns), {g['n_per_cell']} per cell; "
-                      f"* = trained region ({lo}..{hi} digits), - = does not fit"]
+        lines += [
+            "",
+            f"Exact match (%) by digits of a (rows) x digits of b (columns), {g['n_per_cell']} per cell; "
+            f"* = trained region ({lo}..{hi} digits), - = does not fit",
+        ]
         w = 5
         lines.append("a\\b".rjust(4) + "".join(str(j).rjust(w) for j in g["digits_b"]))
-        for i, row in zip(g["digits_a"], g["exact_match"]):
+        for i, row in zip(g["digits_a"], g["exact_match"], strict=True):
             cells = []
-            for j, v in zip(g["digits_b"], row):
+            for j, v in zip(g["digits_b"], row, strict=True):
                 mark = "*" if lo <= i <= hi and lo <= j <= hi else " "
-                cells.append((_pct(v, w - 1) + mark))
+                cells.append(_pct(v, w - 1) + mark)
             lines.append(str(i).rjust(4) + "".join(cells))
-        lines.append(f"  in-distribution mean {_pct(g['in_distribution_exact_match'], 0)}%, "
-                     f"out-of-distribution mean {_pct(g['out_of_distribution_exact_match'], 0)}%")
+        lines.append(
+            f"  in-distribution mean {_pct(g['in_distribution_exact_match'], 0)}%, "
+            f"out-of-distribution mean {_pct(g['out_of_distribution_exact_match'], 0)}%"
+        )
     if report.generate_agreement is not None:
         a = report.agreement
-        lines.append(f"  greedy decoding agrees with teacher-forced scoring on {a['n']} problems: "
-                     f"{100 * report.generate_agreement:.0f}%")
+        lines.append(
+            f"  greedy decoding agrees with teacher-forced scoring on {a['n']} problems: "
+            f"{100 * report.generate_agreement:.0f}%"
+        )
     if report.splits:
         lines += ["", "Splits:"]
         for name, s in report.splits.items():
-            lines.append(f"  {name:<6} exact match {_pct(s['exact_match'], 0)}%  loss {s['loss']:.4g}  (n={s['n']})")
+            lines.append(
+                f"  {name:<6} exact match {_pct(s['exact_match'], 0)}%  loss {s['loss']:.4g}  (n={s['n']})"
+            )
     lp = report.loops
     if lp is not None:
         lines += ["", f"Exact match (%) vs loops (trained: {lp['trained_loops']})"]
         names = list(lp["sets"])
         lines.append("   R " + "".join(n[:20].rjust(22) for n in names))
         for k, r in enumerate(lp["loops"]):
-            lines.append(f"{r:4d} " + "".join(
-                (_pct(lp['sets'][n]['exact_match'][k], 0) + "%").rjust(22) for n in names))
+            lines.append(
+                f"{r:4d} "
+                + "".join((_pct(lp["sets"][n]["exact_match"][k], 0) + "%").rjust(22) for n in names)
+            )
     ln = report.lengths
     if ln is not None:
-        lines += ["", f"Exact match (%) by operand length, equal lengths (trained up to {ln['trained_max']})"]
+        lines += [
+            "",
+            f"Exact match (%) by operand length, equal lengths (trained up to {ln['trained_max']})",
+        ]
         lines.append("  len " + " ".join(str(n).rjust(4) for n in ln["lengths"]))
         lines.append("  EM  " + " ".join(_pct(v, 4) for v in ln["exact_match"]))
     ec = report.edge_cases
     if ec is not None:
-        lines += ["", f"Edge cases: {sum(g['passed'] for g in ec['by_group'].values())}/"
-                      f"{sum(g['total'] for g in ec['by_group'].values())} passed"]
+        lines += [
+            "",
+            f"Edge cases: {sum(g['passed'] for g in ec['by_group'].values())}/"
+            f"{sum(g['total'] for g in ec['by_group'].values())} passed",
+        ]
         for c in ec["cases"]:
             verdict = "PASS" if c["passed"] else "FAIL"
             tag = "" if c["in_distribution"] else " (OOD)"
             got = " / ".join(c["answers"])
             exp = " / ".join(c["expected"])
-            lines.append(f"  {verdict} {c['group']:<16} {c['name']}{tag}: model {got}, expected {exp}")
+            lines.append(
+                f"  {verdict} {c['group']:<16} {c['name']}{tag}: model {got}, expected {exp}"
+            )
     cr = report.carry
     if cr is not None:
-        lines += ["", "Exact match (%) by longest carry cascade (balanced, in-distribution lengths)"]
+        lines += [
+            "",
+            "Exact match (%) by longest carry cascade (balanced, in-distribution lengths)",
+        ]
         for b in cr["buckets"]:
             extra = f"  ({b['reason']})" if b.get("reason") else ""
-            lines.append(f"  {b['bucket']:>3}: {_pct(b['exact_match'], 4)}%  n={b['n']:<5} "
-                         f"natural frequency {100 * b['natural_fraction']:.1f}%{extra}")
+            lines.append(
+                f"  {b['bucket']:>3}: {_pct(b['exact_match'], 4)}%  n={b['n']:<5} "
+                f"natural frequency {100 * b['natural_fraction']:.1f}%{extra}"
+            )
     pp = report.perplexity
     if pp:
         lines += ["", "Perplexity of the correct answer (per token)"]
         for name, s in pp.items():
-            lines.append(f"  {name:<20} {s['perplexity']:.4g}  (loss {s['loss']:.4g}, exact match "
-                         f"{_pct(s['exact_match'], 0)}%, n={s['n']})")
+            lines.append(
+                f"  {name:<20} {s['perplexity']:.4g}  (loss {s['loss']:.4g}, exact match "
+                f"{_pct(s['exact_match'], 0)}%, n={s['n']})"
+            )
     if report.skipped:
         lines += ["", "Skipped:"] + [f"  {k}: {v}" for k, v in report.skipped.items()]
     if report.notes:

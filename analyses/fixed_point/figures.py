@@ -1,0 +1,173 @@
+"""Plotly figures of a fixed-point result, built from its `to_dict()` numbers alone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import plotly.graph_objects as go
+from plotly.colors import qualitative
+from plotly.subplots import make_subplots
+
+COLORS = qualitative.Plotly
+SHOWN_CLASSES = ("operand", "operator", "answer", "readout")
+
+
+def _rgba(hex_color: str, alpha: float) -> str:
+    h = hex_color.lstrip("#")
+    r, g, b = (int(h[i : i + 2], 16) for i in (0, 2, 4))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+def _none_to_nan(values):
+    return [float("nan") if v is None else v for v in values]
+
+
+def _band(fig, x, q, name, color, row=None, col=None, showlegend=True):
+    """Median line with a shaded interquartile band."""
+    kw = {} if row is None else {"row": row, "col": col}
+    fig.add_trace(go.Scatter(x=x + x[::-1], y=_none_to_nan(q["q75"]) + _none_to_nan(q["q25"])[::-1],
+                             fill="toself", fillcolor=_rgba(color, 0.15), line={"width": 0},
+                             hoverinfo="skip", showlegend=False, legendgroup=name), **kw)
+    fig.add_trace(go.Scatter(x=x, y=_none_to_nan(q["median"]), mode="lines+markers", name=name,
+                             line={"color": color}, legendgroup=name, showlegend=showlegend), **kw)
+
+
+def _trained_line(fig, trained, **kw):
+    fig.add_vline(x=trained, line_dash="dash", line_color="gray", annotation_text="trained depth", **kw)
+
+
+def step_sizes(d: dict[str, Any]) -> go.Figure:
+    x, trained = d["loops"], d["trained_loops"]
+    fig = make_subplots(rows=1, cols=2, subplot_titles=(
+        "relative step ||s_t - s_{t-1}|| / ||s_t||", "distance to last ||s_t - s_H|| / ||s_H||"))
+    for i, name in enumerate(SHOWN_CLASSES):
+        color = COLORS[i % len(COLORS)]
+        _band(fig, x, d["steps"]["relative_step"][name], name, color, 1, 1)
+        _band(fig, x, d["steps"]["distance_to_last"][name], name, color, 1, 2, showlegend=False)
+    tol = d["settings"]["halt_tol"]
+    fig.add_hline(y=tol, line_dash="dot", line_color="black", annotation_text=f"tol {tol}", row=1, col=1)
+    for c in (1, 2):
+        fig.add_vline(x=trained, line_dash="dash", line_color="gray", row=1, col=c)
+    fig.update_yaxes(type="log")
+    fig.update_xaxes(title_text="loop t")
+    fig.update_layout(title="Convergence of the latent state by position class (median, IQR band)", width=1100)
+    return fig
+
+
+def logit_lens(d: dict[str, Any]) -> go.Figure:
+    lens, x = d["logit_lens"], d["loops"]
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("teacher-forced accuracy per loop",
+                                                        "KL(p_t || p_{t-1}) of next-token distributions"))
+    acc = lens["digit_accuracy"]["accuracy"]
+    for k in lens["digit_accuracy"]["digit"]:
+        fig.add_trace(go.Scatter(x=x, y=_none_to_nan([row[k] for row in acc]), mode="lines",
+                                 name=f"digit {k}", line={"width": 1}), row=1, col=1)
+    fig.add_trace(go.Scatter(x=x, y=_none_to_nan(lens["eos_accuracy"]), mode="lines", name="EOS",
+                             line={"width": 1, "dash": "dot"}), row=1, col=1)
+    fig.add_trace(go.Scatter(x=x, y=lens["exact_match"], mode="lines+markers", name="exact match",
+                             line={"color": "black", "width": 3}), row=1, col=1)
+    _band(fig, x[1:], {k: v[1:] for k, v in lens["kl"].items()}, "KL (median)", COLORS[0], 1, 2)
+    fig.update_yaxes(range=[-0.02, 1.02], row=1, col=1)
+    fig.update_yaxes(type="log", row=1, col=2)
+    for c in (1, 2):
+        fig.add_vline(x=d["trained_loops"], line_dash="dash", line_color="gray", row=1, col=c)
+    fig.update_xaxes(title_text="loop t")
+    fig.update_layout(title="Logit lens at every loop (final norm + unembedding)", width=1100)
+    return fig
+
+
+def lock_in(d: dict[str, Any]) -> go.Figure:
+    lock = d["lock_in"]
+    table = lock["by_chain"] or lock["by_digit"]
+    key = "chain" if lock["by_chain"] else "digit"
+    x = [r[key] for r in table]
+    med = _none_to_nan([r["median"] for r in table])
+    lo = [m - q if q is not None else float("nan") for m, q in zip(med, _none_to_nan([r["q25"] for r in table]))]
+    hi = [q - m if q is not None else float("nan") for m, q in zip(med, _none_to_nan([r["q75"] for r in table]))]
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    fig.add_trace(go.Scatter(x=x, y=med, error_y={"type": "data", "symmetric": False, "array": hi, "arrayminus": lo},
+                             mode="lines+markers", name="lock-in loop (median, IQR)"))
+    fig.add_trace(go.Bar(x=x, y=[r["locked_fraction"] for r in table], name="locked by horizon",
+                         opacity=0.25), secondary_y=True)
+    fig.add_hline(y=d["trained_loops"], line_dash="dash", line_color="gray", annotation_text="trained depth")
+    fig.update_yaxes(title_text="lock-in loop", secondary_y=False)
+    fig.update_yaxes(title_text="fraction locked", range=[0, 1.05], secondary_y=True)
+    title = "carry-chain length reaching the digit" if key == "chain" else "answer digit (LSD first)"
+    fig.update_xaxes(title_text=title, dtick=1)
+    fig.update_layout(title=lock.get("headline") or "Lock-in loop per answer digit", width=900)
+    return fig
+
+
+def exact_match(d: dict[str, Any]) -> go.Figure:
+    fig = go.Figure(go.Scatter(x=d["loops"], y=d["logit_lens"]["exact_match"], mode="lines+markers",
+                               name="exact match"))
+    _trained_line(fig, d["trained_loops"])
+    b = d["behaviour"]
+    label = f" (past training: {b['overall']})" if b.get("overall") else ""
+    fig.update_layout(title=f"Exact match vs loops{label}", xaxis_title="loops",
+                      yaxis={"title": "exact match", "range": [-0.02, 1.02]})
+    return fig
+
+
+def halting(d: dict[str, Any]) -> go.Figure:
+    h = d["halting"]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=h["fixed_depth"]["loops"], y=h["fixed_depth"]["exact_match"],
+                             mode="lines+markers", name="fixed depth"))
+    rows = h["table"]
+    fig.add_trace(go.Scatter(x=[r["mean_loops"] for r in rows], y=[r["exact_match"] for r in rows],
+                             mode="markers+text", text=[f"{r['tol']:g}" for r in rows], textposition="top center",
+                             name=f"adaptive (relative step on {h['on']} < tol)", marker={"size": 10}))
+    _trained_line(fig, d["trained_loops"])
+    fig.update_layout(title="Adaptive halting vs fixed depth", xaxis_title="mean loops used",
+                      yaxis={"title": "exact match", "range": [-0.02, 1.02]})
+    return fig
+
+
+def orbit(d: dict[str, Any]) -> go.Figure:
+    traj = d["trajectories"]
+    fig = go.Figure()
+    if not traj:
+        return fig.update_layout(title="No trajectories kept")
+    evr = traj["explained_variance_ratio"]
+    for i, item in enumerate(traj["examples"]):
+        pts = item["coords"]
+        x, y = [p[0] for p in pts], [p[1] if len(p) > 1 else 0.0 for p in pts]
+        color = COLORS[i % len(COLORS)]
+        name = f"{item['prompt']}{item['target']}" + (
+            f" (chain {item['longest_chain']})" if item["longest_chain"] is not None else "")
+        fig.add_trace(go.Scatter(x=x, y=y, mode="lines+markers", name=name, line={"color": color},
+                                 text=[f"loop {t + 1}" for t in range(len(x))], hovertemplate="%{text}"))
+        fig.add_trace(go.Scatter(x=[x[0]], y=[y[0]], mode="markers", marker={"symbol": "circle-open", "size": 14,
+                                 "color": color}, showlegend=False, hoverinfo="skip"))
+        fig.add_trace(go.Scatter(x=[x[-1]], y=[y[-1]], mode="markers", marker={"symbol": "x", "size": 12,
+                                 "color": color}, showlegend=False, hoverinfo="skip"))
+    pc = [f"PC{j + 1} ({100 * v:.0f}%)" for j, v in enumerate(evr)] + ["PC2"]
+    fig.update_layout(title="Latent trajectories across loops (o start, x horizon; readout state of the hardest digit)",
+                      xaxis_title=pc[0], yaxis_title=pc[1], width=800, height=700)
+    return fig
+
+
+def contraction(d: dict[str, Any]) -> go.Figure:
+    fig = go.Figure()
+    for i, (at, est) in enumerate(d["contraction"]["at"].items()):
+        fig.add_trace(go.Box(y=est["spectral_radius"], name=f"radius, loop {at}", marker_color=COLORS[i]))
+        fig.add_trace(go.Box(y=est["sigma_max"], name=f"sigma_max, loop {at}", marker_color=COLORS[i], opacity=0.5))
+    fig.add_hline(y=1.0, line_dash="dash", line_color="gray", annotation_text="1 (neutral)")
+    fig.update_layout(title="Jacobian of the loop map: spectral radius and largest singular value",
+                      yaxis_title="value")
+    return fig
+
+
+def all_figures(d: dict[str, Any]) -> dict[str, go.Figure]:
+    out = {
+        "step_sizes": step_sizes(d),
+        "logit_lens": logit_lens(d),
+        "lock_in": lock_in(d),
+        "exact_match": exact_match(d),
+        "halting": halting(d),
+        "orbit": orbit(d),
+    }
+    if d.get("contraction"):
+        out["contraction"] = contraction(d)
+    return out
