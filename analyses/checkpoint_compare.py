@@ -142,7 +142,13 @@ def run(
     config_a = read_run_config(dir_a)
     cfg_a = ModelConfig.from_dict(config_a["model"])
     examples = _problems(problems, config_a["task"], n_problems, seed)
-    batch = encode_batch(cfg_a.vocab, [e[0] for e in examples], [e[1] for e in examples], max_len=cfg_a.max_seq_len)
+    notes: list[str] = []
+    prompts, targets = [e[0] for e in examples], [e[1] for e in examples]
+    try:
+        batch = encode_batch(cfg_a.vocab, prompts, targets, max_len=cfg_a.max_seq_len)
+    except ValueError:  # e.g. grok-mod113: "a b = c" fills max_seq_len=4, EOS does not fit
+        batch = encode_batch(cfg_a.vocab, prompts, targets, append_eos=False, max_len=cfg_a.max_seq_len)
+        notes.append(f"problems encoded without EOS: with it they exceed max_seq_len={cfg_a.max_seq_len}")
     mask = batch.valid if positions == "all" else batch.loss_mask
     n_tokens = int(mask.sum())
     select = torch.arange(n_tokens)
@@ -159,7 +165,6 @@ def run(
     scan_a, kept = _scan(dir_a, series_a, batch, mask, select, set(moved_steps), n_change_points, batch_size, progress)
     moved = moved_parameters(kept[moved_steps[0]], kept[moved_steps[1]], top_k, rank_by)
     moved["steps"] = list(moved_steps)
-    notes: list[str] = []
     scan_b = cross = matched = matched_steps = None
     if run_b is not None:
         dir_b, series_b = checkpoint_series(run_b, max_checkpoints)

@@ -12,6 +12,15 @@ is <= 60 s for both analyses on 2 CPU threads. Prints seconds per phase.
 
 from __future__ import annotations
 
+import os
+import sys
+
+# Before torch loads OpenMP: idle intra-op threads sleep instead of spinning. On a shared
+# machine (more runnable threads than cores) spinning threads make 2-thread torch 10-50x
+# slower than 1 thread; pass --spin to measure with the default policy.
+if "--spin" not in sys.argv:
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import argparse
 import shutil
 import tempfile
@@ -53,6 +62,7 @@ def main() -> None:
     parser.add_argument("--checkpoints", type=int, default=50)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--keep", type=Path, help="build the synthetic run here and keep it")
+    parser.add_argument("--spin", action="store_true", help="keep OpenMP's default (spinning) wait policy")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -68,30 +78,35 @@ def main() -> None:
         t0 = time.perf_counter()
         make_run(run_dir, args.checkpoints)
         t_make = time.perf_counter() - t0
+    timings = {}
+
+    def timed(name, fn):
+        wall, cpu = time.perf_counter(), time.process_time()
+        out = fn()
+        timings[name] = (time.perf_counter() - wall, time.process_time() - cpu)
+        return out
+
     try:
         n = len(embedding_evolution.checkpoint_series(run_dir)[1])
-        t0 = time.perf_counter()
-        evo = embedding_evolution.run(run_dir, progress=False)
-        t_evo = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        cmp = checkpoint_compare.run(run_dir, progress=False)
-        t_cmp = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        evo.to_dict(), cmp.to_dict(), evo.figures(), cmp.figures()
-        t_out = time.perf_counter() - t0
+        evo = timed("embedding_evolution.run", lambda: embedding_evolution.run(run_dir, progress=False))
+        cmp = timed("checkpoint_compare.run", lambda: checkpoint_compare.run(run_dir, progress=False))
+        timed("to_dict + figures (both)", lambda: (evo.to_dict(), cmp.to_dict(), evo.figures(), cmp.figures()))
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
-    total = t_evo + t_cmp + t_out
-    print(f"run: {run_dir} ({n} checkpoints), torch threads: {torch.get_num_threads()}")
-    print(f"import analyses:              {t_import:6.2f} s")
+    print(f"run: {run_dir} ({n} checkpoints), torch threads: {torch.get_num_threads()}, "
+          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(default)')}, "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(f"{'phase':30s} {'wall s':>8s} {'cpu s':>8s}")
+    print(f"{'import analyses':30s} {t_import:8.2f}")
     if t_make:
-        print(f"build synthetic run:          {t_make:6.2f} s (not counted)")
-    print(f"embedding_evolution.run:      {t_evo:6.2f} s")
-    print(f"checkpoint_compare.run:       {t_cmp:6.2f} s  ({cmp.problems['n_samples']} token samples, "
-          f"{cmp.a.n_loops} loops)")
-    print(f"to_dict + figures (both):     {t_out:6.2f} s")
-    print(f"total (analyses + output):    {total:6.2f} s   goal <= 60 s -> {'OK' if total <= 60 else 'SLOW'}")
+        print(f"{'build synthetic run (extra)':30s} {t_make:8.2f}")
+    for name, (wall, cpu) in timings.items():
+        print(f"{name:30s} {wall:8.2f} {cpu:8.2f}")
+    wall = sum(w for w, _ in timings.values())
+    cpu = sum(c for _, c in timings.values())
+    print(f"{'total (analyses + output)':30s} {wall:8.2f} {cpu:8.2f}   goal <= 60 s wall -> {'OK' if wall <= 60 else 'SLOW'}")
+    print(f"checkpoint_compare: {cmp.problems['n_samples']} token samples, {cmp.a.n_loops} loops")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@
 Repetitions of A and B alternate (A, B, A, B, ...) after a warmup, so drift in machine load
 hits both sides alike, and the table reports medians.
 
-    python benchmarks/bench_model.py [--threads N] [--reps 20] [--warmup 3]
+    python benchmarks/bench_model.py [--threads N] [--reps 20] [--warmup 3] [--batch 64] [--d-model 256]
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ from abacus_interp import LoopedTransformer, ModelConfig, Vocab
 from abacus_interp.positions import abacus_indices
 
 ADDITION_VOCAB = Vocab(tuple("0123456789+="))
-MODEL_SIZE = dict(d_model=256, n_heads=4, n_layers=2, n_loops=4, max_seq_len=64)
-BATCH = 64
+MODEL_SHAPE = dict(n_heads=4, n_layers=2, n_loops=4, max_seq_len=64)
+DEFAULT_D_MODEL = 256
+DEFAULT_BATCH = 64
 SEQ_LEN = 48
 ATTENTION_SEQ_LEN = 64
 PARITY_TOLERANCE = 1e-5
@@ -134,15 +135,26 @@ class Comparison:
     name_b: str
     ms_a: float
     ms_b: float
-    goal: str
-    goal_met: Callable[[float], bool]
+    # None for a row shown for context only
+    goal: str | None = None
+    goal_met: Callable[[float], bool] | None = None
 
     @property
     def ratio(self) -> float:
         return self.ms_a / self.ms_b
 
 
-def time_interleaved(run_a: Callable[[], None], run_b: Callable[[], None], reps: int, warmup: int) -> tuple[float, float]:
+def at_most(limit: float) -> Callable[[float], bool]:
+    return lambda ratio: ratio <= limit
+
+
+def at_least(limit: float) -> Callable[[float], bool]:
+    return lambda ratio: ratio >= limit
+
+
+def time_interleaved(
+    run_a: Callable[[], None], run_b: Callable[[], None], reps: int, warmup: int
+) -> tuple[float, float]:
     """Median milliseconds of `run_a` and `run_b`, alternating A, B, A, B, ... after warmup."""
     for _ in range(warmup):
         run_a()
@@ -179,6 +191,18 @@ def train_step(model: nn.Module, tokens: Tensor) -> Callable[[], None]:
     return run
 
 
+def attention_layer_step(model: LoopedTransformer, states: Tensor) -> Callable[[], None]:
+    """Forward and backward through the first attention layer of loop 0 only."""
+    attention, hooks = model.blocks[0].attn, model.loops[0].blocks[0].attn
+
+    def run():
+        attention.zero_grad(set_to_none=True)
+        output, _ = attention(states, hooks)
+        output.square().mean().backward()
+
+    return run
+
+
 def random_tokens(cfg: ModelConfig, batch: int, length: int, generator: torch.Generator) -> Tensor:
     """Digits, '+' and '=' (no padding or EOS), so every position is real."""
     return torch.randint(2, cfg.d_vocab, (batch, length), generator=generator)
@@ -187,22 +211,28 @@ def random_tokens(cfg: ModelConfig, batch: int, length: int, generator: torch.Ge
 # --------------------------------------------------------------- the comparisons
 
 
-def hook_overhead(reps: int, warmup: int, generator: torch.Generator) -> list[Comparison]:
-    cfg = ModelConfig(vocab=ADDITION_VOCAB, attention_backend="sdpa", **MODEL_SIZE)
+def hook_overhead(
+    cfg: ModelConfig, batch: int, reps: int, warmup: int, generator: torch.Generator
+) -> list[Comparison]:
     hooked = LoopedTransformer(cfg)
     plain = PlainLoopedTransformer(cfg)
     plain.load_state_dict(hooked.state_dict(), strict=True)
-    tokens = random_tokens(cfg, BATCH, SEQ_LEN, generator)
+    tokens = random_tokens(cfg, batch, SEQ_LEN, generator)
 
     with torch.no_grad():
         difference = (hooked(tokens) - plain(tokens)).abs().max().item()
-    print(f"plain vs hooked logits: max |difference| = {difference:.2e} (tolerance {PARITY_TOLERANCE:.0e})")
+    print(
+        f"plain vs hooked logits: max |difference| = {difference:.2e} (tolerance {PARITY_TOLERANCE:.0e})"
+    )
     if not difference <= PARITY_TOLERANCE:
-        raise SystemExit("the plain re-implementation does not compute the same function; timings would mislead")
+        raise SystemExit(
+            "the plain re-implementation does not compute the same function; timings would mislead"
+        )
 
-    shape = f"d{cfg.d_model} {cfg.n_layers}Lx{cfg.n_loops}R b{BATCH} s{SEQ_LEN}"
-    at_most = lambda limit: (lambda ratio: ratio <= limit)  # noqa: E731
-    forward_ms = time_interleaved(forward_pass(hooked, tokens), forward_pass(plain, tokens), reps, warmup)
+    shape = f"d{cfg.d_model} {cfg.n_layers}Lx{cfg.n_loops}R b{batch} s{SEQ_LEN}"
+    forward_ms = time_interleaved(
+        forward_pass(hooked, tokens), forward_pass(plain, tokens), reps, warmup
+    )
     train_ms = time_interleaved(train_step(hooked, tokens), train_step(plain, tokens), reps, warmup)
     return [
         Comparison(f"forward, {shape}", "hooked", "plain", *forward_ms, "<= 1.05", at_most(1.05)),
@@ -210,47 +240,92 @@ def hook_overhead(reps: int, warmup: int, generator: torch.Generator) -> list[Co
     ]
 
 
-def attention_speedup(reps: int, warmup: int, generator: torch.Generator) -> list[Comparison]:
-    cfg = ModelConfig(vocab=ADDITION_VOCAB, attention_backend="sdpa", **MODEL_SIZE)
+def attention_speedup(
+    cfg: ModelConfig, batch: int, reps: int, warmup: int, generator: torch.Generator
+) -> list[Comparison]:
     fast = LoopedTransformer(cfg)
     explicit = LoopedTransformer(cfg.replace(attention_backend="explicit"))
     explicit.load_state_dict(fast.state_dict(), strict=True)
-    tokens = random_tokens(cfg, BATCH, ATTENTION_SEQ_LEN, generator)
+    tokens = random_tokens(cfg, batch, ATTENTION_SEQ_LEN, generator)
 
-    shape = f"d{cfg.d_model} {cfg.n_layers}Lx{cfg.n_loops}R b{BATCH} s{ATTENTION_SEQ_LEN}"
-    at_least = lambda limit: (lambda ratio: ratio >= limit)  # noqa: E731
-    train_ms = time_interleaved(train_step(explicit, tokens), train_step(fast, tokens), reps, warmup)
-    return [Comparison(f"train step, {shape}", "explicit", "sdpa", *train_ms, ">= 1.30", at_least(1.30))]
+    shape = f"d{cfg.d_model} {cfg.n_layers}Lx{cfg.n_loops}R b{batch} s{ATTENTION_SEQ_LEN}"
+    train_ms = time_interleaved(
+        train_step(explicit, tokens), train_step(fast, tokens), reps, warmup
+    )
+    # the attention layer alone: the part of the step the backend choice changes
+    states = torch.randn(batch, ATTENTION_SEQ_LEN, cfg.d_model, generator=generator)
+    layer_ms = time_interleaved(
+        attention_layer_step(explicit, states), attention_layer_step(fast, states), reps, warmup
+    )
+    return [
+        Comparison(
+            f"train step, {shape}", "explicit", "sdpa", *train_ms, ">= 1.30", at_least(1.30)
+        ),
+        Comparison(
+            f"attention layer fwd+bwd, b{batch} s{ATTENTION_SEQ_LEN}",
+            "explicit",
+            "sdpa",
+            *layer_ms,
+        ),
+    ]
 
 
 def print_table(comparisons: list[Comparison]) -> None:
     header = ("case", "A", "B", "time A (ms)", "time B (ms)", "A/B", "goal", "met?")
     rows = [
-        (c.case, c.name_a, c.name_b, f"{c.ms_a:.1f}", f"{c.ms_b:.1f}", f"{c.ratio:.3f}", c.goal,
-         "yes" if c.goal_met(c.ratio) else "NO")
+        (
+            c.case,
+            c.name_a,
+            c.name_b,
+            f"{c.ms_a:.1f}",
+            f"{c.ms_b:.1f}",
+            f"{c.ratio:.3f}",
+            c.goal or "-",
+            "-" if c.goal_met is None else "yes" if c.goal_met(c.ratio) else "NO",
+        )
         for c in comparisons
     ]
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
     for row in [header, tuple("-" * w for w in widths), *rows]:
-        print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)))
+        print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)))
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch intra-op threads (default: all cores)")
-    parser.add_argument("--reps", type=int, default=20, help="timed repetitions of each side (median reported)")
-    parser.add_argument("--warmup", type=int, default=3, help="untimed repetitions of each side first")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=os.cpu_count(),
+        help="torch intra-op threads (default: all cores)",
+    )
+    parser.add_argument(
+        "--reps", type=int, default=20, help="timed repetitions of each side (median reported)"
+    )
+    parser.add_argument(
+        "--warmup", type=int, default=3, help="untimed repetitions of each side first"
+    )
+    parser.add_argument("--batch", type=int, default=DEFAULT_BATCH, help="sequences per batch")
+    parser.add_argument(
+        "--d-model", type=int, default=DEFAULT_D_MODEL, help="residual width (4 heads)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     generator = torch.Generator().manual_seed(args.seed)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.reps} reps after {args.warmup} warmup, "
-          "interleaved, medians")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.reps} reps after {args.warmup} warmup, "
+        "interleaved, medians"
+    )
 
-    comparisons = hook_overhead(args.reps, args.warmup, generator)
-    comparisons += attention_speedup(args.reps, args.warmup, generator)
+    cfg = ModelConfig(
+        vocab=ADDITION_VOCAB, d_model=args.d_model, attention_backend="sdpa", **MODEL_SHAPE
+    )
+    comparisons = hook_overhead(cfg, args.batch, args.reps, args.warmup, generator)
+    comparisons += attention_speedup(cfg, args.batch, args.reps, args.warmup, generator)
     print()
     print_table(comparisons)
 

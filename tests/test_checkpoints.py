@@ -111,7 +111,11 @@ def test_truncated_checkpoint_names_the_file(run_copy):
     path = ckpt.step_path(run_copy, 6)
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
-    for load in (lambda: load_model(run_copy), lambda: load_model(path), lambda: ckpt.load_tensors(path)):
+    for load in (
+        lambda: load_model(run_copy),
+        lambda: load_model(path),
+        lambda: ckpt.load_tensors(path),
+    ):
         with pytest.raises(CheckpointError) as info:
             load()
         assert str(path) in str(info.value)
@@ -197,7 +201,9 @@ def test_run_dir_holds_only_json_and_safetensors(run_dir):
     allowed = {".json", ".jsonl", ".safetensors"}
     files = [p for p in run_dir.rglob("*") if p.is_file()]
     assert files
-    assert {p.suffix for p in files} <= allowed, sorted(str(p) for p in files if p.suffix not in allowed)
+    assert {p.suffix for p in files} <= allowed, sorted(
+        str(p) for p in files if p.suffix not in allowed
+    )
     assert (run_dir / "resume" / "state.safetensors").exists()
     assert (run_dir / "resume" / "state.json").exists()
 
@@ -212,7 +218,9 @@ def test_nothing_is_unpickled_by_load_or_resume(run_copy, monkeypatch):
     load_model(run_copy)
     load_model(ckpt.step_path(run_copy, 3))
     # resume: two more steps on top of the finished run
-    result = train(apply_overrides(get_preset("demo-add"), [*TINY, "train.steps=8"]), run_copy, progress=False)
+    result = train(
+        apply_overrides(get_preset("demo-add"), [*TINY, "train.steps=8"]), run_copy, progress=False
+    )
     assert result.final_step == 8
     steps = [r["step"] for r in ckpt.read_metrics(run_copy)]
     assert steps[-1] == 8 and steps == sorted(set(steps))
@@ -225,7 +233,8 @@ def _adamw(model):
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     return torch.optim.AdamW(
         [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=1e-3, betas=(0.9, 0.98),
+        lr=1e-3,
+        betas=(0.9, 0.98),
     )
 
 
@@ -256,7 +265,9 @@ def test_resume_state_round_trip_restores_optimizer_exactly(tiny_model, tmp_path
         for slot, value in slots.items():
             other = restored_state["state"][pid][slot]
             assert other.dtype == value.dtype and torch.equal(other, value), f"param {pid} {slot}"
-    for group, other in zip(original_state["param_groups"], restored_state["param_groups"]):
+    for group, other in zip(
+        original_state["param_groups"], restored_state["param_groups"], strict=True
+    ):
         assert {k: (list(v) if isinstance(v, tuple) else v) for k, v in group.items()} == {
             k: (list(v) if isinstance(v, tuple) else v) for k, v in other.items()
         }

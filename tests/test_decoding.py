@@ -24,7 +24,9 @@ EOS_BIAS = 0.5
 NO_PAD_BIAS = -100.0
 
 
-def decoding_model(tiny_model, eos_bias: float = EOS_BIAS, pad_bias: float = NO_PAD_BIAS, **overrides):
+def decoding_model(
+    tiny_model, eos_bias: float = EOS_BIAS, pad_bias: float = NO_PAD_BIAS, **overrides
+):
     model = tiny_model(init_std=INIT_STD, **overrides)
     with torch.no_grad():
         model.b_U[EOS_ID] = eos_bias
@@ -74,18 +76,21 @@ def test_cached_generate_equals_naive_generate(tiny_model, positional, n_loops, 
     naive = naive_generate(model, PROMPTS, n_loops=n_loops, max_new_tokens=max_new_tokens)
     assert cached == naive
     assert len(cached) == len(PROMPTS)
-    assert len(set(cached)) > 3  # the outputs depend on the prompt, so the comparison means something
+    # the outputs depend on the prompt, so the comparison means something
+    assert len(set(cached)) > 3
     budget = max_new_tokens or model.cfg.max_seq_len - max(len(p) for p in PROMPTS)
     assert all(len(completion) <= budget for completion in cached)
 
 
 @pytest.mark.parametrize("positional", ["abacus", "learned"])
-@pytest.mark.parametrize("n_loops", [2, 5])
+@pytest.mark.parametrize("n_loops", [1, 5])
 def test_generate_equals_a_plain_greedy_loop_per_prompt(tiny_model, positional, n_loops):
     model = decoding_model(tiny_model, positional=positional)
     max_new_tokens = 8
     batched = model.generate(PROMPTS, n_loops=n_loops, max_new_tokens=max_new_tokens)
-    one_at_a_time = [model.generate([p], n_loops=n_loops, max_new_tokens=max_new_tokens)[0] for p in PROMPTS]
+    one_at_a_time = [
+        model.generate([p], n_loops=n_loops, max_new_tokens=max_new_tokens)[0] for p in PROMPTS
+    ]
     reference = [reference_greedy(model, p, n_loops, max_new_tokens) for p in PROMPTS]
     assert batched == one_at_a_time == reference
 
@@ -106,7 +111,7 @@ def test_eos_stops_each_row_and_is_stripped(tiny_model):
     assert 0 in lengths
     assert any(0 < n < budget for n in lengths)
     assert budget in lengths
-    for prompt, completion in zip(PROMPTS, completions):
+    for prompt, completion in zip(PROMPTS, completions, strict=True):
         assert EOS not in completion and PAD not in completion
         assert set(completion) <= set(model.cfg.vocab.symbols)
         if len(completion) < budget:  # it stopped early, so the next greedy token is EOS

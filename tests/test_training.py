@@ -131,9 +131,13 @@ def test_resume_after_sigint_reproduces_the_run_bit_for_bit(baseline_run, tmp_pa
     # exactly equal, not allclose: the same batches, offsets, depths, optimizer state
     assert [r["loss"] for r in resumed] == [r["loss"] for r in uninterrupted]
     assert resumed == uninterrupted
-    assert_same_weights(weights(ckpt.step_path(run_dir, 12)), weights(ckpt.step_path(baseline_run, 12)))
+    assert_same_weights(
+        weights(ckpt.step_path(run_dir, 12)), weights(ckpt.step_path(baseline_run, 12))
+    )
     # the scheduled checkpoints both runs share are identical too
-    assert_same_weights(weights(ckpt.step_path(run_dir, 6)), weights(ckpt.step_path(baseline_run, 6)))
+    assert_same_weights(
+        weights(ckpt.step_path(run_dir, 6)), weights(ckpt.step_path(baseline_run, 6))
+    )
 
 
 def test_sigterm_checkpoints_the_stopped_step(tmp_path, monkeypatch):
@@ -200,7 +204,7 @@ def test_checkpoint_schedule_is_log_spaced_then_regular():
     assert steps[0] == 0 and steps[-1] == 1000
     early = [s for s in steps if 0 < s <= 100]
     assert early[0] == 1 and early[-1] == 100 and len(early) == 8
-    gaps = [b - a for a, b in zip(early, early[1:])]
+    gaps = [b - a for a, b in zip(early, early[1:], strict=False)]
     assert gaps == sorted(gaps), f"early checkpoints should spread out geometrically: {early}"
     assert gaps[-1] > 10 * gaps[0]
     assert [s for s in steps if s > 100] == [250, 500, 750, 1000]
@@ -224,15 +228,23 @@ def test_run_saves_exactly_the_scheduled_checkpoints(baseline_run):
     rows = {r["step"]: r for r in ckpt.read_metrics(baseline_run)}
     for s in TINY_CHECKPOINTS[1:]:
         assert "in_distribution_exact_match" in rows[s]
-        assert ckpt.read_json(ckpt.step_path(baseline_run, s).with_suffix(".json"))["metrics"] == rows[s]
+        assert (
+            ckpt.read_json(ckpt.step_path(baseline_run, s).with_suffix(".json"))["metrics"]
+            == rows[s]
+        )
 
 
 def test_list_checkpoints_sorts_by_step_number(tmp_path):
     folder = tmp_path / "checkpoints"
     folder.mkdir()
     # an 8-digit step sorts before a 7-digit one as text; it must come last here
-    for name in ["step_10000000.safetensors", "step_0000100.safetensors", "step_0000002.safetensors",
-                 "step_0000100.json", "notes.txt"]:
+    for name in [
+        "step_10000000.safetensors",
+        "step_0000100.safetensors",
+        "step_0000002.safetensors",
+        "step_0000100.json",
+        "notes.txt",
+    ]:
         (folder / name).write_bytes(b"")
     assert [s for s, _ in ckpt.list_checkpoints(tmp_path)] == [2, 100, 10_000_000]
 
@@ -252,8 +264,14 @@ def test_lr_schedule_warmup_then_cosine_to_floor():
 @pytest.mark.parametrize("mode", ["none", "mcleish", "mix"])
 def test_progressive_loss_modes_train(mode, tmp_path):
     cfg = tiny_cfg(
-        f"train.progressive={mode}", "train.steps=30", "train.lr=3e-3", "train.warmup_steps=0",
-        "train.eval_every=1000", "train.checkpoint_every=1000", "train.dense_checkpoints=1", "train.dense_until=1",
+        f"train.progressive={mode}",
+        "train.steps=30",
+        "train.lr=3e-3",
+        "train.warmup_steps=0",
+        "train.eval_every=1000",
+        "train.checkpoint_every=1000",
+        "train.dense_checkpoints=1",
+        "train.dense_until=1",
     )
     train(cfg, tmp_path / "run", progress=False)
     rows = ckpt.read_metrics(tmp_path / "run")
@@ -261,7 +279,9 @@ def test_progressive_loss_modes_train(mode, tmp_path):
     assert all(math.isfinite(r["loss"]) and math.isfinite(r["full_depth_loss"]) for r in rows)
     first = sum(r["full_depth_loss"] for r in rows[:5]) / 5
     last = sum(r["full_depth_loss"] for r in rows[-5:]) / 5
-    assert last < first - 0.1, f"{mode}: full-depth loss did not decrease ({first:.3f} -> {last:.3f})"
+    assert last < first - 0.1, (
+        f"{mode}: full-depth loss did not decrease ({first:.3f} -> {last:.3f})"
+    )
     if mode == "none":
         assert all(r["loss"] == r["full_depth_loss"] for r in rows)
     else:
@@ -272,7 +292,9 @@ def test_progressive_loss_modes_train(mode, tmp_path):
 def test_loss_positions_all_differs_from_answer(tmp_path):
     losses = {}
     for positions in ("answer", "all"):
-        cfg = tiny_cfg(f"train.loss_positions={positions}", "train.steps=1", "train.progressive=none")
+        cfg = tiny_cfg(
+            f"train.loss_positions={positions}", "train.steps=1", "train.progressive=none"
+        )
         result = train(cfg, tmp_path / positions, progress=False)
         losses[positions] = result.last_metrics["loss"]
     assert all(math.isfinite(v) for v in losses.values())
@@ -280,11 +302,22 @@ def test_loss_positions_all_differs_from_answer(tmp_path):
 
 
 def test_full_batch_modular_addition_logs_test_exact_match(tmp_path):
-    cfg = apply_overrides(get_preset("grok-mod113"), [
-        "task.p=13", "model.d_model=32", "model.d_head=8", "model.d_mlp=64", "model.max_seq_len=5",
-        "train.steps=6", "train.eval_every=3", "train.log_every=1", "train.checkpoint_every=3",
-        "train.dense_checkpoints=2", "train.dense_until=3",
-    ])
+    cfg = apply_overrides(
+        get_preset("grok-mod113"),
+        [
+            "task.p=13",
+            "model.d_model=32",
+            "model.d_head=8",
+            "model.d_mlp=64",
+            "model.max_seq_len=5",
+            "train.steps=6",
+            "train.eval_every=3",
+            "train.log_every=1",
+            "train.checkpoint_every=3",
+            "train.dense_checkpoints=2",
+            "train.dense_until=3",
+        ],
+    )
     # work around apply_overrides keeping the p=113 vocabulary (see test_override_of_task_rebuilds_vocab)
     cfg = dataclasses.replace(cfg, model=cfg.model.replace(vocab=cfg.make_task().vocab))
     assert cfg.train.batch_size is None
@@ -302,23 +335,40 @@ def test_full_batch_modular_addition_logs_test_exact_match(tmp_path):
     assert all(math.isfinite(r["loss"]) for r in rows)
 
 
-@pytest.mark.xfail(strict=True, reason="grok-mod113 preset has max_seq_len=4 but a modular example is "
-                   "5 tokens (a, b, =, c, EOS): encode_batch raises (presets.py grok_mod113)")
+@pytest.mark.xfail(
+    strict=True,
+    reason="grok-mod113 preset has max_seq_len=4 but a modular example is "
+    "5 tokens (a, b, =, c, EOS): encode_batch raises (presets.py grok_mod113)",
+)
 def test_grok_preset_trains_a_step(tmp_path):
-    cfg = apply_overrides(get_preset("grok-mod113"), ["model.d_model=32", "model.d_head=8", "model.d_mlp=64",
-                                                      "train.steps=1", "task.p=13"])
+    cfg = apply_overrides(
+        get_preset("grok-mod113"),
+        ["model.d_model=32", "model.d_head=8", "model.d_mlp=64", "train.steps=1", "task.p=13"],
+    )
     cfg = dataclasses.replace(cfg, model=cfg.model.replace(vocab=cfg.make_task().vocab))
     train(cfg, tmp_path / "run", progress=False)
 
 
 # -------------------------------------------------------------------------- overrides
 def test_apply_overrides_qualified_and_unqualified():
-    cfg = apply_overrides(get_preset("demo-add"), [
-        "train.lr=3e-4", "model.d_model=48", "task.max_digits=4", "steps=7", "n_loops=2",
-        "grad_clip=null", "betas=[0.8, 0.9]", "progressive=mix", "bf16=false",
-    ])
+    cfg = apply_overrides(
+        get_preset("demo-add"),
+        [
+            "train.lr=3e-4",
+            "model.d_model=48",
+            "task.max_digits=4",
+            "steps=7",
+            "n_loops=2",
+            "grad_clip=null",
+            "betas=[0.8, 0.9]",
+            "progressive=mix",
+            "bf16=false",
+        ],
+    )
     assert cfg.train.lr == 3e-4 and cfg.train.steps == 7 and cfg.train.grad_clip is None
-    assert cfg.train.betas == (0.8, 0.9) and cfg.train.progressive == "mix" and cfg.train.bf16 is False
+    assert (
+        cfg.train.betas == (0.8, 0.9) and cfg.train.progressive == "mix" and cfg.train.bf16 is False
+    )
     assert cfg.model.d_model == 48 and cfg.model.n_loops == 2
     assert cfg.task_kwargs == {"max_digits": 4} and cfg.make_task().max_digits == 4
     assert cfg.preset == "demo-add"
@@ -353,12 +403,15 @@ def test_apply_overrides_ambiguous_key():
     assert apply_overrides(cfg, ["train.seed=1"]).train.seed == 1
 
 
-@pytest.mark.parametrize("assignment, needle", [
-    ("model.activation=tanh", "tanh"),
-    ("train.schedule=step", "cosine"),
-    ("train.steps=0", "steps"),
-    ("model.norm=batch", "pre"),
-])
+@pytest.mark.parametrize(
+    "assignment, needle",
+    [
+        ("model.activation=tanh", "tanh"),
+        ("train.schedule=step", "cosine"),
+        ("train.steps=0", "steps"),
+        ("model.norm=batch", "pre"),
+    ],
+)
 def test_apply_overrides_invalid_value(assignment, needle):
     with pytest.raises(ValueError) as info:
         apply_overrides(get_preset("demo-add"), [assignment])
@@ -366,16 +419,22 @@ def test_apply_overrides_invalid_value(assignment, needle):
     assert "invalid --set" in str(info.value)
 
 
-@pytest.mark.xfail(strict=True, reason="ModelConfig.to_dict stores the resolved d_head/d_mlp/max_loops, so "
-                   "apply_overrides keeps the preset's derived values: model.d_model=32 on demo-add gives d_head=16 "
-                   "(4 heads x 16 = 64 != 32) and d_mlp=256, and model.n_loops=20 fails with max_loops=16 "
-                   "(config.py apply_overrides / ModelConfig.to_dict)")
+@pytest.mark.xfail(
+    strict=True,
+    reason="ModelConfig.to_dict stores the resolved d_head/d_mlp/max_loops, so "
+    "apply_overrides keeps the preset's derived values: model.d_model=32 on demo-add gives d_head=16 "
+    "(4 heads x 16 = 64 != 32) and d_mlp=256, and model.n_loops=20 fails with max_loops=16 "
+    "(config.py apply_overrides / ModelConfig.to_dict)",
+)
 def test_overrides_rederive_dependent_model_fields():
     cfg = apply_overrides(get_preset("demo-add"), ["model.d_model=32"])
     assert cfg.model.d_head == 8 and cfg.model.d_mlp == 128
     assert apply_overrides(get_preset("demo-add"), ["model.n_loops=20"]).model.max_loops == 80
     # an explicitly set value is kept
-    assert apply_overrides(get_preset("demo-add"), ["model.d_model=32", "model.d_mlp=50"]).model.d_mlp == 50
+    assert (
+        apply_overrides(get_preset("demo-add"), ["model.d_model=32", "model.d_mlp=50"]).model.d_mlp
+        == 50
+    )
 
 
 def test_apply_overrides_refuses_vocab():
@@ -385,9 +444,12 @@ def test_apply_overrides_refuses_vocab():
         apply_overrides(get_preset("demo-add"), ["vocab=[1,2]"])
 
 
-@pytest.mark.xfail(strict=True, reason="apply_overrides edits task kwargs but keeps the preset's model.vocab "
-                   "(config.py apply_overrides): task.p=13 trains with a 113-residue vocabulary whose '=' id "
-                   "differs from the task's, so evaluation/generation encode prompts differently from training")
+@pytest.mark.xfail(
+    strict=True,
+    reason="apply_overrides edits task kwargs but keeps the preset's model.vocab "
+    "(config.py apply_overrides): task.p=13 trains with a 113-residue vocabulary whose '=' id "
+    "differs from the task's, so evaluation/generation encode prompts differently from training",
+)
 def test_override_of_task_rebuilds_vocab():
     cfg = apply_overrides(get_preset("grok-mod113"), ["task.p=13"])
     assert cfg.model.vocab == cfg.make_task().vocab
@@ -405,13 +467,17 @@ def test_ranks_draw_different_batches():
     assert not torch.equal(r0.batch(1).tokens, r0.batch(2).tokens)
     assert torch.equal(single.batch(3).tokens, r0.batch(3).tokens)
     g0, g1 = r0.generator(1), r1.generator(1)
-    assert not torch.equal(torch.randint(0, 10**6, (4,), generator=g0), torch.randint(0, 10**6, (4,), generator=g1))
+    assert not torch.equal(
+        torch.randint(0, 10**6, (4,), generator=g0), torch.randint(0, 10**6, (4,), generator=g1)
+    )
 
 
 def test_full_batch_shards_partition_the_training_split():
     cfg = apply_overrides(get_preset("grok-mod113"), ["task.p=13", "model.max_seq_len=5"])
     task = cfg.make_task()
-    shards = [BatchSource(task, cfg.train, 5, rank=r, world_size=2).batch(1).tokens for r in range(2)]
+    shards = [
+        BatchSource(task, cfg.train, 5, rank=r, world_size=2).batch(1).tokens for r in range(2)
+    ]
     rows = [tuple(row.tolist()) for shard in shards for row in shard]
     assert len(rows) == len(set(rows)) == len(task.full_split("train"))
 
@@ -424,19 +490,43 @@ def _free_port() -> int:
 
 @pytest.mark.slow
 def test_torchrun_two_processes_gloo(tmp_path):
-    sets = [*TINY, "train.steps=6", "train.checkpoint_every=3", "train.eval_every=3", "train.device=cpu"]
+    sets = [
+        *TINY,
+        "train.steps=6",
+        "train.checkpoint_every=3",
+        "train.eval_every=3",
+        "train.device=cpu",
+    ]
     out = tmp_path / "ddp"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--nnodes=1",
-           f"--master_port={_free_port()}", "-m", "abacus_interp.cli", "train", "--preset", "demo-add",
-           *[arg for s in sets for arg in ("--set", s)], "--out", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node=2",
+        "--nnodes=1",
+        f"--master_port={_free_port()}",
+        "-m",
+        "abacus_interp.cli",
+        "train",
+        "--preset",
+        "demo-add",
+        *[arg for s in sets for arg in ("--set", s)],
+        "--out",
+        str(out),
+    ]
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, f"torchrun failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     assert "trained " in proc.stdout
 
     multi = ckpt.read_metrics(out)
     assert [r["step"] for r in multi] == list(range(1, 7)), "each step logged exactly once"
-    assert sorted(p.name for p in out.iterdir()) == ["checkpoints", "config.json", "metrics.jsonl", "resume"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "checkpoints",
+        "config.json",
+        "metrics.jsonl",
+        "resume",
+    ]
     assert not [p for p in out.rglob("*") if p.name.endswith(".tmp")]
 
     single_dir = tmp_path / "single"
@@ -444,7 +534,7 @@ def test_torchrun_two_processes_gloo(tmp_path):
     single = ckpt.read_metrics(single_dir)
     assert [r["step"] for r in single] == [r["step"] for r in multi]
     # two ranks see two different batches per step: twice the tokens, a different loss curve
-    for m, s in zip(multi, single):
+    for m, s in zip(multi, single, strict=True):
         assert 1.5 * s["tokens"] <= m["tokens"] <= 2.5 * s["tokens"]
     assert multi[0]["loss"] != single[0]["loss"]
     final_multi = weights(ckpt.step_path(out, 6))

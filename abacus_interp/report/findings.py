@@ -7,9 +7,12 @@ helpers are defensive because analyses leave a value None where it does not appl
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 from typing import Any
+
+logger = logging.getLogger(__name__)
 
 MAX_FINDINGS = 4
 
@@ -35,7 +38,7 @@ def finite(values: Sequence[Any] | None) -> list[float]:
 
 def slope(xs: Sequence[float], ys: Sequence[float]) -> float | None:
     """Least-squares slope of y on x (None with fewer than two distinct x)."""
-    pairs = [(float(x), float(y)) for x, y in zip(xs, ys) if x is not None and y is not None]
+    pairs = [(float(x), float(y)) for x, y in zip(xs, ys, strict=False) if x is not None and y is not None]
     if len({x for x, _ in pairs}) < 2:
         return None
     mx = sum(x for x, _ in pairs) / len(pairs)
@@ -45,7 +48,7 @@ def slope(xs: Sequence[float], ys: Sequence[float]) -> float | None:
 
 
 def first_step_at(steps: Sequence[int], values: Sequence[float | None], threshold: float) -> int | None:
-    for s, v in zip(steps, values):
+    for s, v in zip(steps, values, strict=False):
         if v is not None and v >= threshold:
             return int(s)
     return None
@@ -88,7 +91,7 @@ def model_card(d: dict[str, Any]) -> list[str]:
             continue
         best = max(fv)
         s50, s90 = first_step_at(c["step"], values, 0.5), first_step_at(c["step"], values, 0.9)
-        label = name.replace("_exact_match", "").replace("_", " ")
+        label = name.replace("_exact_match", "").replace("in_distribution", "in-distribution").replace("_", " ")
         reached = f"{label} exact match reached {pct(best)} (last logged: {pct(fv[-1])})"
         if s90 is not None:
             reached += f"; it first passed 90% at step {s90:,}"
@@ -124,9 +127,9 @@ def evaluation(d: dict[str, Any]) -> list[str]:
         out.append(sentence + ".")
     if lengths and lengths.get("lengths"):
         ls, em = lengths["lengths"], lengths["exact_match"]
-        good = [n for n, v in zip(ls, em) if v is not None and v >= 0.9]
+        good = [n for n, v in zip(ls, em, strict=False) if v is not None and v >= 0.9]
         run_of_good = 0
-        for n, v in zip(ls, em):
+        for n, v in zip(ls, em, strict=False):
             if v is None or v < 0.9:
                 break
             run_of_good = n
@@ -146,7 +149,7 @@ def evaluation(d: dict[str, Any]) -> list[str]:
         trained = loops.get("trained_loops")
         name = "in_distribution" if "in_distribution" in loops["sets"] else ("test" if "test" in loops["sets"] else next(iter(loops["sets"])))
         em = loops["sets"][name]["exact_match"]
-        pairs = [(x, v) for x, v in zip(r, em) if v is not None]
+        pairs = [(x, v) for x, v in zip(r, em, strict=False) if v is not None]
         if pairs:
             best_r, best = max(pairs, key=lambda p: (p[1], -p[0]))
             at_trained = dict(pairs).get(trained)
@@ -157,8 +160,9 @@ def evaluation(d: dict[str, Any]) -> list[str]:
             elif trained == best_r:
                 sentence += ", the trained depth"
             if deepest_r > (trained or 0):
-                change = "holds" if abs(deepest - (at_trained if at_trained is not None else best)) < 0.05 else "changes"
-                sentence += f", and running {deepest_r} loops gives {pct(deepest)} ({'accuracy ' + change})"
+                ref = at_trained if at_trained is not None else best
+                change = "holds" if abs(deepest - ref) < 0.05 else ("falls" if deepest < ref else "rises")
+                sentence += f"; running {deepest_r} loops gives {pct(deepest)} (accuracy {change} past training)"
             out.append(sentence + ".")
     if carry and carry.get("buckets"):
         b = [r for r in carry["buckets"] if r.get("exact_match") is not None]
@@ -176,14 +180,247 @@ def evaluation(d: dict[str, Any]) -> list[str]:
     return _limit(out)
 
 
+# --------------------------------------------------------------------------- fixed point
+
+
+def _loops(n: Any) -> str:
+    return f"{n} loop{'s' if n != 1 else ''}"
+
+
+def fixed_point(d: dict[str, Any]) -> list[str]:
+    out: list[str | None] = []
+    trained, horizon = d.get("trained_loops"), d.get("horizon")
+    lock = d.get("lock_in") or {}
+    rows = [r for r in lock.get("by_digit") or [] if r.get("n")]
+    through = lock.get("through") or horizon
+    settled = [r for r in rows if r.get("median") is not None and (r.get("locked_fraction") or 0) >= 0.5]
+    slope_ = lock.get("slope_loops_per_link")
+    chain = ""
+    if slope_ is not None:
+        chain = (f"each extra link of the carry chain {'adds' if slope_ > 0 else 'removes'} ~{abs(slope_):.1f} loops"
+                 if abs(slope_) >= 0.1 else f"lock-in barely depends on the carry chain ({slope_:+.2f} loops per link)")
+    if rows and len(settled) == len(rows):
+        slowest = max(settled, key=lambda r: r["median"])
+        out.append(f"Answer digits lock in by loop {slowest['median']:.0f} (median of the slowest, digit "
+                   f"{slowest['digit']}; trained depth {trained})" + (f"; {chain}" if chain else "") + ".")
+    elif settled:
+        slowest = max(settled, key=lambda r: r["median"])
+        others = [str(r["digit"]) for r in rows if r not in settled]
+        out.append(f"Digits {', '.join(str(r['digit']) for r in settled)} lock in by loop {slowest['median']:.0f} "
+                   f"(median), but most predictions of digit{'s' if len(others) > 1 else ''} {', '.join(others)} "
+                   f"do not stay correct through loop {through}" + (f"; {chain}" if chain else "") + ".")
+    elif rows:
+        fr = finite([r.get("locked_fraction") for r in rows])
+        out.append(f"Few answer digits lock in: only {pct(min(fr))}-{pct(max(fr))} of each digit's predictions stay "
+                   f"correct from some loop through loop {through}" + (f"; {chain}" if chain else "") + ".")
+    steps = d.get("steps") or {}
+    tol = (d.get("settings") or {}).get("halt_tol")
+    below = ((steps.get("first_loop_below") or {}).get("all") or {}).get(str(tol)) if tol is not None else None
+    behaviour = d.get("behaviour") or {}
+    decay = (behaviour.get("step_decay_rate") or {}).get("median")
+    if tol is not None:
+        if below is not None:
+            sentence = f"The state converges: its relative step falls below {tol} at loop {below} (median over positions)"
+        else:
+            sentence = f"The relative step of the state never falls below {tol} within {horizon} loops"
+        if decay is not None:
+            sentence += f"; past the trained depth it shrinks by a factor {decay:.2f} per loop"
+        out.append(sentence + ".")
+    if behaviour.get("overall") and behaviour.get("exact_match_at_trained") is not None:
+        f = behaviour.get("fractions") or {}
+        share = f.get(behaviour["overall"])
+        out.append(
+            f"Past the trained depth the state is {behaviour['overall']}"
+            + (f" for {pct(share)} of problems" if share is not None else "")
+            + f"; exact match is {pct(behaviour['exact_match_at_trained'])} at {_loops(trained)} and "
+            f"{pct(behaviour.get('exact_match_at_horizon'))} at {_loops(horizon)}"
+            + (f" (best {pct(behaviour['best_exact_match'])} at {_loops(behaviour['best_loops'])})"
+               if behaviour.get("best_loops") not in (None, trained) else "") + "."
+        )
+    con = d.get("contraction") or {}
+    at = (con.get("at") or {}).get(str(horizon)) or {}
+    rq = at.get("radius_quantiles") or {}
+    if rq.get("median") is not None:
+        out.append(
+            f"At loop {horizon} the loop map's Jacobian has median spectral radius {rq['median']:.2f}; "
+            f"{pct(at.get('contracting_fraction'))} of sampled problems contract (radius < 1)."
+        )
+    return _limit(out)
+
+
+# --------------------------------------------------------------------------- carry attention
+
+
+def _head(h: dict[str, Any]) -> str:
+    return f"loop {h['loop']} L{h['layer']}H{h['head']}"
+
+
+def carry_attention(d: dict[str, Any]) -> list[str]:
+    out: list[str | None] = []
+    att = d.get("attention") or {}
+    top = att.get("top_heads") or {}
+    if top.get("alignment"):
+        h = top["alignment"][0]
+        out.append(
+            f"Head {_head(h)} puts {pct(h['score'])} of its attention on the aligned operand digits a_i, b_i "
+            f"when predicting answer digit i (chance {pct(h.get('chance'))})."
+        )
+    if top.get("carry_source"):
+        h = top["carry_source"][0]
+        out.append(
+            f"The strongest carry-source head, {_head(h)}, puts {pct(h['score'])} on the previous digits "
+            f"a_(i-1), b_(i-1) (chance {pct(h.get('chance'))})."
+        )
+    ab = d.get("ablation") or {}
+    base = (ab.get("baseline") or {}).get("exact_match")
+    harmful = (ab.get("most_harmful") or {})
+    kind = "mean" if harmful.get("mean") else ("zero" if harmful.get("zero") else None)
+    if kind and base is not None:
+        h = harmful[kind][0]
+        delta = h.get("delta_exact_match")
+        if delta is not None:
+            out.append(
+                f"{kind.capitalize()}-ablating {_head(h)} moves exact match from {pct(base)} to {pct(base + delta)} "
+                f"({100 * delta:+.0f} points), the largest effect of any single head."
+            )
+    probes = d.get("probes") or {}
+    fd = probes.get("first_decodable")
+    patch = (d.get("patching") or {}).get("first_loop_carry_present")
+    if fd and fd.get("accuracy") is not None:
+        sentence = (f"The carry-in is linearly decodable (probe accuracy >= {pct(probes.get('threshold'))}) "
+                    f"from loop {fd['loop']} layer {fd['layer']} on ({pct(fd['accuracy'])}; chance {pct(probes.get('chance'))})")
+        if patch:
+            sentence += f"; patching finds it present from loop {patch['loop']} layer {patch['layer']}"
+        out.append(sentence + ".")
+    elif probes.get("accuracy"):
+        best = max(finite([v for row in probes["accuracy"] for v in row]), default=None)
+        out.append(f"No loop carries a linearly decodable carry-in above threshold (best probe accuracy {pct(best)}).")
+    return _limit(out)
+
+
+# --------------------------------------------------------------------------- checkpoint comparison
+
+
+def checkpoint_compare(d: dict[str, Any]) -> list[str]:
+    out: list[str | None] = []
+    a = d.get("a") or {}
+    steps = a.get("steps") or []
+    signal = d.get("signal", "representation")
+    cps = (d.get("change_points") or {}).get(signal) or []
+    if cps:
+        first = cps[0]
+        others = ", ".join(f"{c['from_step']:,}-{c['step']:,}" for c in cps[1:3])
+        out.append(
+            f"The {signal} changed fastest between steps {first['from_step']:,} and {first['step']:,}"
+            + (f" (next: {others})" if others else "") + "."
+        )
+    vs_final = a.get("cka_vs_final") or []
+    if vs_final and steps:
+        last_loop = vs_final[-1]
+        s90 = first_step_at(steps, last_loop, 0.9)
+        out.append(
+            f"The last loop's state at step {steps[0]:,} has linear CKA {num(last_loop[0], 2)} with the final checkpoint's"
+            + (f"; it passes 0.9 at step {s90:,}" if s90 is not None and s90 != steps[-1] else "") + "."
+        )
+    em = finite(a.get("problem_exact_match"))
+    if em and steps:
+        s50 = first_step_at(steps, a.get("problem_exact_match"), 0.5)
+        out.append(
+            f"On the fixed problem set exact match goes from {pct(em[0])} to {pct(em[-1])} over {len(steps)} checkpoints"
+            + (f", first reaching 50% at step {s50:,}" if s50 is not None else "") + "."
+        )
+    moved = d.get("moved") or {}
+    groups = moved.get("groups") or []
+    if groups and moved.get("steps"):
+        g = groups[0]
+        rel = g.get("relative_change")
+        out.append(
+            f"Between steps {moved['steps'][0]:,} and {moved['steps'][1]:,} the {g['group']} weights moved most"
+            + (f" (relative change {num(rel, 2)})" if rel is not None else "") + "."
+        )
+    matched = d.get("matched_cka")
+    b = d.get("b") or {}
+    if matched and b:
+        final = matched[-1][-1] if matched[-1] else None
+        out.insert(1, f"Against the comparison run {b.get('run_dir')}, the last loop's states at the final checkpoints have CKA {num(final, 2)}.")
+    return _limit(out)
+
+
+# --------------------------------------------------------------------------- embedding evolution
+
+
+def _series_sentence(what: str, s: dict[str, Any], steps: list[int]) -> str | None:
+    rho, circ = s.get("spearman_pc1") or [], s.get("circularity") or []
+    if not rho or not steps:
+        return None
+    sentence = (f"{what}: PC1 orders them by value with |Spearman rho| {num(rho[0], 2)} at step {steps[0]:,} "
+                f"and {num(rho[-1], 2)} at step {steps[-1]:,}")
+    if circ and circ[-1] is not None:
+        freq = (s.get("circularity_frequency") or [None])[-1]
+        sentence += f"; circularity {num(circ[0], 2)} -> {num(circ[-1], 2)} (1 = a ring ordered by value" + (
+            f", dominant frequency {freq})" if freq is not None else ")")
+    return sentence + "."
+
+
+def embedding_evolution(d: dict[str, Any]) -> list[str]:
+    out: list[str | None] = []
+    steps = d.get("steps") or []
+    for key, what in (("tokens", "Number-token embeddings"), ("positions", "Position embeddings")):
+        s = d.get(key)
+        if s:
+            out.append(_series_sentence(what, s, steps))
+    t = d.get("tokens") or {}
+    evr = t.get("explained_variance_ratio") or []
+    if evr and evr[-1] and len(evr[-1]) >= 2:
+        out.append(f"At the last checkpoint the first two principal components explain "
+                   f"{pct((evr[-1][0] or 0) + (evr[-1][1] or 0))} of the number-token embeddings' variance.")
+    for key, what in (("tokens", "number-token"), ("positions", "position")):
+        s = d.get(key) or {}
+        rho = s.get("spearman_pc1") or []
+        if len(rho) >= 3 and len(steps) == len(rho):
+            jumps = [(abs((rho[i + 1] or 0) - (rho[i] or 0)), i) for i in range(len(rho) - 1)]
+            jump, i = max(jumps)
+            if jump >= 0.2:
+                out.append(f"The {what} ordering changed most between steps {steps[i]:,} and {steps[i + 1]:,} "
+                           f"(|rho| {num(rho[i], 2)} -> {num(rho[i + 1], 2)}).")
+                break
+    return _limit(out)
+
+
+# --------------------------------------------------------------------------- fourier
+
+
+def fourier(d: dict[str, Any]) -> list[str]:
+    """Written against analyses.fourier's result; every key is optional."""
+    out: list[str | None] = []
+    for key in ("headline", "findings", "summary_sentences"):
+        lines = d.get(key)
+        if isinstance(lines, list) and lines and all(isinstance(x, str) for x in lines):
+            return _limit(list(lines))
+    return _limit(out)
+
+
 # --------------------------------------------------------------------------- registry
 
 FINDINGS = {
     "model_card": model_card,
     "evaluation": evaluation,
+    "fixed_point": fixed_point,
+    "carry_attention": carry_attention,
+    "checkpoint_compare": checkpoint_compare,
+    "embedding_evolution": embedding_evolution,
+    "fourier": fourier,
 }
 
 
 def findings_for(key: str, data: dict[str, Any]) -> list[str]:
+    """The findings of section `key`; a sentence generator that trips over a changed
+    result layout logs the problem and yields no sentences rather than failing the section."""
     fn = FINDINGS.get(key)
-    return fn(data) if fn else []
+    if fn is None:
+        return []
+    try:
+        return fn(data)
+    except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError) as e:
+        logger.warning("findings for %s could not be generated: %r", key, e)
+        return []

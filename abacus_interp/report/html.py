@@ -42,7 +42,7 @@ th, td { border: 1px solid var(--line); padding: 3px 9px; text-align: left; vert
 th { background: #f0f2f6; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .tables { display: flex; flex-wrap: wrap; gap: 10px 28px; }
-.figure { margin: 10px 0; min-height: 120px; }
+.figure { margin: 10px 0; }
 .note { color: var(--muted); font-size: 13px; }
 footer { color: var(--muted); font-size: 13px; padding-bottom: 40px; }
 code { font-size: 13px; background: #f0f2f6; padding: 0 3px; border-radius: 3px; }
@@ -51,25 +51,33 @@ code { font-size: 13px; background: #f0f2f6; padding: 0 3px; border-radius: 3px;
 # Draws every figure block; sets window.__reportStatus for the browser test.
 RENDER_JS = """
 (function () {
-  var status = window.__reportStatus = {total: 0, rendered: 0, failed: [], done: false};
+  // figures are drawn one after another, yielding between them, so the page (text,
+  // findings, tables) shows at once and the figures fill in
+  var status = window.__reportStatus = {total: 0, rendered: 0, failed: [], done: false, ms: {}};
   function draw() {
-    var blocks = document.querySelectorAll('script.figure-data');
+    var blocks = Array.prototype.slice.call(document.querySelectorAll('script.figure-data'));
     status.total = blocks.length;
-    var jobs = [];
-    blocks.forEach(function (block) {
+    var i = 0;
+    function next() {
+      if (i >= blocks.length) { status.done = true; return; }
+      var block = blocks[i++];
       var target = document.getElementById(block.getAttribute('data-target'));
+      var t0 = performance.now();
       try {
         var fig = JSON.parse(block.textContent);
-        var layout = fig.layout || {};
-        jobs.push(Plotly.newPlot(target, fig.data || [], layout,
-                                 {displaylogo: false, responsive: true, showLink: false})
+        // the whole figure, so animation frames (sliders, play buttons) come along
+        Plotly.newPlot(target, {data: fig.data || [], layout: fig.layout || {}, frames: fig.frames || [],
+                                config: {displaylogo: false, showLink: false}})
           .then(function () { status.rendered += 1; },
-                function (err) { status.failed.push(target.id + ': ' + err); }));
+                function (err) { status.failed.push(target.id + ': ' + err); console.error('figure ' + target.id + ': ' + err); })
+          .then(function () { status.ms[target.id] = Math.round(performance.now() - t0); setTimeout(next, 0); });
       } catch (err) {
         status.failed.push(target.id + ': ' + err);
+        console.error('figure ' + target.id + ': ' + err);
+        setTimeout(next, 0);
       }
-    });
-    Promise.all(jobs).then(function () { status.done = true; });
+    }
+    next();
   }
   if (document.readyState === 'loading') { document.addEventListener('DOMContentLoaded', draw); }
   else { draw(); }
@@ -142,7 +150,7 @@ def figure_block(dom_id: str, figure_json: str, title: str | None = None) -> str
     """A placeholder div plus its figure JSON (plotly.io.to_json output)."""
     label = f' aria-label="{esc(title)}"' if title else ""
     return (
-        f'<div class="figure" id="{esc(dom_id)}"{label}></div>'
+        f'<div class="figure plotly-graph-div" id="{esc(dom_id)}"{label}></div>'
         f'<script type="application/json" class="figure-data" data-target="{esc(dom_id)}">'
         f"{script_json(figure_json)}</script>"
     )

@@ -18,6 +18,7 @@ from abacus_interp.model import act_name
 from abacus_interp.tokens import PAD_ID
 
 from .labels import SUBTASKS, ProblemSet, slot_names
+from .runner import LoopRunner, trim
 
 KINDS = ("zero", "mean")
 
@@ -26,24 +27,23 @@ def _batches(ps: ProblemSet, batch_size: int, device):
     n = len(ps.examples)
     for start in range(0, n, batch_size):
         stop = min(start + batch_size, n)
-        tokens = ps.tokens[start:stop]
-        length = int((tokens != PAD_ID).sum(1).max())
-        yield start, stop, tokens[:, :length].to(device), ps.slots[start:stop, :length].to(device)
+        tokens = trim(ps.tokens[start:stop], device)
+        yield start, stop, tokens, ps.slots[start:stop, : tokens.shape[1]].to(device)
 
 
-def score(model, ps: ProblemSet, n_loops: int, fwd_hooks_for=None, batch_size: int = 256) -> dict:
-    """Teacher-forced per-problem exact match and per-row (answer digit) log-prob / correctness.
+class _Scorer:
+    """Teacher-forced per-problem exact match and per-row (answer digit) log-prob and
+    correctness, filled batch by batch."""
 
-    `fwd_hooks_for(slots)` returns the hooks to attach for a batch (its [b pos] slot ids)."""
-    device = model.W_E.device
-    n = len(ps.examples)
-    exact = np.zeros(n, dtype=bool)
-    row_logprob = np.zeros(ps.n_rows)
-    row_correct = np.zeros(ps.n_rows, dtype=bool)
-    for start, stop, tokens, slots in _batches(ps, batch_size, device):
-        hooks = fwd_hooks_for(slots) if fwd_hooks_for is not None else []
-        with torch.inference_mode():
-            logits = model.run_with_hooks(tokens, n_loops=n_loops, fwd_hooks=hooks)
+    def __init__(self, ps: ProblemSet):
+        self.ps = ps
+        self.exact = np.zeros(len(ps.examples), dtype=bool)
+        self.row_logprob = np.zeros(ps.n_rows)
+        self.row_correct = np.zeros(ps.n_rows, dtype=bool)
+
+    def add(self, logits: torch.Tensor, tokens: torch.Tensor, start: int) -> None:
+        ps, device = self.ps, tokens.device
+        stop = start + tokens.shape[0]
         logprobs = logits.float().log_softmax(-1)[:, :-1]  # predicts token pos+1
         target = tokens[:, 1:]
         correct = logprobs.argmax(-1) == target
@@ -51,14 +51,17 @@ def score(model, ps: ProblemSet, n_loops: int, fwd_hooks_for=None, batch_size: i
         plen = ps.prompt_lengths[start:stop].to(device)[:, None]
         row_len = (tokens != PAD_ID).sum(1, keepdim=True)
         scored = (pos >= plen - 1) & (pos < row_len - 1)
-        exact[start:stop] = (correct | ~scored).all(1).cpu().numpy()
+        self.exact[start:stop] = (correct | ~scored).all(1).cpu().numpy()
         rows = np.nonzero((ps.rows["problem"] >= start) & (ps.rows["problem"] < stop))[0]
         local = torch.as_tensor(ps.rows["problem"][rows] - start, device=device)
         query = torch.as_tensor(ps.rows["pred"][rows], device=device)
         tgt = torch.as_tensor(ps.rows["target"][rows], device=device)
-        row_logprob[rows] = logprobs[local, query, tgt].cpu().numpy()
-        row_correct[rows] = (logprobs[local, query].argmax(-1) == tgt).cpu().numpy()
-    return {"exact": exact, "row_logprob": row_logprob, "row_correct": row_correct}
+        self.row_logprob[rows] = logprobs[local, query, tgt].cpu().numpy()
+        self.row_correct[rows] = (logprobs[local, query].argmax(-1) == tgt).cpu().numpy()
+
+    def summary(self) -> dict:
+        return summarize_scores(self.ps, {"exact": self.exact, "row_logprob": self.row_logprob,
+                                          "row_correct": self.row_correct})
 
 
 def summarize_scores(ps: ProblemSet, s: dict) -> dict:
@@ -95,49 +98,56 @@ def slot_means(model, ps: ProblemSet, n_loops: int, batch_size: int = 256) -> di
     return {n: s / counts.clamp(min=1)[:, None, None] for n, s in sums.items()}
 
 
+def _ablation_hook(kind: str, h: int, mean: torch.Tensor | None, slots: torch.Tensor):
+    def hook(z, hook):
+        z = z.clone()
+        z[:, :, h] = 0.0 if kind == "zero" else mean[slots.clamp(min=0), h].to(z.dtype)
+        return z
+    return hook
+
+
 def ablate_heads(model, ps: ProblemSet, n_loops: int, kinds=KINDS, batch_size: int = 256,
                  progress=None) -> dict:
     """Ablate every (loop, layer, head) in turn with each kind; table + arrays of effects."""
     cfg = model.cfg
-    shape = (n_loops, cfg.n_layers, cfg.n_heads)
-    baseline = summarize_scores(ps, score(model, ps, n_loops, batch_size=batch_size))
-    means = slot_means(model, ps, n_loops, batch_size) if "mean" in kinds else {}
-    table = []
-    arrays = {kind: {"exact_match": np.zeros(shape), "loss": np.zeros(shape),
-                     "loss_by_subtask": {s: np.full(shape, np.nan) for s in SUBTASKS}} for kind in kinds}
     for kind in kinds:
         if kind not in KINDS:
             raise ValueError(f"unknown ablation kind {kind!r}; choose from {KINDS}")
-        for t in range(n_loops):
-            for layer in range(cfg.n_layers):
-                name = act_name("z", layer, loop=t)
-                for h in range(cfg.n_heads):
-                    def hooks_for(slots, name=name, h=h, kind=kind):
-                        def hook(z, hook):
-                            z = z.clone()
-                            if kind == "zero":
-                                z[:, :, h] = 0.0
-                            else:
-                                z[:, :, h] = means[name][slots.clamp(min=0), h].to(z.dtype)
-                            return z
-                        return [(name, hook)]
-
-                    s = summarize_scores(ps, score(model, ps, n_loops, hooks_for, batch_size))
-                    a = arrays[kind]
-                    a["exact_match"][t, layer, h] = s["exact_match"]
-                    a["loss"][t, layer, h] = s["loss"]
-                    for sub, v in s["loss_by_subtask"].items():
-                        if v is not None:
-                            a["loss_by_subtask"][sub][t, layer, h] = v
-                    table.append({"kind": kind, "loop": t, "layer": layer, "head": h, **s,
-                                  "delta_exact_match": s["exact_match"] - baseline["exact_match"],
-                                  "delta_loss": s["loss"] - baseline["loss"],
-                                  "delta_loss_by_subtask": {
-                                      k: (None if v is None or baseline["loss_by_subtask"][k] is None
-                                          else v - baseline["loss_by_subtask"][k])
-                                      for k, v in s["loss_by_subtask"].items()}})
-                    if progress is not None:
-                        progress.update(1)
+    device = model.W_E.device
+    specs = [(kind, t, layer, h) for kind in kinds for t in range(n_loops)
+             for layer in range(cfg.n_layers) for h in range(cfg.n_heads)]
+    means = slot_means(model, ps, n_loops, batch_size) if "mean" in kinds else {}
+    base = _Scorer(ps)
+    scorers = {spec: _Scorer(ps) for spec in specs}
+    for start, _stop, tokens, slots in _batches(ps, batch_size, device):
+        runner = LoopRunner(model, tokens, n_loops)
+        base.add(runner.logits, tokens, start)
+        for kind, t, layer, h in specs:
+            name = act_name("z", layer, loop=t)
+            hook = _ablation_hook(kind, h, means.get(name), slots)
+            scorers[(kind, t, layer, h)].add(runner.from_loop(t, [(name, hook)]), tokens, start)
+            if progress is not None:
+                progress.update(tokens.shape[0] / len(ps.examples))
+    baseline = base.summary()
+    shape = (n_loops, cfg.n_layers, cfg.n_heads)
+    arrays = {kind: {"exact_match": np.zeros(shape), "loss": np.zeros(shape),
+                     "loss_by_subtask": {s: np.full(shape, np.nan) for s in SUBTASKS}} for kind in kinds}
+    table = []
+    for (kind, t, layer, h), scorer in scorers.items():
+        s = scorer.summary()
+        a = arrays[kind]
+        a["exact_match"][t, layer, h] = s["exact_match"]
+        a["loss"][t, layer, h] = s["loss"]
+        for sub, v in s["loss_by_subtask"].items():
+            if v is not None:
+                a["loss_by_subtask"][sub][t, layer, h] = v
+        table.append({"kind": kind, "loop": t, "layer": layer, "head": h, **s,
+                      "delta_exact_match": s["exact_match"] - baseline["exact_match"],
+                      "delta_loss": s["loss"] - baseline["loss"],
+                      "delta_loss_by_subtask": {
+                          k: (None if v is None or baseline["loss_by_subtask"][k] is None
+                              else v - baseline["loss_by_subtask"][k])
+                          for k, v in s["loss_by_subtask"].items()}})
     return {"baseline": baseline, "kinds": list(kinds), "table": table, "arrays": arrays,
             "most_harmful": _most_harmful(table)}
 

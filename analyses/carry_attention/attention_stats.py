@@ -67,7 +67,7 @@ def attention_stats(model, ps: ProblemSet, n_loops: int, batch_size: int = 256,
         onehot.scatter_(2, slots.clamp(min=0)[..., None], (visible & (slots >= 0)).float()[..., None])
         np.add.at(stair_n, digit, 1)
 
-        def make_hook(t, layer):
+        def make_hook(t, layer, local=local, query=query, rows=rows, cat=cat, onehot=onehot, digit=digit):
             def hook(pattern, hook):
                 p = pattern.detach().float().cpu()[local, :, query, :]  # [r head key]
                 masses[t, layer, rows] = torch.einsum("rhk,rck->rhc", p, cat).numpy()
@@ -137,7 +137,7 @@ def top_heads(stats: dict, k: int = 5) -> dict:
         best[target] = [{"loop": int(t), "layer": int(layer), "head": int(h),
                          "score": float(score[t, layer, h]), "chance": entry["chance"],
                          "lift": float(lift[t, layer, h])}
-                        for t, layer, h in zip(*np.unravel_index(order, lift.shape))]
+                        for t, layer, h in zip(*np.unravel_index(order, lift.shape), strict=True)]
     return best
 
 

@@ -180,9 +180,10 @@ def balanced_problems(task, n: int, rng: random.Random, max_digits: int | None =
     lo = getattr(task, "min_digits", 1)
     n_uniform = int(round(n * uniform_fraction))
     out = task.sample(n_uniform, rng, min_digits=min(lo, d), max_digits=d) if n_uniform else []
-    buckets = [b for b in range(min(d, 5) + 1)]
+    buckets = list(range(min(d, 5) + 1))
+    offset = rng.randrange(len(buckets))  # so that small n (even 1) still covers every bucket
     for k in range(n - n_uniform):
-        bucket = buckets[k % len(buckets)]
+        bucket = buckets[(k + offset) % len(buckets)]
         length = rng.randint(5, d) if bucket == 5 else bucket
         digits = rng.randint(max(length, lo, 1), d) if max(length, lo, 1) <= d else d
         out.append(task.make(*sample_with_cascade(length, digits, rng)))

@@ -25,9 +25,10 @@ import torch
 
 from abacus_interp.model import act_name
 from abacus_interp.tasks.carries import carry_in
-from abacus_interp.tokens import PAD_ID, encode_batch
+from abacus_interp.tokens import encode_batch
 
 from .labels import balanced_problems, digit_positions
+from .runner import LoopRunner, trim
 
 POSITIONS = ("a_i", "b_i", "a_prev", "b_prev", "changed", "prev_answer", "pred")
 PAIR_KINDS = ("direct", "cascade")
@@ -72,10 +73,10 @@ def make_carry_pairs(task, vocab, n_pairs: int, rng: random.Random, max_digits: 
     """`n_pairs` counterfactual pairs, alternating direct / cascade edits when the problem
     allows, clean side carrying or not at random."""
     clean, corrupt, digits, changed, kinds = [], [], [], [], []
-    attempts = 0
+    attempts = misses = 0
     while len(clean) < n_pairs:
         attempts += 1
-        if attempts > 50 * n_pairs + 100:
+        if attempts > 100 * n_pairs + 100:
             raise ValueError("could not build carry pairs: use problems of at least 2 digits (max_digits >= 2)")
         (ex,) = balanced_problems(task, 1, rng, max_digits, uniform_fraction=0.0)
         a, b = ex.operands
@@ -83,17 +84,20 @@ def make_carry_pairs(task, vocab, n_pairs: int, rng: random.Random, max_digits: 
         if top < 2:
             continue
         want = PAIR_KINDS[len(clean) % 2]
+        other = PAIR_KINDS[1 - len(clean) % 2]
         found = None
         for i in rng.sample(range(1, top), top - 1):
             cands = _candidates(a, b, i)
             if cands[want]:
                 found = (i, rng.choice(cands[want]), want)
                 break
-            other = PAIR_KINDS[1 - PAIR_KINDS.index(want)]
             if found is None and cands[other]:
                 found = (i, rng.choice(cands[other]), other)
-        if found is None:
+        # cascades need a run of 9-sums: look at a few more problems before settling
+        if found is None or (found[2] != want and misses < 20):
+            misses += 1
             continue
+        misses = 0
         i, (which, j, v), kind = found
         x = (a, b)[which]
         new = x + (v - (x // 10**j) % 10) * 10**j
@@ -115,7 +119,7 @@ def pairs_from_examples(vocab, clean, corrupt, digits, changed, kinds) -> PairSe
         raise ValueError("clean and corrupted problems must have the same operand and answer lengths")
     positions = {name: [] for name in POSITIONS}
     pred, ct, rt = [], [], []
-    for e, r, i, j in zip(clean, corrupt, digits, changed):
+    for e, r, i, j in zip(clean, corrupt, digits, changed, strict=True):
         a, b = e.operands
         pos = digit_positions(len(str(a)), len(str(b)), i)
         for name in POSITIONS:
@@ -125,7 +129,7 @@ def pairs_from_examples(vocab, clean, corrupt, digits, changed, kinds) -> PairSe
         rt.append(vocab.encode(r.target[i])[0])
     return PairSet(cb.tokens, rb.tokens, np.array(pred), np.array(ct), np.array(rt),
                    {k: np.array(v) for k, v in positions.items()}, np.array(kinds), np.array(digits),
-                   [(e.prompt + e.target, r.prompt + r.target) for e, r in zip(clean, corrupt)])
+                   [(e.prompt + e.target, r.prompt + r.target) for e, r in zip(clean, corrupt, strict=True)])
 
 
 def _logit_diff(logits, idx, pred, ct, rt) -> torch.Tensor:
@@ -152,21 +156,21 @@ def patch_pairs(model, pairs: PairSet, n_loops: int, positions=POSITIONS, heads:
     names = sorted({s[3] if s[0] != "head" else s[3][0] for s in sites})
     for start in range(0, n, batch_size):
         stop = min(start + batch_size, n)
-        length = int((pairs.clean_tokens[start:stop] != PAD_ID).sum(1).max())
-        clean = pairs.clean_tokens[start:stop, :length].to(device)
-        corrupt = pairs.corrupt_tokens[start:stop, :length].to(device)
+        clean = trim(pairs.clean_tokens[start:stop], device)
+        corrupt = pairs.corrupt_tokens[start:stop, : clean.shape[1]].to(device)
         idx = torch.arange(stop - start, device=device)
         pred = torch.as_tensor(pairs.pred[start:stop], device=device)
         ct = torch.as_tensor(pairs.clean_target[start:stop], device=device)
         rt = torch.as_tensor(pairs.corrupt_target[start:stop], device=device)
         with torch.inference_mode():
             clean_logits, cache = model.run_with_cache(clean, n_loops=n_loops, names_filter=lambda x: x in names)
-            corrupt_logits = model(corrupt, n_loops)
+        runner = LoopRunner(model, corrupt, n_loops)
+        corrupt_logits = runner.logits
         ld_clean[start:stop] = _logit_diff(clean_logits, idx, pred, ct, rt).cpu().numpy()
         ld_corrupt[start:stop] = _logit_diff(corrupt_logits, idx, pred, ct, rt).cpu().numpy()
         both_right[start:stop] = ((clean_logits[idx, pred].argmax(-1) == ct)
                                   & (corrupt_logits[idx, pred].argmax(-1) == rt)).cpu().numpy()
-        for s, (kind, _t, _layer, target) in enumerate(sites):
+        for s, (kind, t, _layer, target) in enumerate(sites):
             name, head = target if kind == "head" else (target, None)
             for p, pname in enumerate(positions):
                 pos = torch.as_tensor(pairs.positions[pname][start:stop], device=device)
@@ -175,7 +179,7 @@ def patch_pairs(model, pairs: PairSet, n_loops: int, positions=POSITIONS, heads:
                     continue
                 rows, cols = idx[sel], pos[sel]
 
-                def hook(act, hook, rows=rows, cols=cols, name=name, head=head):
+                def hook(act, hook, rows=rows, cols=cols, name=name, head=head, cache=cache):
                     act = act.clone()
                     if head is None:
                         act[rows, cols] = cache[name][rows, cols].to(act.dtype)
@@ -183,8 +187,7 @@ def patch_pairs(model, pairs: PairSet, n_loops: int, positions=POSITIONS, heads:
                         act[rows, cols, head] = cache[name][rows, cols, head].to(act.dtype)
                     return act
 
-                with torch.inference_mode():
-                    logits = model.run_with_hooks(corrupt, n_loops=n_loops, fwd_hooks=[(name, hook)])
+                logits = runner.from_loop(0 if t is None else t, [(name, hook)])
                 ld = _logit_diff(logits, idx, pred, ct, rt).cpu().numpy()
                 ld_patch[s, p, start:stop] = np.where(sel.cpu().numpy(), ld, np.nan)
                 if progress is not None:

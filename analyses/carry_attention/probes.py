@@ -14,6 +14,7 @@ import torch
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
+from threadpoolctl import threadpool_limits
 
 from abacus_interp.model import act_name
 from abacus_interp.tokens import PAD_ID
@@ -38,7 +39,7 @@ def collect_states(model, ps: ProblemSet, n_loops: int, fwd_hooks=(), batch_size
         local = torch.as_tensor(ps.rows["problem"][rows] - start, device=device)
         query = torch.as_tensor(ps.rows["pred"][rows], device=device)
 
-        def make_hook(key):
+        def make_hook(key, rows=rows, local=local, query=query):
             def hook(act, hook):
                 out[key][rows] = act.detach()[local, query].float().cpu().numpy()
                 return act
@@ -72,8 +73,9 @@ def fit_probe(X: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray,
     if len(np.unique(y[train])) < 2 or len(test) == 0:
         return None, None
     probe = make_pipeline(StandardScaler(), LogisticRegression(C=C, max_iter=2000))
-    probe.fit(X[train], y[train])
-    pred = probe.predict(X[test])
+    with threadpool_limits(limits=1):  # BLAS threads only contend on a small problem
+        probe.fit(X[train], y[train])
+        pred = probe.predict(X[test])
     return float((pred == y[test]).mean()), pred
 
 

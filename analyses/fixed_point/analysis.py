@@ -141,7 +141,7 @@ def _with_capacity(model, horizon: int):
     if horizon <= model.cfg.max_loops:
         return model
     logger.info("rebuilding the model with max_loops=%d (was %d) to reach the horizon", horizon, model.cfg.max_loops)
-    bigger = LoopedTransformer(model.cfg.replace(max_loops=horizon)).to(model.W_E.device)
+    bigger = LoopedTransformer(model.cfg.replace(max_loops=horizon)).to(model.W_E.device, model.W_E.dtype)
     bigger.load_state_dict(model.state_dict())
     if hasattr(model, "checkpoint_path"):
         bigger.checkpoint_path = model.checkpoint_path
@@ -188,10 +188,11 @@ def run(
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     subject = resolve(model_or_run, task=task)
     model, task = subject.model, subject.task
-    trained = model.cfg.n_loops
-    horizon = min(4 * trained, model.cfg.max_loops) if horizon is None else int(horizon)
+    horizon = min(4 * model.cfg.n_loops, model.cfg.max_loops) if horizon is None else int(horizon)
     if horizon < 1:
         raise ValueError(f"horizon must be >= 1, got {horizon}")
+    # the trained depth as a reference point inside the horizon (a shorter horizon clips it)
+    trained = min(model.cfg.n_loops, horizon)
     if halt_on not in CLASSES:
         raise ValueError(f"halt_on={halt_on!r}; choose one of {CLASSES}")
     model = _with_capacity(model, horizon)
@@ -213,6 +214,7 @@ def run(
         "task": {"name": task.name, **task.config()},
         "model": {k: model.cfg.to_dict()[k] for k in ("d_model", "n_layers", "n_heads", "n_loops", "max_loops", "max_seq_len")},
         "trained_loops": trained,
+        "model_n_loops": model.cfg.n_loops,
         "horizon": horizon,
         "loops": list(range(1, horizon + 1)),
         "n_problems": len(examples),

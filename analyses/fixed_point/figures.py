@@ -78,23 +78,27 @@ def logit_lens(d: dict[str, Any]) -> go.Figure:
 
 def lock_in(d: dict[str, Any]) -> go.Figure:
     lock = d["lock_in"]
-    table = lock["by_chain"] or lock["by_digit"]
     key = "chain" if lock["by_chain"] else "digit"
-    x = [r[key] for r in table]
-    med = _none_to_nan([r["median"] for r in table])
-    lo = [m - q if q is not None else float("nan") for m, q in zip(med, _none_to_nan([r["q25"] for r in table]))]
-    hi = [q - m if q is not None else float("nan") for m, q in zip(med, _none_to_nan([r["q75"] for r in table]))]
     fig = make_subplots(specs=[[{"secondary_y": True}]])
-    fig.add_trace(go.Scatter(x=x, y=med, error_y={"type": "data", "symmetric": False, "array": hi, "arrayminus": lo},
-                             mode="lines+markers", name="lock-in loop (median, IQR)"))
-    fig.add_trace(go.Bar(x=x, y=[r["locked_fraction"] for r in table], name="locked by horizon",
-                         opacity=0.25), secondary_y=True)
+    for i, (part, label) in enumerate((("horizon", "through the horizon"), ("trained_depth", "through the trained depth"))):
+        table = lock[part]["by_chain"] or lock[part]["by_digit"]
+        x = [r[key] for r in table]
+        med = _none_to_nan([r["median"] for r in table])
+        lo = [m - q for m, q in zip(med, _none_to_nan([r["q25"] for r in table]), strict=True)]
+        hi = [q - m for m, q in zip(med, _none_to_nan([r["q75"] for r in table]), strict=True)]
+        color = COLORS[i]
+        fig.add_trace(go.Scatter(x=x, y=med, mode="lines+markers", name=f"lock-in loop {label} (median, IQR)",
+                                 error_y={"type": "data", "symmetric": False, "array": hi, "arrayminus": lo},
+                                 line={"color": color}))
+        fig.add_trace(go.Bar(x=x, y=[r["locked_fraction"] for r in table], name=f"fraction locked {label}",
+                             marker_color=color, opacity=0.25), secondary_y=True)
     fig.add_hline(y=d["trained_loops"], line_dash="dash", line_color="gray", annotation_text="trained depth")
     fig.update_yaxes(title_text="lock-in loop", secondary_y=False)
     fig.update_yaxes(title_text="fraction locked", range=[0, 1.05], secondary_y=True)
     title = "carry-chain length reaching the digit" if key == "chain" else "answer digit (LSD first)"
     fig.update_xaxes(title_text=title, dtick=1)
-    fig.update_layout(title=lock.get("headline") or "Lock-in loop per answer digit", width=900)
+    fig.update_layout(title="Lock-in loop of each answer digit" + (" by carry chain" if key == "chain" else ""),
+                      barmode="group", width=950)
     return fig
 
 

@@ -82,49 +82,69 @@ def _chain_array(chains: list[list[int]], width: int) -> np.ndarray:
     return out
 
 
-def lock_in_loops(c: Collected) -> np.ndarray:
+def lock_in_loops(c: Collected, through: int | None = None) -> np.ndarray:
     """[N, L] the first loop (1-based) from which the token's teacher-forced prediction stays
-    correct through the horizon; NaN when it is wrong at the horizon or not an answer slot."""
-    h = c.correct.shape[1]
-    trailing = np.flip(np.cumprod(np.flip(c.correct, 1), 1), 1).sum(1)  # [N, L] correct loops at the end
+    correct through loop `through` (default: the horizon); NaN when it is wrong there or
+    the slot is not an answer token."""
+    correct = c.correct if through is None else c.correct[:, :through]
+    h = correct.shape[1]
+    trailing = np.flip(np.cumprod(np.flip(correct, 1), 1), 1).sum(1)  # [N, L] correct loops at the end
     lock = np.where(trailing > 0, h - trailing + 1, np.nan).astype(float)
     return np.where(c.answer_mask, lock, np.nan)
 
 
-def lock_in_section(c: Collected, chains: list[list[int]] | None, trained: int) -> dict[str, Any]:
-    lock = lock_in_loops(c)
-    n, width = lock.shape
-    ans_len = c.answer_mask.sum(1)
-    digit = np.arange(width)[None, :] < (ans_len - 1)[:, None]
-    at_trained = c.correct[:, trained - 1, :]
-
-    def row(where: np.ndarray, **key) -> dict[str, Any]:
+def _lock_table(lock, correct_at_trained, where_sets, trained) -> list[dict[str, Any]]:
+    rows = []
+    for key, where in where_sets:
         vals = lock[where]
         locked = vals[~np.isnan(vals)]
-        q = quantiles(locked) if locked.size else {k: np.nan for k in ("median", "q25", "q75", "mean")}
-        return {**key, "n": int(where.sum()), "locked_fraction": float((~np.isnan(vals)).mean()) if vals.size else np.nan,
-                "correct_at_trained_depth": float(at_trained[where].mean()) if vals.size else np.nan,
-                "after_trained_depth_fraction": float((locked > trained).mean()) if locked.size else np.nan,
-                **{k: float(v) for k, v in q.items()}}
+        q = quantiles(locked) if locked.size else dict.fromkeys(("median", "q25", "q75", "mean"), np.nan)
+        rows.append({
+            **key,
+            "n": int(where.sum()),
+            "locked_fraction": float((~np.isnan(vals)).mean()) if vals.size else np.nan,
+            "correct_at_trained_depth": float(correct_at_trained[where].mean()) if vals.size else np.nan,
+            "after_trained_depth_fraction": float((locked > trained).mean()) if locked.size else np.nan,
+            **{k: float(v) for k, v in q.items()},
+        })
+    return rows
 
-    out: dict[str, Any] = {"by_digit": [row(digit & (np.arange(width)[None, :] == k), digit=k) for k in range(width - 1)
-                                        if (digit[:, k]).any()]}
-    eos = np.zeros_like(digit)
-    eos[np.arange(n), ans_len - 1] = True
-    out["eos"] = row(eos)
-    if chains is None:
-        out["by_chain"], out["headline"] = None, None
-        return out
-    flat = _chain_array(chains, width)
-    table = [row(digit & (flat == v), chain=int(v)) for v in sorted(np.unique(flat[digit & (flat >= 0)]))]
-    out["by_chain"] = table
-    out.update(_lock_in_trend(lock, flat, digit, trained, table))
+
+def lock_in_section(c: Collected, chains: list[list[int]] | None, trained: int) -> dict[str, Any]:
+    """Lock-in loop per answer digit, through the horizon (the definition) and, for models
+    that fall apart past their trained depth, through the trained depth; tables by digit
+    index and by the carry-chain length reaching the digit."""
+    n, _, width = c.correct.shape
+    ans_len = c.answer_mask.sum(1)
+    slot = np.arange(width)[None, :]
+    digit = slot < (ans_len - 1)[:, None]
+    eos = slot == (ans_len - 1)[:, None]
+    at_trained = c.correct[:, trained - 1, :]
+    flat = _chain_array(chains, width) if chains is not None else None
+    out: dict[str, Any] = {}
+    for name, through in (("horizon", None), ("trained_depth", trained)):
+        lock = lock_in_loops(c, through)
+        part: dict[str, Any] = {
+            "by_digit": _lock_table(lock, at_trained, [({"digit": k}, digit & (slot == k))
+                                                       for k in range(width - 1) if digit[:, k].any()], trained),
+            "eos": _lock_table(lock, at_trained, [({}, eos)], trained)[0],
+            "by_chain": None,
+        }
+        if flat is not None:
+            values = sorted(int(v) for v in np.unique(flat[digit & (flat >= 0)]))
+            part["by_chain"] = _lock_table(lock, at_trained, [({"chain": v}, digit & (flat == v)) for v in values],
+                                           trained)
+            part.update(_lock_in_trend(lock, flat, digit, part["by_chain"]))
+        out[name] = part
+    # the definition (through the horizon) at the top level, the trained-depth variant beside it
+    out.update({k: v for k, v in out["horizon"].items()})
+    out["headline"] = _lock_in_headline(out, trained) if flat is not None else None
     return out
 
 
-def _lock_in_trend(lock, flat, digit, trained, table) -> dict[str, Any]:
-    """Least-squares slope of lock-in loop vs chain length (locked digits only), Spearman's
-    rho, and a one-sentence headline."""
+def _lock_in_trend(lock, flat, digit, table) -> dict[str, Any]:
+    """Least-squares slope of lock-in loop vs chain length (locked digits only) and
+    Spearman's rho."""
     where = digit & (flat >= 0) & ~np.isnan(lock)
     x, y = flat[where].astype(float), lock[where]
     slope = spearman = np.nan
@@ -132,19 +152,31 @@ def _lock_in_trend(lock, flat, digit, trained, table) -> dict[str, Any]:
         slope = float(np.polyfit(x, y, 1)[0])
         if np.ptp(y) > 0:
             spearman = float(np.corrcoef(_ranks(x), _ranks(y))[0, 1])
-    rows = [r for r in table if r["n"] >= 5 and np.isfinite(r["median"])] or table
+    return {"slope_loops_per_link": slope, "spearman": spearman}
+
+
+def _describe(part: dict[str, Any]) -> str | None:
+    rows = [r for r in part["by_chain"] if r["n"] >= 5 and np.isfinite(r["median"])]
     if not rows:
-        return {"slope_loops_per_link": slope, "spearman": spearman, "headline": None}
+        return None
     lo, hi = rows[0], rows[-1]
-    trend = ("grows with" if slope > 0.1 else "falls with" if slope < -0.1 else "barely depends on") if np.isfinite(slope) \
-        else "cannot be related to"
-    text = (
-        f"Lock-in {trend} the carry chain: median {lo['median']:.0f} loops at chain {lo['chain']} vs "
-        f"{hi['median']:.0f} at chain {hi['chain']} ({slope:+.2f} loops per link, Spearman {spearman:.2f}); "
-        f"{100 * hi['locked_fraction']:.0f}% of chain-{hi['chain']} digits lock in by the horizon vs "
-        f"{100 * lo['locked_fraction']:.0f}% at chain {lo['chain']} (trained depth {trained})."
-    )
-    return {"slope_loops_per_link": slope, "spearman": spearman, "headline": text}
+    slope = part["slope_loops_per_link"]
+    trend = ("grows with" if slope > 0.1 else "falls with" if slope < -0.1 else "barely depends on") \
+        if np.isfinite(slope) else "cannot be related to"
+    return (f"{trend} the carry chain: median {lo['median']:.0f} loops at chain {lo['chain']} vs "
+            f"{hi['median']:.0f} at chain {hi['chain']} ({slope:+.2f} loops per link, Spearman "
+            f"{part['spearman']:.2f}); {100 * lo['locked_fraction']:.0f}% vs {100 * hi['locked_fraction']:.0f}% "
+            "of those digits lock in")
+
+
+def _lock_in_headline(out: dict[str, Any], trained: int) -> str | None:
+    horizon, within = _describe(out["horizon"]), _describe(out["trained_depth"])
+    parts = []
+    if horizon:
+        parts.append(f"Lock-in through the horizon {horizon}")
+    if within:
+        parts.append(f"through the trained depth ({trained} loops) it {within}")
+    return ("; ".join(parts) + ".") if parts else None
 
 
 def _ranks(a: np.ndarray) -> np.ndarray:
@@ -157,24 +189,39 @@ def _ranks(a: np.ndarray) -> np.ndarray:
 
 
 def behaviour_section(c: Collected, trained: int, exact_match: np.ndarray, **thresholds) -> dict[str, Any]:
+    """Converging / cycling / drifting past the trained depth (see `dynamics.classify`),
+    with the step trends and norm growth it is read from."""
     h = c.step.shape[1]
     start = trained if h - trained >= 3 else max(0, h - 3)
     final_norm = c.norm[:, -1:, ALL]
     step_by_last = _safe_div(c.step[:, :, ALL], final_norm)
     dist = _safe_div(c.distance[:, :, ALL], final_norm)
-    out: dict[str, Any] = {"tail_loops": [start + 1, h], "exact_match": exact_match}
+    out: dict[str, Any] = {
+        "tail_loops": [start + 1, h],
+        "exact_match": exact_match,
+        "exact_match_at_trained": float(exact_match[trained - 1]),
+        "exact_match_at_horizon": float(exact_match[-1]),
+        "best_loops": int(np.argmax(exact_match) + 1),
+        "best_exact_match": float(np.max(exact_match)),
+    }
     if h - start < 3:
         out.update(labels=None, fractions=None, overall=None,
                    note="horizon too short to classify (need 3 loops past training)")
         return out
     labels = classify(step_by_last[:, start:], dist[:, start:], **thresholds)
     fractions = {b: float((labels == b).mean()) for b in BEHAVIOURS}
-    rate = decay_rate(relative_steps(c)[:, start:, ALL])
+    rel = relative_steps(c)[:, start:, ALL]
     out.update(
-        labels=labels.tolist(), fractions=fractions, overall=max(fractions, key=fractions.get),
-        step_decay_rate=quantiles(rate), median_curve_decay_rate=float(decay_rate(np.nanmedian(relative_steps(c)[:, start:, ALL], 0))[0]),
-        exact_match_at_trained=float(exact_match[trained - 1]), exact_match_at_horizon=float(exact_match[-1]),
-        best_loops=int(np.argmax(exact_match) + 1), best_exact_match=float(np.max(exact_match)),
+        labels=labels.tolist(),
+        fractions=fractions,
+        overall=max(fractions, key=fractions.get),
+        # per-loop geometric rate of ||s_t - s_{t-1}|| / ||s_H|| (what `classify` reads) ...
+        absolute_step_decay_rate=quantiles(decay_rate(step_by_last[:, start:])),
+        # ... and of the relative step, which also shrinks when the norm merely grows
+        relative_step_decay_rate=quantiles(decay_rate(rel)),
+        median_curve_decay_rate=float(decay_rate(np.nanmedian(rel, 0))[0]),
+        # ||s_H|| / ||s_trained||: linear growth with a constant step is drift, not convergence
+        norm_growth=quantiles(_safe_div(c.norm[:, -1, ALL], c.norm[:, trained - 1, ALL])),
     )
     return out
 

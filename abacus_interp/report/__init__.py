@@ -1,0 +1,224 @@
+"""`abacus-interp report`: one offline HTML page plus a JSON file with every number in it.
+
+    >>> from abacus_interp.report import build_report
+    >>> build_report("checkpoints/small-add", "report/")          # -> Path("report/index.html")
+
+Writes `OUT/index.html` (plotly.js inlined once, nothing fetched when viewed) and
+`OUT/report.json`:
+
+    {"run": ..., "compare": ..., "generated": ..., "sizes": {...},
+     "timing": {"total_s": ..., "sections": {key: seconds}},
+     "sections": {key: {"title", "status": "ok" | "omitted" | "failed", "reason", "error",
+                        "findings": [...], "figures": [names], "elapsed_s", "data": {...}}}}
+
+Each section opens with findings sentences generated from its numbers (`findings.py`); a
+section that does not apply is omitted with the reason; one whose analysis raises is shown
+as "section failed: <error>" and recorded in the JSON, and the rest of the report is built.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+import math
+import time
+import traceback
+from collections.abc import Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import plotly.io as pio
+import torch
+from tqdm.auto import tqdm
+
+from . import html as H
+from .findings import findings_for
+from .sections import SECTIONS, Built, Context, Omitted, ReportSizes, SectionSpec
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["build_report", "ReportSizes", "SECTIONS", "load_report_json"]
+
+
+@contextmanager
+def _torch_threads(n: int | None):
+    """Small models run many times faster on one intra-op thread, above all on a shared
+    machine (measured: 25x on the evaluation suite with two busy cores)."""
+    if n is None:
+        yield
+        return
+    previous = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _json_safe(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {str(k): _json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_json_safe(v) for v in x]
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if x is None or isinstance(x, (str, int, bool)):
+        return x
+    if isinstance(x, Path):
+        return str(x)
+    if hasattr(x, "tolist"):
+        return _json_safe(x.tolist())
+    if hasattr(x, "item"):
+        return _json_safe(x.item())
+    return str(x)
+
+
+def _resolve_run(run) -> Path:
+    run = Path(run)
+    if not (run / "config.json").is_file():
+        raise FileNotFoundError(f"{run} is not a run directory (no config.json); pass a directory made by `abacus-interp train`")
+    return run
+
+
+def build_report(
+    run: str | Path,
+    out: str | Path,
+    compare: str | Path | None = None,
+    *,
+    sizes: ReportSizes | None = None,
+    sections: Sequence[str] | None = None,
+    seed: int = 0,
+    progress: bool = True,
+    torch_threads: int | None = 1,
+) -> Path:
+    """Write the report of `run` (optionally compared with run `compare`) into `out`;
+    return the path of the HTML file.
+
+    sizes: problem counts per analysis (default `ReportSizes()`, sized for a <= 3 minute
+      report of checkpoints/small-add on 2 CPU cores; `ReportSizes.quick()` for tests).
+    sections: keys of the sections to build (default all, see `SECTIONS`); the others are
+      listed as omitted ("not requested").
+    torch_threads: intra-op threads while the report runs (restored afterwards); None
+      leaves torch's setting alone.
+    """
+    from abacus_interp.checkpoints import load_model, read_run_config
+    from abacus_interp.tasks import get_task
+
+    started = time.perf_counter()
+    run_dir = _resolve_run(run)
+    compare_dir = _resolve_run(compare) if compare is not None else None
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    sizes = sizes or ReportSizes()
+    known = [s.key for s in SECTIONS]
+    if sections is not None:
+        unknown = sorted(set(sections) - set(known))
+        if unknown:
+            raise ValueError(f"unknown report sections {unknown}; choose from {known}")
+
+    config = read_run_config(run_dir)
+    task_cfg = dict(config["task"])
+    task = get_task(task_cfg.pop("name"), **task_cfg)
+    results: list[dict[str, Any]] = []
+    figures: dict[str, dict[str, str]] = {}  # section -> figure name -> plotly JSON
+    extra_html: dict[str, str] = {}
+    with _torch_threads(torch_threads):
+        model = load_model(run_dir)
+        ctx = Context(run_dir=run_dir, config=config, model=model, task=task, compare_dir=compare_dir,
+                      sizes=sizes, seed=seed)
+        bar = tqdm(SECTIONS, desc="report", unit="section", disable=not progress, dynamic_ncols=True)
+        for spec in bar:
+            bar.set_postfix_str(spec.key)
+            if sections is not None and spec.key not in sections:
+                results.append(_entry(spec, "omitted", reason="not requested (sections=...)"))
+                continue
+            entry, figs, tables = _run_section(spec, ctx)
+            results.append(entry)
+            figures[spec.key] = figs
+            extra_html[spec.key] = tables
+        bar.close()
+
+    total_s = time.perf_counter() - started
+    report = {
+        "run": str(run_dir),
+        "compare": str(compare_dir) if compare_dir else None,
+        "task": config.get("task"),
+        "preset": config.get("preset"),
+        "checkpoint": getattr(model, "checkpoint_path", None),
+        "generated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "seed": seed,
+        "sizes": sizes.to_dict(),
+        "timing": {"total_s": total_s, "sections": {r["key"]: r["elapsed_s"] for r in results}},
+        "failed_sections": [r["key"] for r in results if r["status"] == "failed"],
+        "sections": {r["key"]: r for r in results},
+    }
+    report = _json_safe(report)
+    json_path = out / "report.json"
+    json_path.write_text(json.dumps(report, indent=1, allow_nan=False))
+    html_path = out / "index.html"
+    html_path.write_text(render_html(report, figures, extra_html), encoding="utf-8")
+    logger.info("report of %s written to %s in %.1f s", run_dir, html_path, total_s)
+    return html_path
+
+
+def _entry(spec: SectionSpec, status: str, **kw) -> dict[str, Any]:
+    return {"key": spec.key, "title": spec.title, "status": status, "reason": kw.get("reason"),
+            "error": kw.get("error"), "findings": kw.get("findings", []), "figures": kw.get("figures", []),
+            "elapsed_s": kw.get("elapsed_s"), "data": kw.get("data")}
+
+
+def _run_section(spec: SectionSpec, ctx: Context) -> tuple[dict[str, Any], dict, str]:
+    t0 = time.perf_counter()
+    try:
+        built: Built = spec.build(ctx)
+        data = _json_safe(built.data)
+        findings = built.findings if built.findings is not None else findings_for(spec.key, data)
+    except Omitted as e:
+        return _entry(spec, "omitted", reason=str(e), elapsed_s=time.perf_counter() - t0), {}, ""
+    except Exception as e:  # a failing analysis must not take the report down
+        logger.error("report section %s failed: %s", spec.key, "".join(traceback.format_exception(e)))
+        return _entry(spec, "failed", error=f"{type(e).__name__}: {e}", elapsed_s=time.perf_counter() - t0,
+                      data={"traceback": traceback.format_exc(limit=8)}), {}, ""
+    try:
+        figs = {name: pio.to_json(fig, validate=False) for name, fig in built.figures.items()}
+    except Exception as e:
+        logger.error("report section %s: figures failed: %s", spec.key, e)
+        return _entry(spec, "failed", error=f"figures: {type(e).__name__}: {e}", data=data,
+                      findings=findings, elapsed_s=time.perf_counter() - t0), {}, ""
+    elapsed = time.perf_counter() - t0
+    logger.info("report section %s: %.1f s", spec.key, elapsed)
+    return (_entry(spec, "ok", data=data, findings=findings, figures=list(figs), elapsed_s=elapsed),
+            figs, built.tables)
+
+
+def render_html(report: dict[str, Any], figures: dict[str, dict[str, str]], extra_html: dict[str, str]) -> str:
+    """The page from the report dict (numbers, findings), figure JSON and section tables."""
+    from plotly.offline import get_plotlyjs
+
+    nav, parts = [], []
+    for key, sec in report["sections"].items():
+        nav.append((key, sec["title"], sec["status"]))
+        body = extra_html.get(key, "")
+        for name, fig_json in figures.get(key, {}).items():
+            body += H.figure_block(f"fig-{key}-{name}", fig_json, title=name)
+        parts.append(H.section_html(sec, body))
+    run = report["run"]
+    title = f"abacus-interp report: {Path(run).name}"
+    sub = (f"run <code>{H.esc(run)}</code>"
+           + (f" compared with <code>{H.esc(report['compare'])}</code>" if report.get("compare") else "")
+           + f" &middot; checkpoint <code>{H.esc(report.get('checkpoint'))}</code>"
+           + f" &middot; generated {H.esc(report['generated'])}"
+           + f" &middot; built in {report['timing']['total_s']:.1f} s")
+    timing_rows = [[sec["title"], sec["status"], sec["elapsed_s"]] for sec in report["sections"].values()]
+    timing_rows.append(["total", "", report["timing"]["total_s"]])
+    footer = (H.grid_table(["section", "status", "seconds"], timing_rows, caption="Time per section")
+              + '<p>Every number on this page is in <code>report.json</code> next to this file. '
+              "Sizes used: " + H.esc(json.dumps(report["sizes"])) + "</p>")
+    return H.page(title, sub, nav, parts, footer, get_plotlyjs())
+
+
+def load_report_json(out: str | Path) -> dict[str, Any]:
+    """The report.json written by `build_report` into `out`."""
+    return json.loads((Path(out) / "report.json").read_text())

@@ -1,0 +1,377 @@
+"""The HTML + JSON report: sections, findings, omission and failure handling, escaping, CLI.
+
+Most tests build the report of a tiny freshly trained run with `ReportSizes.quick()`; the
+shipped runs (checkpoints/small-add, checkpoints/grok-mod113) are checked in slow tests that
+also measure the time budget (<= 3 minutes for small-add).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from abacus_interp.report import SECTIONS, ReportSizes, build_report, load_report_json
+from abacus_interp.report import findings as F
+from abacus_interp.report import html as H
+from abacus_interp.report import sections as S
+from abacus_interp.training import apply_overrides, get_preset, train
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = ROOT / "checkpoints"
+
+TINY_ADD = [
+    "model.d_model=32", "task.max_digits=3", "model.max_seq_len=24",
+    "train.steps=16", "train.batch_size=16", "train.eval_every=8", "train.eval_problems=16",
+    "train.checkpoint_every=8", "train.dense_until=4", "train.dense_checkpoints=3",
+    "train.log_every=2", "train.warmup_steps=3",
+]
+TINY_MOD = [
+    "task.p=13", "model.d_model=32", "model.d_head=8", "model.d_mlp=64", "model.max_seq_len=5",
+    "train.steps=8", "train.eval_every=2", "train.log_every=1", "train.checkpoint_every=4",
+    "train.dense_checkpoints=2", "train.dense_until=2",
+]
+
+_CACHE: dict[str, Path] = {}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def tiny_add_run(base: Path) -> Path:
+    """A tiny addition run (a few checkpoints), trained once per test session."""
+    if "add" not in _CACHE:
+        run = base / "tiny-add"
+        train(apply_overrides(get_preset("demo-add"), TINY_ADD), run, progress=False)
+        _CACHE["add"] = run
+    return _CACHE["add"]
+
+
+def tiny_mod_run(base: Path) -> Path:
+    if "mod" not in _CACHE:
+        cfg = apply_overrides(get_preset("grok-mod113"), TINY_MOD)
+        # apply_overrides keeps the p=113 vocabulary when task.p changes; rebuild it
+        cfg = dataclasses.replace(cfg, model=cfg.model.replace(vocab=cfg.make_task().vocab))
+        run = base / "tiny-mod"
+        train(cfg, run, progress=False)
+        _CACHE["mod"] = run
+    return _CACHE["mod"]
+
+
+def tiny_add_report(base: Path) -> Path:
+    """The quick-sized report of the tiny addition run; returns the HTML path."""
+    if "add_report" not in _CACHE:
+        _CACHE["add_report"] = build_report(tiny_add_run(base), base / "tiny-add-report",
+                                            sizes=ReportSizes.quick(), progress=False)
+    return _CACHE["add_report"]
+
+
+@pytest.fixture(scope="module")
+def add_report(tmp_path_factory):
+    html_path = tiny_add_report(tmp_path_factory.getbasetemp())
+    return html_path, load_report_json(html_path.parent)
+
+
+@pytest.fixture(scope="module")
+def mod_report(tmp_path_factory):
+    base = tmp_path_factory.getbasetemp()
+    html_path = build_report(tiny_mod_run(base), base / "tiny-mod-report", sizes=ReportSizes.quick(), progress=False)
+    return html_path, load_report_json(html_path.parent)
+
+
+def figure_ids(html: str) -> list[str]:
+    return re.findall(r'<script type="application/json" class="figure-data" data-target="([^"]+)">', html)
+
+
+def assert_well_formed(html_path: Path, report: dict) -> None:
+    html = html_path.read_text()
+    # plotly.js inlined exactly once, nothing loaded from elsewhere
+    assert html.count("plotly.js v") == 1 or html.count("* plotly.js") == 1
+    assert not re.search(r"<script[^>]*\ssrc=", html)
+    assert not re.search(r"<link[^>]*\shref=", html)
+    assert not re.search(r"<img[^>]*\ssrc=[\"']?https?:", html)
+    # every section is in the JSON and on the page, with its figures
+    ids = figure_ids(html)
+    assert len(ids) == len(set(ids))
+    expected = [f"fig-{key}-{name}" for key, sec in report["sections"].items() for name in sec["figures"]]
+    assert ids == expected
+    for key, sec in report["sections"].items():
+        assert f'<section id="{key}" data-status="{sec["status"]}">' in html
+        assert sec["status"] in ("ok", "omitted", "failed")
+        if sec["status"] == "omitted":
+            assert sec["reason"] and H.esc(sec["reason"]) in html
+        for sentence in sec["findings"]:
+            assert H.esc(sentence) in html
+    assert set(report["timing"]["sections"]) == {s.key for s in SECTIONS}
+    assert report["timing"]["total_s"] > 0
+    json.dumps(report, allow_nan=False)  # strictly JSON
+
+
+# --------------------------------------------------------------------------- tiny runs
+
+
+@pytest.mark.slow
+def test_report_of_a_tiny_addition_run(add_report):
+    html_path, report = add_report
+    assert html_path.name == "index.html" and html_path.exists()
+    assert (html_path.parent / "report.json").exists()
+    assert_well_formed(html_path, report)
+    status = {k: s["status"] for k, s in report["sections"].items()}
+    assert report["failed_sections"] == [], {k: report["sections"][k]["error"] for k in report["failed_sections"]}
+    assert status == {"model_card": "ok", "evaluation": "ok", "fixed_point": "ok", "carry_attention": "ok",
+                      "checkpoint_compare": "ok", "embedding_evolution": "ok", "fourier": "omitted"}
+    assert "modular" in report["sections"]["fourier"]["reason"]
+    for key, sec in report["sections"].items():
+        if sec["status"] == "ok":
+            assert 2 <= len(sec["findings"]) <= 4, (key, sec["findings"])
+            assert sec["figures"], key
+            assert sec["elapsed_s"] is not None and sec["data"]
+    # the numbers behind the figures are in the JSON
+    ev = report["sections"]["evaluation"]["data"]
+    assert ev["grid"]["exact_match"] and ev["loops"]["loops"][0] == 1
+    card = report["sections"]["model_card"]["data"]
+    assert card["parameters"]["total_parameters"] > 0 and card["training_curves"]["step"]
+
+
+@pytest.mark.slow
+def test_report_of_a_tiny_modular_run(mod_report):
+    html_path, report = mod_report
+    assert_well_formed(html_path, report)
+    assert report["failed_sections"] == [], {k: report["sections"][k]["error"] for k in report["failed_sections"]}
+    sections = report["sections"]
+    assert sections["carry_attention"]["status"] == "omitted"
+    assert "addition" in sections["carry_attention"]["reason"]
+    assert sections["fourier"]["status"] == "ok"
+    assert sections["evaluation"]["data"]["splits"]
+
+
+@pytest.mark.slow
+def test_compare_run(tmp_path, tmp_path_factory):
+    run = tiny_add_run(tmp_path_factory.getbasetemp())
+    other = tmp_path / "other"
+    shutil.copytree(run, other)
+    cfg = json.loads((other / "config.json").read_text())
+    cfg["train"]["lr"] = 0.5
+    (other / "config.json").write_text(json.dumps(cfg))
+    html_path = build_report(run, tmp_path / "out", compare=other, sizes=ReportSizes.quick(), progress=False,
+                             sections=["model_card", "checkpoint_compare"])
+    report = load_report_json(tmp_path / "out")
+    assert report["compare"] == str(other)
+    card = report["sections"]["model_card"]["data"]
+    assert card["compare"]["config_differences"] == {"train.lr": [run_lr(run), 0.5]}
+    cmp = report["sections"]["checkpoint_compare"]["data"]
+    assert cmp["b"] is not None and cmp["matched_cka"]
+    assert report["sections"]["fixed_point"]["status"] == "omitted"  # not requested
+    assert H.esc(str(other)) in html_path.read_text()
+
+
+def run_lr(run: Path) -> float:
+    return json.loads((run / "config.json").read_text())["train"]["lr"]
+
+
+@pytest.mark.slow
+def test_single_checkpoint_sections_are_omitted_with_reason(tmp_path, tmp_path_factory):
+    run = tmp_path / "one"
+    shutil.copytree(tiny_add_run(tmp_path_factory.getbasetemp()), run)
+    steps = sorted((run / "checkpoints").glob("step_*.safetensors"))
+    for path in steps[:-1]:
+        path.unlink()
+        path.with_suffix(".json").unlink()
+    build_report(run, tmp_path / "out", sizes=ReportSizes.quick(), progress=False,
+                 sections=["checkpoint_compare", "embedding_evolution"])
+    report = load_report_json(tmp_path / "out")
+    for key in ("checkpoint_compare", "embedding_evolution"):
+        sec = report["sections"][key]
+        assert sec["status"] == "omitted" and "single checkpoint" in sec["reason"]
+
+
+@pytest.mark.slow
+def test_a_failing_section_does_not_kill_the_report(tmp_path, tmp_path_factory, monkeypatch):
+    def boom(ctx):
+        raise RuntimeError("analysis exploded on <b>digit</b> & more")
+
+    patched = [dataclasses.replace(s, build=boom) if s.key == "fixed_point" else s for s in SECTIONS]
+    monkeypatch.setattr("abacus_interp.report.SECTIONS", patched)
+    html_path = build_report(tiny_add_run(tmp_path_factory.getbasetemp()), tmp_path / "out",
+                             sizes=ReportSizes.quick(), progress=False, sections=["model_card", "fixed_point"])
+    report = load_report_json(tmp_path / "out")
+    sec = report["sections"]["fixed_point"]
+    assert sec["status"] == "failed" and report["failed_sections"] == ["fixed_point"]
+    assert sec["error"] == "RuntimeError: analysis exploded on <b>digit</b> & more"
+    assert "Traceback" in sec["data"]["traceback"]
+    html = html_path.read_text()
+    assert "section failed: RuntimeError: analysis exploded on &lt;b&gt;digit&lt;/b&gt; &amp; more" in html
+    assert "<b>digit</b>" not in html
+    assert report["sections"]["model_card"]["status"] == "ok"
+
+
+@pytest.mark.slow
+def test_strings_from_configs_names_and_paths_are_escaped(tmp_path, tmp_path_factory):
+    evil = '<script>alert("x")</script>'
+    run = tmp_path / "run <img src=x onerror=alert(1)> & co"
+    shutil.copytree(tiny_add_run(tmp_path_factory.getbasetemp()), run)
+    cfg = json.loads((run / "config.json").read_text())
+    cfg["preset"] = evil
+    cfg["train"]["schedule_note"] = "\"'><b>bold</b>"
+    (run / "config.json").write_text(json.dumps(cfg))
+    html_path = build_report(run, tmp_path / "out", sizes=ReportSizes.quick(), progress=False, sections=["model_card"])
+    html = html_path.read_text()
+    assert evil not in html and H.esc(evil) in html
+    assert "<img src=x" not in html and "&lt;img src=x onerror=alert(1)&gt; &amp; co" in html
+    assert "<b>bold</b>" not in html
+    # figure JSON cannot close its <script> block either
+    for block in re.findall(r'class="figure-data"[^>]*>(.*?)</script>', html, re.S):
+        assert "<" not in block and ">" not in block
+    report = load_report_json(tmp_path / "out")
+    assert report["sections"]["model_card"]["data"]["preset"] == evil  # the JSON keeps the raw value
+
+
+def test_cli_report_prints_the_path(tmp_path, tmp_path_factory, monkeypatch, capsys):
+    from abacus_interp import cli
+
+    calls = {}
+
+    def fake(run, out, compare=None):
+        calls.update(run=run, out=out, compare=compare)
+        Path(out).mkdir(parents=True, exist_ok=True)
+        (Path(out) / "index.html").write_text("<html></html>")
+        return Path(out) / "index.html"
+
+    monkeypatch.setattr("abacus_interp.report.build_report", fake)
+    assert cli.main(["report", "some/run", "--compare", "other/run", "--out", str(tmp_path / "r")]) == 0
+    assert calls == {"run": "some/run", "out": str(tmp_path / "r"), "compare": "other/run"}
+    assert str(tmp_path / "r" / "index.html") in capsys.readouterr().out
+
+
+def test_report_of_a_missing_run_says_what_to_do(tmp_path):
+    with pytest.raises(FileNotFoundError, match="not a run directory"):
+        build_report(tmp_path / "nope", tmp_path / "out")
+    from abacus_interp import cli
+
+    assert cli.main(["report", str(tmp_path / "nope"), "--out", str(tmp_path / "out")]) == 2
+
+
+def test_unknown_section_is_rejected(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(ValueError, match="unknown report sections"):
+        build_report(tmp_path, tmp_path / "out", sections=["fixed_points"])
+
+
+# --------------------------------------------------------------------------- units
+
+
+def test_escaping_helpers():
+    assert H.esc('<a href="x">&\'') == "&lt;a href=&quot;x&quot;&gt;&amp;&#x27;"
+    text = H.script_json({"title": "</script><script>alert(1)</script> & <!--"})
+    assert "<" not in text and ">" not in text and "&" not in text
+    assert json.loads(text) == {"title": "</script><script>alert(1)</script> & <!--"}
+    assert H.fmt_value(0.000123) == "0.000123" and H.fmt_value(12345) == "12,345" and H.fmt_value(None) == "-"
+
+
+def test_section_html_shows_status_and_escapes():
+    sec = {"key": "k", "title": "T<1>", "status": "failed", "error": "E<x>", "findings": ["a<b"], "elapsed_s": 1.0}
+    out = H.section_html(sec, "")
+    assert "section failed: E&lt;x&gt;" in out and "T&lt;1&gt;" in out and "<li>a&lt;b</li>" in out
+    sec = {"key": "k", "title": "T", "status": "omitted", "reason": "no <carry>", "findings": []}
+    assert "Omitted: no &lt;carry&gt;" in H.section_html(sec, "")
+
+
+def test_call_with_supported_drops_unknown_keywords(caplog):
+    def run(x, *, n_problems=5, progress=True):
+        return x, n_problems, progress
+
+    assert S.call_with_supported(run, 1, n_problems=2, progress=False, nonsense=3) == (1, 2, False)
+    assert "nonsense" in caplog.text
+
+
+def test_evaluation_findings_from_numbers():
+    data = {
+        "grid": {"trained_digits": [1, 5], "digits_a": list(range(1, 11)), "digits_b": list(range(1, 11)),
+                 "in_distribution_exact_match": 0.987, "out_of_distribution_exact_match": 0.42},
+        "lengths": {"lengths": [1, 2, 3, 4, 5, 6, 7], "exact_match": [1.0, 1.0, 0.99, 0.95, 0.93, 0.5, 0.1],
+                    "trained_max": 5},
+        "loops": {"loops": [1, 2, 4, 8], "trained_loops": 4,
+                  "sets": {"in_distribution": {"exact_match": [0.0, 0.3, 0.98, 0.97]}}},
+        "carry": {"buckets": [{"bucket": "0", "exact_match": 1.0}, {"bucket": "1", "exact_match": 0.9},
+                              {"bucket": "2", "exact_match": 0.8}, {"bucket": "5+", "exact_match": 0.5}]},
+    }
+    out = F.evaluation(data)
+    assert 2 <= len(out) <= 4
+    assert out[0] == ("Exact match is 99% on operands of 1-5 digits (the trained range) and 42% beyond it, "
+                      "up to 10 digits (2.0x the trained length).")
+    assert "up to 5 digits" in out[1]
+    assert "peaks at 4 loops (98%), the trained depth; running 8 loops gives 97% (accuracy holds" in out[2]
+    assert "costs about 10.0 points" in out[3]
+
+
+def test_fixed_point_findings_lock_in_and_chain():
+    data = {
+        "trained_loops": 4, "horizon": 16, "settings": {"halt_tol": 0.03},
+        "lock_in": {"by_digit": [{"digit": 0, "n": 10, "median": 2.0, "locked_fraction": 1.0},
+                                 {"digit": 1, "n": 10, "median": 5.0, "locked_fraction": 0.9}],
+                    "slope_loops_per_link": 1.04},
+        "steps": {"first_loop_below": {"all": {"0.03": 7}}},
+        "behaviour": {"overall": "converging", "fractions": {"converging": 0.9}, "exact_match_at_trained": 0.99,
+                      "exact_match_at_horizon": 0.98, "step_decay_rate": {"median": 0.6}},
+    }
+    out = F.fixed_point(data)
+    assert out[0].startswith("Answer digits lock in by loop 5") and "adds ~1.0 loops" in out[0]
+    assert "falls below 0.03 at loop 7" in out[1]
+    assert "converging for 90%" in out[2]
+
+
+def test_findings_survive_a_changed_layout(caplog):
+    assert F.findings_for("carry_attention", {"attention": {"top_heads": {"alignment": [{"loop": 0}]}}}) == []
+    assert "could not be generated" in caplog.text
+    assert F.findings_for("no_such_section", {}) == []
+
+
+def test_quick_sizes_are_smaller_than_the_defaults():
+    quick, full = ReportSizes.quick(), ReportSizes()
+    for name in ("fixed_point", "carry_attention", "checkpoint_compare"):
+        assert quick.to_dict()[name]["n_problems"] < full.to_dict()[name]["n_problems"]
+
+
+# --------------------------------------------------------------------------- shipped runs
+
+
+def shipped(name: str) -> Path:
+    run = SHIPPED / name
+    if not (run / "config.json").exists() or not list((run / "checkpoints").glob("step_*.safetensors")):
+        pytest.skip(f"{run} is not present (train it with `abacus-interp train --preset {name} --out {run}`)")
+    return run
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("name", ["small-add", "grok-mod113"])
+def test_report_of_shipped_run(name, tmp_path):
+    run = shipped(name)
+    t0 = time.perf_counter()
+    html_path = build_report(run, tmp_path / "report", progress=False)
+    elapsed = time.perf_counter() - t0
+    report = load_report_json(tmp_path / "report")
+    assert report["failed_sections"] == [], {k: report["sections"][k]["error"] for k in report["failed_sections"]}
+    assert_well_formed(html_path, report)
+    status = {k: s["status"] for k, s in report["sections"].items()}
+    modular = name.startswith("grok")
+    assert status["fourier"] == ("ok" if modular else "omitted")
+    assert status["carry_attention"] == ("omitted" if modular else "ok")
+    for key, sec in report["sections"].items():
+        if sec["status"] == "ok":
+            assert 2 <= len(sec["findings"]) <= 4, (key, sec["findings"])
+    print(f"report of {run}: {elapsed:.1f} s; per section: "
+          + ", ".join(f"{k} {v:.1f}" for k, v in report["timing"]["sections"].items()))
+    if name == "small-add":
+        assert elapsed <= 180, f"the report of {run} took {elapsed:.0f} s, over the 3-minute budget"
