@@ -84,7 +84,10 @@ class ModelConfig:
         max_loops = self.max_loops if self.max_loops is not None else 4 * self.n_loops
         if max_loops < self.n_loops:
             raise ValueError(f"max_loops={max_loops} is below the trained depth n_loops={self.n_loops}")
-        # None fields are resolved once here, so downstream code always sees integers.
+        # None fields are resolved once here, so downstream code always sees integers;
+        # `replace` re-derives the ones that were left unset.
+        derived = {name for name in ("d_head", "d_mlp", "max_loops") if getattr(self, name) is None}
+        object.__setattr__(self, "_derived", frozenset(derived))
         object.__setattr__(self, "d_head", d_head)
         object.__setattr__(self, "d_mlp", self.d_mlp if self.d_mlp is not None else 4 * self.d_model)
         object.__setattr__(self, "max_loops", max_loops)
@@ -114,4 +117,8 @@ class ModelConfig:
         return cls(**d)
 
     def replace(self, **changes) -> ModelConfig:
-        return ModelConfig.from_dict({**self.to_dict(), **changes})
+        """A copy with `changes`; fields that were derived (left None) are derived again."""
+        base = self.to_dict()
+        for name in getattr(self, "_derived", ()):
+            base[name] = None
+        return ModelConfig.from_dict({**base, **changes})

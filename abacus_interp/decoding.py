@@ -21,13 +21,25 @@ from .positions import abacus_indices, learned_indices
 from .tokens import EOS_ID, PAD_ID, left_pad
 
 
-def _default_max_new(model, prompt_len: int, max_new_tokens: int | None) -> int:
+def _row_budgets(model, prompt_lengths: list[int], max_new_tokens: int | None) -> torch.Tensor:
+    """New tokens allowed per row: `max_new_tokens`, or, without a bound, up to the longest
+    sequence the model was built for. Per row, so a prompt's output never depends on the
+    other prompts of its batch."""
     if max_new_tokens is not None:
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        return max_new_tokens
-    # without a bound, stop at the longest sequence the model was built for
-    return max(1, model.cfg.max_seq_len - prompt_len)
+        return torch.full((len(prompt_lengths),), max_new_tokens)
+    return torch.tensor([max(1, model.cfg.max_seq_len - n) for n in prompt_lengths])
+
+
+def _greedy(logits, done, step: int, budgets) -> torch.Tensor:
+    """Greedy next token; padding is never a valid output, finished rows emit padding."""
+    logits = logits.clone()
+    logits[:, PAD_ID] = float("-inf")
+    nxt = logits.argmax(-1)
+    nxt = torch.where(done, torch.full_like(nxt, PAD_ID), nxt)
+    done |= (nxt == EOS_ID) | (step + 1 >= budgets)
+    return nxt
 
 
 def _batches(prompts: Sequence[str], batch_size: int):
@@ -56,7 +68,8 @@ def generate(
                 ids = [model.cfg.vocab.encode(p) for p in chunk]
                 tokens, valid = left_pad(ids)
                 tokens, valid = tokens.to(model.W_E.device), valid.to(model.W_E.device)
-                new = step(model, tokens, valid, n_loops, _default_max_new(model, tokens.shape[1], max_new_tokens))
+                budgets = _row_budgets(model, [len(i) for i in ids], max_new_tokens).to(tokens.device)
+                new = step(model, tokens, valid, n_loops, budgets)
                 outputs.extend(model.cfg.vocab.decode(row.tolist()) for row in new)
     finally:
         model.train(was_training)
@@ -67,17 +80,17 @@ def naive_generate(model, prompts: Sequence[str], n_loops=None, max_new_tokens=N
     return generate(model, prompts, n_loops, max_new_tokens, use_cache=False)
 
 
-def _generate_naive(model, tokens, valid, n_loops, max_new) -> Int[Tensor, "batch new"]:
+def _generate_naive(model, tokens, valid, n_loops, budgets) -> Int[Tensor, "batch new"]:
     new_tokens = []
     done = torch.zeros(tokens.shape[0], dtype=torch.bool, device=tokens.device)
-    for _ in range(max_new):
+    for i in range(int(budgets.max())):
         logits = model(tokens, n_loops, valid=valid)
-        nxt = logits[:, -1].argmax(-1)
-        nxt = torch.where(done, torch.full_like(nxt, PAD_ID), nxt)
+        still_running = ~done
+        nxt = _greedy(logits[:, -1], done, i, budgets)
         new_tokens.append(nxt)
-        done |= nxt == EOS_ID
         tokens = torch.cat([tokens, nxt[:, None]], dim=1)
-        valid = torch.cat([valid, torch.ones_like(nxt[:, None], dtype=torch.bool)], dim=1)
+        # a finished row's padding is masked like prompt padding
+        valid = torch.cat([valid, still_running[:, None]], dim=1)
         if bool(done.all()):
             break
     return torch.stack(new_tokens, dim=1)
@@ -103,7 +116,7 @@ def _embed_last(model, tokens, valid):
     return model.hook_input(embed + model.hook_pos_embed(model.W_pos[index]))
 
 
-def _generate_cached(model, tokens, valid, n_loops, max_new) -> Int[Tensor, "batch new"]:
+def _generate_cached(model, tokens, valid, n_loops, budgets) -> Int[Tensor, "batch new"]:
     n_loops = model.cfg.n_loops if n_loops is None else n_loops
     cache = model.new_cache(n_loops)
     key_valid = valid
@@ -113,16 +126,15 @@ def _generate_cached(model, tokens, valid, n_loops, max_new) -> Int[Tensor, "bat
     logits = model.unembed(state[:, -1:])
     new_tokens = []
     done = torch.zeros(tokens.shape[0], dtype=torch.bool, device=tokens.device)
-    for i in range(max_new):
-        nxt = logits[:, -1].argmax(-1)
-        nxt = torch.where(done, torch.full_like(nxt, PAD_ID), nxt)
+    for i in range(int(budgets.max())):
+        still_running = ~done
+        nxt = _greedy(logits[:, -1], done, i, budgets)
         new_tokens.append(nxt)
-        done |= nxt == EOS_ID
-        if bool(done.all()) or i == max_new - 1:
+        if bool(done.all()):
             break
         tokens = torch.cat([tokens, nxt[:, None]], dim=1)
-        # finished rows keep producing (masked) padding; it is real for the cache's shape
-        key_valid = torch.cat([key_valid, torch.ones_like(nxt[:, None], dtype=torch.bool)], dim=1)
+        # a finished row's padding is masked like prompt padding
+        key_valid = torch.cat([key_valid, still_running[:, None]], dim=1)
         inputs = _embed_last(model, tokens, key_valid)
         state = model.run_loops(inputs, range(n_loops), key_valid=key_valid, cache=cache)
         logits = model.unembed(state)

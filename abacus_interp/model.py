@@ -26,6 +26,7 @@ from transformer_lens.hook_points import HookPoint
 from .attention import Attention, AttentionHooks, KVEntry
 from .config import ModelConfig
 from .positions import abacus_indices, learned_indices
+from .scoring import next_token_loss
 from .tokens import PAD_ID
 
 logger = logging.getLogger(__name__)
@@ -214,11 +215,14 @@ class LoopedTransformer(HookedRootModule):
         valid: Bool[Tensor, "batch pos"] | None = None,
         abacus_offset: Int[Tensor, "batch"] | int = 0,
         return_type: str | None = "logits",
-    ) -> Float[Tensor, "batch pos d_vocab"] | Float[Tensor, "batch pos d_model"]:
+        loss_mask: Bool[Tensor, "batch pos"] | None = None,
+    ) -> Float[Tensor, "batch pos d_vocab"] | Float[Tensor, "batch pos d_model"] | Float[Tensor, ""]:
         """Logits after `n_loops` loops (default: the trained depth).
 
         `valid` marks real tokens when a batch is left-padded (decoding); right-padded batches
-        need no mask under causal attention. `return_type="state"` returns the final state."""
+        need no mask under causal attention. `return_type="state"` returns the final state;
+        `"loss"` the mean next-token cross-entropy over `loss_mask` (default: every position
+        followed by a real token), which is what `run_with_cache(incl_bwd=True)` backpropagates."""
         n_loops = self.cfg.n_loops if n_loops is None else n_loops
         if n_loops < 1:
             raise ValueError(f"n_loops must be >= 1, got {n_loops}")
@@ -230,7 +234,12 @@ class LoopedTransformer(HookedRootModule):
             return state
         if return_type in ("logits", None):
             return self.unembed(state)
-        raise ValueError(f"return_type must be 'logits' or 'state', got {return_type!r}")
+        if return_type == "loss":
+            if loss_mask is None:
+                real = tokens != PAD_ID
+                loss_mask = torch.cat([real[:, 1:], torch.zeros_like(real[:, :1])], dim=1)
+            return next_token_loss(self.unembed(state), tokens, loss_mask)
+        raise ValueError(f"return_type must be 'logits', 'state' or 'loss', got {return_type!r}")
 
     def _check_loops(self, n_loops: int) -> None:
         if n_loops > self.cfg.max_loops:

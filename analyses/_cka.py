@@ -81,11 +81,18 @@ def cka_matrix(reps_a: Tensor, reps_b: Tensor | None = None) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------ change points
-def rates(steps: Sequence[int], values: Sequence[float]) -> np.ndarray:
-    """Per-step rate of an interval quantity: values[k] (the change between checkpoint k and
-    k+1) divided by the step gap."""
-    gaps = np.diff(np.asarray(steps, dtype=float))
-    return np.asarray(values, dtype=float) / np.maximum(gaps, 1.0)
+def rates(steps: Sequence[int], values: Sequence[float], per: str = "step") -> np.ndarray:
+    """Rate of an interval quantity: values[k] (the change between checkpoint k and k+1)
+    divided by the gap, in steps (per="step") or in log time, ln(1 + step) (per="log_step"),
+    which suits log-spaced early checkpoints and runs whose phases are seen on a log axis."""
+    steps = np.asarray(steps, dtype=float)
+    if per == "step":
+        gaps = np.maximum(np.diff(steps), 1.0)
+    elif per == "log_step":
+        gaps = np.diff(np.log1p(steps))
+    else:
+        raise ValueError(f"per must be 'step' or 'log_step', got {per!r}")
+    return np.asarray(values, dtype=float) / gaps
 
 
 def change_points(steps: Sequence[int], speed: Sequence[float], top: int = 3) -> list[dict]:

@@ -63,7 +63,7 @@ class RunScan:
     group_speed: dict[str, np.ndarray]  # group (and "total") -> [C-1], per step
     distance_from_first: np.ndarray  # [C]  ||theta_k - theta_0||
     cka: np.ndarray  # [L, C, C]
-    speeds: dict[str, np.ndarray]  # signal -> [C-1], per step
+    speeds: dict[str, np.ndarray]  # signal -> [C-1], per step (or per log step)
     change_points: dict[str, list[dict]]  # signal -> top peaks
     reps: list = field(default_factory=list, repr=False)  # per loop [C, n, w]; not serialised
 
@@ -83,6 +83,7 @@ class CheckpointComparison:
     matched_steps_b: list[int] | None
     moved: dict  # steps, parameters (whole tensors), heads, groups
     signal: str
+    per: str
     problems: dict
     notes: list[str] = field(default_factory=list)
 
@@ -93,7 +94,7 @@ class CheckpointComparison:
 
     def to_dict(self) -> dict:
         return jsonable({
-            "signal": self.signal, "change_points": self.a.change_points, "change_steps": self.change_steps,
+            "signal": self.signal, "per": self.per, "change_points": self.a.change_points, "change_steps": self.change_steps,
             "a": self.a.to_dict(), "b": self.b.to_dict() if self.b else None,
             "cross_cka": self.cross_cka, "matched_cka": self.matched_cka, "matched_steps_b": self.matched_steps_b,
             "moved": self.moved, "problems": self.problems, "notes": self.notes,
@@ -114,6 +115,7 @@ def run(
     positions: str = "all",
     signal: str = "representation",
     n_change_points: int = 3,
+    per: str = "step",
     max_checkpoints: int | None = None,
     top_k: int = 20,
     rank_by: str = "rms_change",
@@ -131,11 +133,15 @@ def run(
     max_samples: token positions used for CKA (a fixed seeded subset when there are more).
     positions: "all" real tokens or "answer" (the positions that predict answer tokens).
     signal: the change-point signal marked on the figures: one of SIGNALS.
+    per: speeds per "step" (default) or per "log_step" (change per unit of ln(1 + step));
+        per step favours the first steps of a run, per log step the phases seen on a log axis.
     """
     if signal not in SIGNALS:
         raise ValueError(f"signal must be one of {SIGNALS}, got {signal!r}")
     if rank_by not in RANK_BY:
         raise ValueError(f"rank_by must be one of {RANK_BY}, got {rank_by!r}")
+    if per not in ("step", "log_step"):
+        raise ValueError(f"per must be 'step' or 'log_step', got {per!r}")
     if positions not in ("all", "answer"):
         raise ValueError(f"positions must be 'all' or 'answer', got {positions!r}")
     dir_a, series_a = checkpoint_series(run_a, max_checkpoints)
@@ -162,7 +168,7 @@ def run(
     if len(moved_steps) != 2 or missing:
         raise ValueError(f"steps must be two checkpoint steps of run a; {missing or moved_steps} not among {available}")
 
-    scan_a, kept = _scan(dir_a, series_a, batch, mask, select, set(moved_steps), n_change_points, batch_size, progress)
+    scan_a, kept = _scan(dir_a, series_a, batch, mask, select, set(moved_steps), n_change_points, per, batch_size, progress)
     moved = moved_parameters(kept[moved_steps[0]], kept[moved_steps[1]], top_k, rank_by)
     moved["steps"] = list(moved_steps)
     scan_b = cross = matched = matched_steps = None
@@ -171,7 +177,7 @@ def run(
         cfg_b = ModelConfig.from_dict(read_run_config(dir_b)["model"])
         if cfg_b.vocab != cfg_a.vocab:
             raise ValueError(f"{dir_a} and {dir_b} use different vocabularies; CKA needs the same inputs on both runs")
-        scan_b, _ = _scan(dir_b, series_b, batch, mask, select, set(), n_change_points, batch_size, progress)
+        scan_b, _ = _scan(dir_b, series_b, batch, mask, select, set(), n_change_points, per, batch_size, progress)
         n_common = min(scan_a.n_loops, scan_b.n_loops)
         if scan_a.n_loops != scan_b.n_loops:
             notes.append(f"runs have {scan_a.n_loops} and {scan_b.n_loops} loops; compared loops 0..{n_common - 1}")
@@ -182,7 +188,7 @@ def run(
     problem_info = {"n_problems": len(examples), "n_samples": len(select), "positions": positions,
                     "examples": [list(e) for e in examples[:5]]}
     return CheckpointComparison(a=scan_a, b=scan_b, cross_cka=cross, matched_cka=matched,
-                                matched_steps_b=matched_steps, moved=moved, signal=signal,
+                                matched_steps_b=matched_steps, moved=moved, signal=signal, per=per,
                                 problems=problem_info, notes=notes)
 
 
@@ -229,7 +235,7 @@ def _forward(model, batch, mask, select, batch_size):
     return [torch.cat(s)[select] for s in states], loss, float(right.all(-1).float().mean())
 
 
-def _scan(run_dir, series, batch, mask, select, keep, n_change_points, batch_size, progress):
+def _scan(run_dir, series, batch, mask, select, keep, n_change_points, per, batch_size, progress):
     cfg = ModelConfig.from_dict(read_run_config(run_dir)["model"])
     model = LoopedTransformer(cfg.replace(max_loops=cfg.n_loops)).eval()
     L, C = cfg.n_loops, len(series)
@@ -275,16 +281,16 @@ def _scan(run_dir, series, batch, mask, select, keep, n_change_points, batch_siz
     reps_t = [torch.stack([torch.nn.functional.pad(r, (0, width - r.shape[1])) for r in rr]) for rr in reps]
     cka = np.stack([cka_matrix(r) for r in reps_t])  # [L, C, C]
     speeds = {
-        "representation": rates(steps, np.mean([1.0 - np.diagonal(c, 1) for c in cka], axis=0)) if C > 1 else np.zeros(0),
-        "parameters": rates(steps, moves.get("total", [])) if C > 1 else np.zeros(0),
-        "loss": rates(steps, np.abs(np.diff(losses))),
+        "representation": rates(steps, np.mean([1.0 - np.diagonal(c, 1) for c in cka], axis=0), per) if C > 1 else np.zeros(0),
+        "parameters": rates(steps, moves.get("total", []), per) if C > 1 else np.zeros(0),
+        "loss": rates(steps, np.abs(np.diff(losses)), per),
     }
     found = {name: change_points(steps, v, n_change_points) for name, v in speeds.items()} if C > 1 else {}
     metrics = [{k: v for k, v in row.items() if METRIC_KEY.search(k)} for row in read_metrics(run_dir)]
     scan = RunScan(
         run_dir=str(run_dir), steps=steps, n_loops=L, metrics=metrics, problem_loss=np.array(losses),
         problem_exact_match=np.array(exact), group_norms={g: np.array(v) for g, v in norms.items()},
-        group_speed={g: rates(steps, v) for g, v in moves.items()}, distance_from_first=np.array(dist),
+        group_speed={g: rates(steps, v, per) for g, v in moves.items()}, distance_from_first=np.array(dist),
         cka=cka, speeds=speeds, change_points=found, reps=reps_t,
     )
     return scan, kept
@@ -323,7 +329,7 @@ def _figures(c: CheckpointComparison) -> dict[str, go.Figure]:
     norms.update_layout(title="weight norm per parameter group", xaxis_title="step", yaxis_title="Frobenius norm")
 
     speed = make_subplots(rows=len(SIGNALS), cols=1, shared_xaxes=True,
-                          subplot_titles=[f"{s} change per step" for s in SIGNALS])
+                          subplot_titles=[f"{s} change per {c.per.replace('_', ' ')}" for s in SIGNALS])
     for i, name in enumerate(SIGNALS, 1):
         for tag, r in runs:
             if len(r.steps) < 2:

@@ -13,7 +13,14 @@ from abacus_interp import LoopedTransformer, ModelConfig
 from abacus_interp.checkpoints import list_checkpoints, save_checkpoint, write_json
 from abacus_interp.tasks import get_task
 from analyses import checkpoint_compare
-from analyses._cka import change_points, cka_matrix, compress, linear_cka, moved_parameters, param_group
+from analyses._cka import (
+    change_points,
+    cka_matrix,
+    compress,
+    linear_cka,
+    moved_parameters,
+    param_group,
+)
 
 
 def write_run(path, steps, set_weights=None, task=("addition", {"max_digits": 3}), seed=0, **model_kw):
@@ -42,7 +49,7 @@ def random_orthogonal(d, seed):
 
 
 # --------------------------------------------------------------------------------------- CKA
-def test_cka_with_itself_is_one_and_invariant_to_orthogonal_maps_and_scaling():
+def test_cka_with_itself_is_one_and_invariant_to_orthogonal_maps_and_scaling(single_torch_thread):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(200, 24)) @ rng.normal(size=(24, 24))  # anisotropic
     Y = rng.normal(size=(200, 24))
@@ -57,7 +64,7 @@ def test_cka_with_itself_is_one_and_invariant_to_orthogonal_maps_and_scaling():
     assert linear_cka(X * np.linspace(0.1, 3, 24), X) < 0.999
 
 
-def test_cka_matrix_matches_pairwise_and_compression_is_exact():
+def test_cka_matrix_matches_pairwise_and_compression_is_exact(single_torch_thread):
     rng = np.random.default_rng(0)
     reps = [torch.tensor(rng.normal(size=(40, 64)), dtype=torch.float64) for _ in range(4)]  # wider than samples
     compressed = torch.stack([compress(r) for r in reps])
@@ -82,7 +89,7 @@ def test_change_points_name_the_fastest_intervals():
         change_points(steps, speed[:-1])
 
 
-def test_moved_parameters_ranks_and_splits_heads():
+def test_moved_parameters_ranks_and_splits_heads(single_torch_thread):
     a = {"W_E": torch.ones(4, 8), "blocks.0.attn.W_Q": torch.ones(2, 8, 4), "blocks.0.ln1.w": torch.ones(8)}
     b = {k: v.clone() for k, v in a.items()}
     b["blocks.0.attn.W_Q"][1] += 1.0

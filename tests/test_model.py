@@ -570,11 +570,6 @@ def test_config_round_trips_through_json(tiny_model):
         ModelConfig.from_dict({**model.cfg.to_dict(), "n_experts": 2})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ModelConfig resolves d_head, d_mlp and max_loops in place, so replace() keeps the "
-    "values derived from the old d_model / n_loops instead of re-deriving them",
-)
 def test_config_replace_rederives_unset_fields():
     cfg = ModelConfig(vocab=ADDITION_VOCAB, d_model=32, n_heads=4, n_loops=3)
     assert cfg.replace(d_model=64) == ModelConfig(
@@ -663,3 +658,17 @@ def test_model_signatures_are_checked(tiny_model):
         checked_embed(model, tokens, longer_valid)  # valid of another length than tokens
     with pytest.raises(SHAPE_ERRORS):
         checked_unembed(model, inputs[0])  # rank 2 state
+
+
+def test_run_with_cache_incl_bwd_backpropagates_the_loss_per_loop(tiny_model):
+    model = tiny_model()
+    tokens = addition_tokens(model)
+    loss, cache = model.run_with_cache(tokens, return_type="loss", incl_bwd=True)
+    assert loss.dim() == 0
+    grads = [cache[act_name("state_post", loop=t) + "_grad"] for t in range(model.cfg.n_loops)]
+    assert all(g.abs().max() > 0 for g in grads)
+    assert not torch.allclose(grads[0], grads[-1])
+    # the loss is the mean next-token cross-entropy over real tokens
+    logits = model(tokens)
+    torch.testing.assert_close(loss, next_token_loss(logits, tokens, torch.cat(
+        [(tokens != 0)[:, 1:], torch.zeros_like(tokens[:, :1], dtype=torch.bool)], dim=1)))

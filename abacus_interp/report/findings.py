@@ -127,20 +127,17 @@ def evaluation(d: dict[str, Any]) -> list[str]:
         out.append(sentence + ".")
     if lengths and lengths.get("lengths"):
         ls, em = lengths["lengths"], lengths["exact_match"]
-        good = [n for n, v in zip(ls, em, strict=False) if v is not None and v >= 0.9]
-        run_of_good = 0
-        for n, v in zip(ls, em, strict=False):
-            if v is None or v < 0.9:
-                break
-            run_of_good = n
         trained = lengths.get("trained_max")
-        if run_of_good:
-            out.append(
-                f"With equal-length operands, exact match stays at or above 90% up to {run_of_good} digits "
-                f"(trained up to {trained}); at {ls[-1]} digits it is {pct(em[-1])}."
-            )
-        elif not good:
-            out.append(f"With equal-length operands, no length reaches 90% exact match (best {pct(max(finite(em), default=None))}).")
+        below = next((n for n, v in zip(ls, em, strict=False) if v is not None and v < 0.5), None)
+        if below is None:
+            out.append(f"With equal-length operands, exact match stays at or above 50% up to {ls[-1]} digits "
+                       f"(trained up to {trained}; {pct(em[-1])} at {ls[-1]}).")
+        elif trained and below > trained:
+            out.append(f"With equal-length operands, exact match first drops below 50% at {below} digits: the model "
+                       f"extrapolates to {below - 1} digits, {(below - 1) / trained:.1f}x the trained {trained}.")
+        else:
+            out.append(f"With equal-length operands, exact match already drops below 50% at {below} digit"
+                       f"{'s' if below != 1 else ''}, inside the trained range (up to {trained}).")
     if splits:
         parts = [f"{name} {pct(s.get('exact_match'), 1)}" for name, s in splits.items()]
         out.append("Accuracy on the full splits: " + ", ".join(parts) + ".")
@@ -170,11 +167,12 @@ def evaluation(d: dict[str, Any]) -> list[str]:
         ys = [r["exact_match"] for r in b]
         s = slope(xs, ys)
         if s is not None and b:
-            trend = "costs" if s < 0 else "adds"
-            out.append(
-                f"Each extra carry in the longest cascade {trend} about {abs(100 * s):.1f} points of exact match "
-                f"({b[0]['bucket']} carries: {pct(b[0]['exact_match'])}, {b[-1]['bucket']}: {pct(b[-1]['exact_match'])})."
-            )
+            ends = f"{b[0]['bucket']} carries: {pct(b[0]['exact_match'])}, {b[-1]['bucket']}: {pct(b[-1]['exact_match'])}"
+            if abs(100 * s) < 1:
+                out.append(f"Exact match barely depends on the longest carry cascade ({ends}).")
+            else:
+                out.append(f"Each extra carry in the longest cascade {'costs' if s < 0 else 'adds'} about "
+                           f"{abs(100 * s):.1f} points of exact match ({ends}).")
     if not out and settings:
         out.append("No accuracy numbers were produced for this task.")
     return _limit(out)
@@ -198,11 +196,14 @@ def fixed_point(d: dict[str, Any]) -> list[str]:
     chain = ""
     if slope_ is not None:
         chain = (f"each extra link of the carry chain {'adds' if slope_ > 0 else 'removes'} ~{abs(slope_):.1f} loops"
-                 if abs(slope_) >= 0.1 else f"lock-in barely depends on the carry chain ({slope_:+.2f} loops per link)")
+                 if abs(slope_) >= 0.1 else f"lock-in barely depends on the carry chain ({round(slope_, 2) + 0:+.2f} loops per link)")
     if rows and len(settled) == len(rows):
         slowest = max(settled, key=lambda r: r["median"])
-        out.append(f"Answer digits lock in by loop {slowest['median']:.0f} (median of the slowest, digit "
-                   f"{slowest['digit']}; trained depth {trained})" + (f"; {chain}" if chain else "") + ".")
+        fastest = min(settled, key=lambda r: r["median"])
+        which = ("all digits alike" if slowest["median"] == fastest["median"]
+                 else f"median of the slowest, digit {slowest['digit']}")
+        out.append(f"Answer digits lock in by loop {slowest['median']:.0f} ({which}; trained depth {trained})"
+                   + (f"; {chain}" if chain else "") + ".")
     elif settled:
         slowest = max(settled, key=lambda r: r["median"])
         others = [str(r["digit"]) for r in rows if r not in settled]

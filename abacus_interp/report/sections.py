@@ -35,7 +35,7 @@ class ReportSizes:
     """Problem counts and loop ranges handed to each analysis (keyword arguments of its
     `run`, filtered to the ones it accepts)."""
 
-    evaluation: dict[str, Any] = field(default_factory=lambda: {"n_per_cell": 12, "n_per_set": 96})
+    evaluation: dict[str, Any] = field(default_factory=lambda: {"n_per_cell": 10, "n_per_set": 64})
     fixed_point: dict[str, Any] = field(default_factory=lambda: {
         "n_problems": 96, "n_jacobian": 4, "jacobian_iters": 40, "n_trajectories": 4})
     carry_attention: dict[str, Any] = field(default_factory=lambda: {
@@ -277,16 +277,24 @@ def _config_diff(a: dict, b: dict) -> dict[str, list]:
 # --------------------------------------------------------------------------- evaluation
 
 
+def report_loops(cfg, cap: int | None = None) -> list[int]:
+    """Loop counts for accuracy vs loops: every R up to twice the trained depth, then 3x, 4x
+    and max_loops (deep loops cost the most, and the curve is smooth there)."""
+    top = cfg.max_loops if cap is None else min(cfg.max_loops, cap)
+    n = cfg.n_loops
+    loops = {*range(1, 2 * n + 1), 3 * n, 4 * n, top}
+    return sorted(r for r in loops if 1 <= r <= top)
+
+
 def build_evaluation(ctx: Context) -> Built:
-    from abacus_interp.evaluation.suite import default_loops, evaluate
+    from abacus_interp.evaluation.suite import evaluate
 
     cfg = ctx.model.cfg
-    top = cfg.max_loops if ctx.sizes.max_eval_loops is None else min(cfg.max_loops, ctx.sizes.max_eval_loops)
-    loops = [r for r in default_loops(cfg) if r <= top]
-    if cfg.n_loops not in loops:
-        loops = sorted({*loops, cfg.n_loops})
     kwargs = dict(ctx.sizes.evaluation)
-    kwargs.setdefault("loops", loops)
+    kwargs.setdefault("loops", report_loops(cfg, ctx.sizes.max_eval_loops))
+    max_digits = getattr(ctx.task, "max_digits", None)
+    if max_digits and "max_length" not in kwargs and not ctx.is_modular:
+        kwargs["max_length"] = 3 * max_digits  # equal-length operands up to 3x the trained length
     report = call_with_supported(evaluate, ctx.model, ctx.task, seed=ctx.seed, progress=False, **kwargs)
     data = report.to_dict()
     figs = report.figures()

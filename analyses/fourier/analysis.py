@@ -1,0 +1,188 @@
+"""`run(model_or_run, ...)`: the Fourier analysis of a modular-addition model (and its run),
+or the base-10 view of an addition model's digit embeddings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from abacus_interp.checkpoints import list_checkpoints, load_tensors
+
+from ..common import jsonable, resolve
+from . import figures as _figures
+from .basis import KEY_THRESHOLD, base10_power, component_norms, frequency_norms, frequency_shares, key_frequencies
+from .circuit import (
+    SINGLE_FREQ_THRESHOLD,
+    distance_irrelevance,
+    gradient_symmetricity,
+    grid_forward,
+    logit_fit,
+    neuron_summary,
+    pair_index,
+    restricted_and_excluded,
+)
+from .diagnose import diagnose
+from .progress import curves_for_phases, embed_residues, half_fall_step, neuron_logit_map, phases_from, progress_measures
+from .summary import findings
+
+ZHONG_SYMMETRICITY, ZHONG_IRRELEVANCE = 0.98, 0.6  # the dividing lines of Zhong et al.'s Fig. 6
+
+
+@dataclass
+class FourierResult:
+    """`data` is JSON-safe (what `to_dict` returns); `arrays` keeps the large maps the
+    figures draw (mean |2D Fourier coefficient| of the neurons, the correct-logit table)."""
+
+    data: dict[str, Any]
+    arrays: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def key_frequencies(self) -> list[int]:
+        return list(self.data.get("key_frequencies") or [])
+
+    @property
+    def phases(self) -> dict[str, Any] | None:
+        return self.data.get("phases")
+
+    @property
+    def findings(self) -> list[str]:
+        return list(self.data.get("findings") or [])
+
+    def to_dict(self) -> dict[str, Any]:
+        return jsonable(self.data)
+
+    def figures(self) -> dict[str, Any]:
+        """Plotly figures (never shown); every one carries the detected phase boundaries."""
+        return _figures.all_figures(self.data, self.arrays)
+
+
+def _hook_names(model) -> list[tuple[int, int, str]]:
+    cfg = model.cfg
+    return [(t, l, f"loops.{t}.blocks.{l}.mlp.hook_post") for t in range(cfg.n_loops) for l in range(cfg.n_layers)]
+
+
+def _embedding_section(model, task, threshold: float) -> dict:
+    p = task.p
+    w_e = embed_residues(model, task.vocab, p)
+    norms, const = frequency_norms(w_e)
+    w_l = neuron_logit_map(model, task.vocab, p)
+    l_norms, _ = frequency_norms(w_l)
+    return {
+        "p": p,
+        "key_threshold": threshold,
+        "key_frequencies": key_frequencies(norms, threshold, is_norms=True),
+        "embed_component_norms": component_norms(w_e).tolist(),
+        "embed_frequency_norms": norms.tolist(),
+        "embed_frequency_shares": frequency_shares(norms).tolist(),
+        "embed_constant_norm": const,
+        "neuron_logit_frequency_norms": l_norms.tolist(),
+        "neuron_logit_frequency_shares": frequency_shares(l_norms).tolist(),
+        "neuron_logit_key_frequencies": key_frequencies(l_norms, threshold, is_norms=True),
+    }
+
+
+def _modular(subject, *, max_checkpoints, key_threshold, neuron_threshold, n_symmetricity, seed, progress,
+             with_progress) -> FourierResult:
+    model, task, run_dir = subject.model, subject.task, subject.run_dir
+    p = task.p
+    data: dict[str, Any] = {"kind": "modular", "task": {"name": task.name, "p": p,
+                                                         "train_fraction": getattr(task, "train_fraction", None)}}
+    data.update(_embedding_section(model, task, key_threshold))
+    key = data["key_frequencies"]
+    hooks = _hook_names(model)
+    logits, acts = grid_forward(model, task.vocab, p, [name for *_, name in hooks])
+    arrays: dict[str, Any] = {}
+    per_loop = []
+    for t, l, name in hooks:
+        summary = neuron_summary(acts[name], p, neuron_threshold)
+        arrays[f"neuron_coefficients/{t}/{l}"] = summary.pop("mean_abs_coefficients")
+        per_loop.append({"loop": t, "layer": l, "hook": name, **summary})
+    data["neurons"] = per_loop[-1]
+    data["neurons_per_loop"] = [
+        {k: v for k, v in s.items() if k in ("loop", "layer", "hook", "n_single_frequency", "share_single_frequency",
+                                              "cluster_sizes", "n_dead")} for s in per_loop
+    ] if len(per_loop) > 1 else []
+    data["logit_fit"] = logit_fit(logits, p, key)
+    train_pairs, _ = task.split()
+    data["final_losses"] = restricted_and_excluded(logits, p, key, pair_index(train_pairs, p))
+    irrelevance = distance_irrelevance(logits, p)
+    arrays["correct_logit_table"] = irrelevance.pop("correct_logit_table")
+    sym = gradient_symmetricity(model, task.vocab, p, n_symmetricity, seed)
+    q = irrelevance["distance_irrelevance"]
+    kind = ("pizza" if sym >= ZHONG_SYMMETRICITY and q < ZHONG_IRRELEVANCE else
+            "clock" if sym < ZHONG_SYMMETRICITY and q >= ZHONG_IRRELEVANCE else "mixed")
+    data["clock_pizza"] = {"gradient_symmetricity": sym, "distance_irrelevance": q, "n_samples": n_symmetricity,
+                           "verdict": kind, "thresholds": {"symmetricity": ZHONG_SYMMETRICITY,
+                                                           "irrelevance": ZHONG_IRRELEVANCE}}
+    data["progress"] = None
+    data["phases"] = None
+    if run_dir is not None and with_progress:
+        n_ckpt = len(list_checkpoints(run_dir))
+        series = progress_measures(run_dir, task, key, max_checkpoints, key_threshold, progress) if n_ckpt >= 2 else None
+        data["progress"] = series
+        data["phases"] = phases_from(curves_for_phases(run_dir, series))
+        if series is not None:
+            start = data["phases"].get("memorisation_end")
+            r_half = half_fall_step(series["step"], series["restricted_loss"], start)
+            t_half = half_fall_step(series["step"], series["test_loss"], start)
+            data["restricted_vs_test"] = {
+                "restricted_half_fall_step": r_half, "test_half_fall_step": t_half,
+                "restricted_falls_first": None if r_half is None or t_half is None else r_half < t_half,
+            }
+        data["diagnosis"] = diagnose(run_dir).to_dict()
+    data["findings"] = findings(data)
+    return FourierResult(data=data, arrays=arrays)
+
+
+def _base10(subject, max_checkpoints, progress) -> FourierResult:
+    model, task, run_dir = subject.model, subject.task, subject.run_dir
+    digit_ids = torch.tensor(task.vocab.digit_ids, dtype=torch.long)
+    if len(digit_ids) != 10:
+        raise ValueError(f"the base-10 view needs the digit tokens 0..9; task {task.name!r} has {len(digit_ids)}")
+    data: dict[str, Any] = {"kind": "base10", "task": {"name": task.name}}
+    data["base10"] = base10_power(model.W_E.detach()[digit_ids.to(model.W_E.device)].double().cpu())
+    series = None
+    if run_dir is not None:
+        from .progress import subsample
+
+        rows = []
+        for step, path in subsample(list_checkpoints(run_dir), max_checkpoints):
+            w_e = load_tensors(path)["W_E"][digit_ids].double()
+            view = base10_power(w_e)
+            rows.append({"step": step, **view["period_shares"], "share_10_5_2": view["share_10_5_2"]})
+        if rows:
+            series = {k: [r[k] for r in rows] for k in rows[0]}
+    data["base10_series"] = series
+    data["phases"] = None
+    data["findings"] = findings(data)
+    return FourierResult(data=data)
+
+
+def run(
+    model_or_run,
+    task=None,
+    *,
+    max_checkpoints: int | None = None,
+    key_threshold: float = KEY_THRESHOLD,
+    neuron_threshold: float = SINGLE_FREQ_THRESHOLD,
+    n_symmetricity: int = 100,
+    seed: int = 0,
+    progress: bool = True,
+    with_progress: bool = True,
+) -> FourierResult:
+    """Fourier analysis of a model or run directory (its latest checkpoint, plus the progress
+    measures over all checkpoints, or `max_checkpoints` evenly spaced ones).
+
+    Modular addition: W_E Fourier norms and key frequencies (share of non-constant squared
+    norm >= `key_threshold`), neurons at '=' in the 2D Fourier basis (per loop), the logit fit
+    to cos(w_k(a+b-c)), restricted / excluded loss, Gini coefficients, weight norm, phases,
+    clock-vs-pizza metrics and a grokking diagnosis. Digit tasks (addition): the base-10
+    Fourier view (periods 10, 5, 2) of the digit embeddings, over the checkpoints too."""
+    subject = resolve(model_or_run, task)
+    if hasattr(subject.task, "full_split") and hasattr(subject.task, "p"):
+        return _modular(subject, max_checkpoints=max_checkpoints, key_threshold=key_threshold,
+                        neuron_threshold=neuron_threshold, n_symmetricity=n_symmetricity, seed=seed,
+                        progress=progress, with_progress=with_progress)
+    return _base10(subject, max_checkpoints, progress)

@@ -1,0 +1,187 @@
+"""Plotly figures of a Fourier result, built from its data (never shown). Every figure carries
+the detected phases: shaded spans on the step axis of the curves, a note on the snapshots."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import plotly.graph_objects as go
+
+from .progress import phase_spans
+
+PHASE_COLOURS = {"memorisation": "rgba(99,110,250,0.10)", "circuit_formation": "rgba(0,204,150,0.12)",
+                 "cleanup": "rgba(239,85,59,0.10)"}
+
+
+def phase_note(phases: dict | None) -> str:
+    if not phases:
+        return "phases: not detected (no checkpoint series)"
+    spans = phase_spans(phases)
+    if not spans:
+        return "phases: " + ("; ".join(phases.get("notes") or []) or "not detected")
+    return "phases: " + ", ".join(f"{n.replace('_', ' ')} {a:,}-{b:,}" for n, a, b in spans)
+
+
+def mark_phases(fig: go.Figure, phases: dict | None, on_steps: bool) -> go.Figure:
+    """Shade the phases on a step axis, or write them under the title of a snapshot figure."""
+    spans = phase_spans(phases) if phases else []
+    if on_steps and spans:
+        for name, a, b in spans:
+            fig.add_vrect(x0=max(a, 1) if fig.layout.xaxis.type == "log" else a, x1=b,
+                          fillcolor=PHASE_COLOURS[name], line_width=0, layer="below",
+                          annotation_text=name.replace("_", " "), annotation_position="top left",
+                          annotation_font_size=10)
+        for _, _, b in spans:
+            fig.add_vline(x=b, line_dash="dot", line_color="grey", line_width=1)
+    else:
+        fig.add_annotation(text=phase_note(phases), xref="paper", yref="paper", x=0, y=1.08, showarrow=False,
+                           font={"size": 10, "color": "grey"}, xanchor="left")
+    return fig
+
+
+def _key_colours(n: int, key: list[int]) -> list[str]:
+    return ["crimson" if k in key else "lightslategrey" for k in range(1, n + 1)]
+
+
+def embed_figure(d: dict) -> go.Figure:
+    key, shares = d["key_frequencies"], d["embed_frequency_shares"]
+    ks = list(range(1, len(shares) + 1))
+    fig = go.Figure(go.Bar(x=ks, y=shares, marker_color=_key_colours(len(ks), key), name="W_E",
+                           hovertemplate="k=%{x}<br>share %{y:.3f}<extra></extra>"))
+    fig.add_trace(go.Scatter(x=ks, y=d["neuron_logit_frequency_shares"], mode="lines+markers", name="W_out W_U",
+                             marker={"size": 4}))
+    fig.add_hline(y=d["key_threshold"], line_dash="dash", annotation_text=f"key threshold {d['key_threshold']:.0%}")
+    fig.update_layout(title=f"Fourier energy share per frequency (key: {key})", xaxis_title="frequency k",
+                      yaxis_title="share of non-constant squared norm")
+    return fig
+
+
+def components_figure(d: dict) -> go.Figure:
+    norms = d["embed_component_norms"]
+    p = d["p"]
+    names = ["const"] + [f"{'cos' if i % 2 else 'sin'} {(i + 1) // 2}" for i in range(1, p)]
+    fig = go.Figure(go.Bar(x=names, y=norms, marker_color="steelblue"))
+    fig.update_layout(title="Norm of W_E along each Fourier basis vector", xaxis_title="basis vector",
+                      yaxis_title="norm", xaxis={"tickangle": -90, "tickfont": {"size": 7}})
+    return fig
+
+
+def neurons_figure(n: dict) -> go.Figure:
+    fig = go.Figure(go.Scatter(
+        x=n["dominant_frequency"], y=n["fraction_explained"], mode="markers",
+        marker={"size": 5, "color": ["crimson" if s else "grey" for s in n["single_frequency"]], "opacity": 0.6},
+        text=[f"neuron {i}" for i in range(n["n_neurons"])],
+        hovertemplate="%{text}<br>k=%{x}<br>fraction %{y:.2f}<extra></extra>"))
+    fig.add_hline(y=n["threshold"], line_dash="dash", annotation_text=f"single-frequency >= {n['threshold']}")
+    fig.update_layout(title=f"Neurons at '=': dominant frequency and variance explained "
+                            f"({n['share_single_frequency']:.0%} single-frequency)",
+                      xaxis_title="dominant frequency k", yaxis_title="fraction of variance", yaxis_range=[0, 1.02])
+    return fig
+
+
+def clusters_figure(n: dict) -> go.Figure:
+    sizes = n["cluster_sizes"]
+    fig = go.Figure(go.Bar(x=[str(k) for k in sizes], y=list(sizes.values()), marker_color="crimson"))
+    fig.update_layout(title=f"Neuron clusters by frequency ({n['n_single_frequency']} of {n['n_neurons']} neurons, "
+                            f"{n['n_dead']} dead)", xaxis_title="frequency k", yaxis_title="neurons")
+    return fig
+
+
+def neuron_fourier_figure(coef, p: int) -> go.Figure:
+    names = ["const"] + [f"{'cos' if i % 2 else 'sin'} {(i + 1) // 2}" for i in range(1, p)]
+    z = coef.tolist() if hasattr(coef, "tolist") else coef
+    fig = go.Figure(go.Heatmap(z=z, x=names, y=names, colorscale="Blues", colorbar={"title": "mean |coef|"}))
+    fig.update_layout(title="Neuron activations at '=' in the 2D Fourier basis (mean |coefficient| over neurons)",
+                      xaxis_title="b component", yaxis_title="a component", width=750, height=700,
+                      xaxis={"showticklabels": False}, yaxis={"showticklabels": False, "autorange": "reversed"})
+    return fig
+
+
+def logit_fit_figure(fit: dict) -> go.Figure:
+    coefs = fit["coefficients"]
+    ks = [int(k) for k in coefs]
+    fig = go.Figure(go.Bar(x=ks, y=[coefs[k] for k in coefs],
+                           marker_color=_key_colours(max(ks), [int(k) for k in fit["key_frequencies"]])))
+    fig.update_layout(title=f"Logits fitted to cos(w_k(a+b-c)): {fit['fraction_explained']:.1%} of logit variance "
+                            f"from the key frequencies", xaxis_title="frequency k", yaxis_title="coefficient alpha_k")
+    return fig
+
+
+def _curves(series: dict, names: dict[str, str], title: str, ytitle: str, log_y: bool) -> go.Figure:
+    fig = go.Figure()
+    for key, label in names.items():
+        if key in series:
+            fig.add_trace(go.Scatter(x=series["step"], y=series[key], mode="lines+markers", name=label,
+                                     marker={"size": 4}))
+    fig.update_layout(title=title, xaxis_title="step", yaxis_title=ytitle, yaxis_type="log" if log_y else None)
+    return fig
+
+
+def progress_figures(series: dict) -> dict[str, go.Figure]:
+    return {
+        "progress_losses": _curves(series, {"train_loss": "train", "test_loss": "test",
+                                            "restricted_loss": "restricted (all pairs)",
+                                            "excluded_loss": "excluded (train)"},
+                                   "Answer loss: train, test, restricted, excluded", "cross-entropy", True),
+        "progress_accuracy": _curves(series, {"train_accuracy": "train", "test_accuracy": "test",
+                                              "restricted_accuracy": "restricted", "excluded_accuracy": "excluded"},
+                                     "Accuracy", "accuracy", False),
+        "progress_gini": _curves(series, {"gini_embed": "W_E", "gini_neuron_logit": "W_out W_U"},
+                                 "Gini coefficient of the Fourier-component norms", "Gini", False),
+        "progress_weights": _curves(series, {"sum_sq_weights": "all parameters"},
+                                    "Total sum of squared weights", "sum of squares", False),
+    }
+
+
+def clock_pizza_figure(table, cp: dict) -> go.Figure:
+    z = table.tolist() if hasattr(table, "tolist") else table
+    fig = go.Figure(go.Heatmap(z=z, colorscale="Viridis", colorbar={"title": "correct logit"}))
+    fig.update_layout(title=f"Correct logit by (a+b, a-b): gradient symmetricity {cp['gradient_symmetricity']:.2f}, "
+                            f"distance irrelevance {cp['distance_irrelevance']:.2f} ({cp['verdict']})",
+                      xaxis_title="(a - b) mod p", yaxis_title="(a + b) mod p", width=700, height=650)
+    return fig
+
+
+def loops_figure(per_loop: list[dict]) -> go.Figure:
+    labels = [f"loop {s['loop']} / layer {s['layer']}" for s in per_loop]
+    fig = go.Figure(go.Bar(x=labels, y=[s["share_single_frequency"] for s in per_loop], marker_color="teal"))
+    fig.update_layout(title="Single-frequency neurons per loop", yaxis_title="share of neurons", yaxis_range=[0, 1])
+    return fig
+
+
+def base10_figures(d: dict) -> dict[str, go.Figure]:
+    b = d["base10"]
+    fig = go.Figure(go.Bar(x=[f"{p:.3g}" for p in b["periods"]], y=b["shares"],
+                           marker_color=["crimson" if k in (1, 2, 5) else "grey" for k in b["frequencies"]]))
+    fig.update_layout(title="Digit embeddings 0..9: Fourier energy by period", xaxis_title="period (digits)",
+                      yaxis_title="share of non-constant energy")
+    out = {"base10": fig}
+    s = d.get("base10_series")
+    if s and len(s["step"]) > 1:
+        out["base10_series"] = _curves(s, {"10": "period 10", "5": "period 5", "2": "period 2",
+                                           "share_10_5_2": "periods 10+5+2"},
+                                       "Digit-embedding energy at periods 10, 5, 2 over training", "share", False)
+    return out
+
+
+def all_figures(d: dict[str, Any], arrays: dict[str, Any]) -> dict[str, go.Figure]:
+    phases = d.get("phases")
+    if d.get("kind") == "base10":
+        figs = base10_figures(d)
+        return {k: mark_phases(f, phases, on_steps=k.endswith("series")) for k, f in figs.items()}
+    figs: dict[str, go.Figure] = {"embed_fourier": embed_figure(d), "embed_components": components_figure(d)}
+    n = d["neurons"]
+    figs["neurons"] = neurons_figure(n)
+    figs["neuron_clusters"] = clusters_figure(n)
+    coef = arrays.get(f"neuron_coefficients/{n['loop']}/{n['layer']}")
+    if coef is not None:
+        figs["neuron_fourier"] = neuron_fourier_figure(coef, d["p"])
+    figs["logit_fit"] = logit_fit_figure(d["logit_fit"])
+    if arrays.get("correct_logit_table") is not None:
+        figs["clock_pizza"] = clock_pizza_figure(arrays["correct_logit_table"], d["clock_pizza"])
+    if d.get("neurons_per_loop"):
+        figs["loops"] = loops_figure(d["neurons_per_loop"])
+    steps_figs = progress_figures(d["progress"]) if d.get("progress") else {}
+    out = {k: mark_phases(f, phases, on_steps=False) for k, f in figs.items()}
+    out.update({k: mark_phases(f, phases, on_steps=True) for k, f in steps_figs.items()})
+    return out
