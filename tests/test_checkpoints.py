@@ -18,6 +18,8 @@ from abacus_interp.training import apply_overrides, get_preset, train
 
 TINY = [
     "model.d_model=32",
+    "model.d_head=8",
+    "model.d_mlp=128",
     "train.steps=6",
     "train.batch_size=8",
     "train.eval_every=6",

@@ -18,6 +18,8 @@ from abacus_interp.cli import main
 
 TINY_SETS = [
     "model.d_model=32",
+    "model.d_head=8",
+    "model.d_mlp=128",
     "train.steps=8",
     "train.batch_size=8",
     "train.eval_every=4",

@@ -669,6 +669,7 @@ def test_run_with_cache_incl_bwd_backpropagates_the_loss_per_loop(tiny_model):
     assert all(g.abs().max() > 0 for g in grads)
     assert not torch.allclose(grads[0], grads[-1])
     # the loss is the mean next-token cross-entropy over real tokens
-    logits = model(tokens)
-    torch.testing.assert_close(loss, next_token_loss(logits, tokens, torch.cat(
-        [(tokens != 0)[:, 1:], torch.zeros_like(tokens[:, :1], dtype=torch.bool)], dim=1)))
+    from abacus_interp.scoring import next_token_loss as masked_loss
+
+    real_next = torch.cat([(tokens != 0)[:, 1:], torch.zeros_like(tokens[:, :1], dtype=torch.bool)], dim=1)
+    torch.testing.assert_close(loss, masked_loss(model(tokens), tokens, real_next))

@@ -38,6 +38,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 TINY = [
     "model.d_model=32",
+    "model.d_head=8",
+    "model.d_mlp=128",
     "train.steps=12",
     "train.batch_size=8",
     "train.eval_every=6",
@@ -421,14 +423,14 @@ def test_apply_overrides_invalid_value(assignment, needle):
 
 @pytest.mark.xfail(
     strict=True,
-    reason="ModelConfig.to_dict stores the resolved d_head/d_mlp/max_loops, so "
-    "apply_overrides keeps the preset's derived values: model.d_model=32 on demo-add gives d_head=16 "
-    "(4 heads x 16 = 64 != 32) and d_mlp=256, and model.n_loops=20 fails with max_loops=16 "
-    "(config.py apply_overrides / ModelConfig.to_dict)",
+    reason="apply_overrides rebuilds ModelConfig from to_dict(), which holds the preset's resolved "
+    "d_head/d_mlp/max_loops, so they are not re-derived: model.d_model=32 on demo-add keeps "
+    "d_head=d_model_preset/4 and d_mlp=4*d_model_preset, and model.n_loops=20 fails with max_loops=16 "
+    "(config.py apply_overrides; ModelConfig.replace now re-derives, apply_overrides should use it)",
 )
 def test_overrides_rederive_dependent_model_fields():
     cfg = apply_overrides(get_preset("demo-add"), ["model.d_model=32"])
-    assert cfg.model.d_head == 8 and cfg.model.d_mlp == 128
+    assert cfg.model.d_head == 32 // cfg.model.n_heads and cfg.model.d_mlp == 128
     assert apply_overrides(get_preset("demo-add"), ["model.n_loops=20"]).model.max_loops == 80
     # an explicitly set value is kept
     assert (

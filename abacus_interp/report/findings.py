@@ -392,12 +392,46 @@ def embedding_evolution(d: dict[str, Any]) -> list[str]:
 
 
 def fourier(d: dict[str, Any]) -> list[str]:
-    """Written against analyses.fourier's result; every key is optional."""
+    """Grokking phases, key frequencies, neuron and logit structure, restricted/excluded loss."""
     out: list[str | None] = []
-    for key in ("headline", "findings", "summary_sentences"):
-        lines = d.get(key)
-        if isinstance(lines, list) and lines and all(isinstance(x, str) for x in lines):
-            return _limit(list(lines))
+    ph = d.get("phases") or {}
+    if ph.get("grokked"):
+        steps = [(name, ph.get(f"{name}_end")) for name in ("memorisation", "circuit_formation", "cleanup")]
+        known = [f"{name.replace('_', ' ')} ends at step {s:,}" for name, s in steps if s is not None]
+        out.append("The model grokked: " + ("; ".join(known) if known else "test accuracy caught up with train") + ".")
+    elif ph:
+        diag = (d.get("diagnosis") or {}).get("sentences") or ph.get("notes") or []
+        out.append(f"The model did not grok: {diag[0][0].lower() + diag[0][1:]}" if diag else "The model did not grok.")
+    keys = d.get("key_frequencies") or []
+    shares = d.get("embed_frequency_shares") or []
+    if keys and shares:
+        held = sum(shares[k - 1] for k in keys if 0 < k <= len(shares) and shares[k - 1] is not None)
+        out.append(f"The residue embeddings concentrate on {len(keys)} key frequenc{'y' if len(keys) == 1 else 'ies'} "
+                   f"{', '.join(map(str, keys))}, holding {pct(held)} of their non-constant Fourier energy.")
+    neurons = d.get("neurons") or {}
+    fit = d.get("logit_fit") or {}
+    parts = []
+    if neurons.get("share_single_frequency_alive") is not None:
+        parts.append(f"{pct(neurons['share_single_frequency_alive'])} of the live MLP neurons respond to a single frequency")
+    if fit.get("fraction_explained") is not None:
+        parts.append(f"cos(w_k(a+b-c)) over the key frequencies explains {pct(fit['fraction_explained'])} of the logit variance")
+    if parts:
+        sentence = "; ".join(parts)
+        out.append(sentence[0].upper() + sentence[1:] + ".")
+    fl = d.get("final_losses") or {}
+    if fl.get("restricted_loss") is not None and fl.get("excluded_loss") is not None:
+        rv = d.get("restricted_vs_test") or {}
+        sentence = (f"Keeping only the key frequencies gives loss {num(fl['restricted_loss'])} (full "
+                    f"{num(fl.get('full_loss'))}); removing them gives {num(fl['excluded_loss'])} on the training set")
+        if rv.get("restricted_falls_first") is not None and rv.get("restricted_half_fall_step") is not None:
+            sentence += (f"; the restricted loss halved at step {rv['restricted_half_fall_step']:,}, "
+                         f"{'before' if rv['restricted_falls_first'] else 'after'} the test loss"
+                         + (f" (step {rv['test_half_fall_step']:,})" if rv.get("test_half_fall_step") is not None else ""))
+        out.append(sentence + ".")
+    if not out:
+        lines = d.get("findings")
+        if isinstance(lines, list):
+            out = [x for x in lines if isinstance(x, str)]
     return _limit(out)
 
 
