@@ -38,6 +38,7 @@ def _atomic_write(path: Path, write) -> None:
     os.close(fd)
     try:
         write(tmp)
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; checkpoints are meant to be shared
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

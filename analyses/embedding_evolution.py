@@ -31,6 +31,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 from safetensors import safe_open
+from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 from abacus_interp.checkpoints import CheckpointError, read_run_config
@@ -155,8 +156,11 @@ def run(
         if rows:
             pos_mats.append(W_pos)
     opts = dict(n_components=n_components, align=align, circularity_pcs=circularity_pcs, periods=periods)
-    tokens = _analyse("tokens", token_mats, token_values, token_labels, **opts) if token_ids else None
-    positions = _analyse("positions", pos_mats, rows, [str(r) for r in rows], **opts) if rows else None
+    # Hundreds of tiny SVDs: one BLAS thread is fastest, and on a busy machine a multi-threaded
+    # BLAS spinning on small matrices is 10-100x slower.
+    with threadpool_limits(1, user_api="blas"):
+        tokens = _analyse("tokens", token_mats, token_values, token_labels, **opts) if token_ids else None
+        positions = _analyse("positions", pos_mats, rows, [str(r) for r in rows], **opts) if rows else None
     logger.info("embedding evolution of %s: %d checkpoints", run_dir, len(series))
     return EmbeddingEvolution(
         run_dir=str(run_dir), steps=[s for s, _ in series], align=align, tokens=tokens,

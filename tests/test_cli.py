@@ -104,14 +104,18 @@ def test_solve_prints_digits_in_human_order(trained, capsys):
     run, _ = trained
     assert main(["solve", str(run), "12+3"]) == 0
     answer = capsys.readouterr().out.strip()
-    # a barely trained model may answer anything, even nothing (EOS first), but only digits
-    assert re.fullmatch(r"\d*", answer), f"solve should print digits, got {answer!r}"
+    # A barely trained model answers anything its vocabulary allows: nothing (EOS first), digits,
+    # or garbage such as "52418+448" (seen after 8 steps), which to_human shows as it is,
+    # reversed. The number case is pinned down in test_solve_converts_between_human_and_model_order.
+    assert re.fullmatch(r"[0-9+=]*", answer), f"solve printed {answer!r}"
 
     assert main(["solve", str(run), "12+3", "--verbose"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].strip() == answer
     # the human problem 12+3 is given to the model least-significant digit first: 21+3=
-    m = re.fullmatch(r"model order: 21\+3=(\d*)\s+-> (correct|wrong \(expected 15\))", lines[1])
+    m = re.fullmatch(
+        r"model order: 21\+3=([0-9+=]*)\s+-> (correct|wrong \(expected 15\))", lines[1]
+    )
     assert m, lines[1]
     assert m.group(1)[::-1] == answer
     assert (m.group(2) == "correct") == (m.group(1) == "51")

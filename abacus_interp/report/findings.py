@@ -67,12 +67,17 @@ def model_card(d: dict[str, Any]) -> list[str]:
     total, block = p.get("total_parameters"), p.get("looped_block_parameters")
     model = (d.get("config") or {}).get("model") or {}
     if total and block is not None:
-        out.append(
-            f"The looped block holds {block:,} of the model's {total:,} parameters "
-            f"({pct(block / total)}) and runs {model.get('n_loops', '?')} times: an effective depth of "
-            f"{p.get('effective_depth', '?')} layers with the compute of a "
-            f"{p.get('unrolled_equivalent_parameters', 0):,}-parameter unrolled model."
-        )
+        n_loops = model.get("n_loops")
+        if n_loops == 1:
+            out.append(f"The block of {model.get('n_layers', '?')} layer(s) runs once (no looping) and holds "
+                       f"{block:,} of the model's {total:,} parameters ({pct(block / total)}).")
+        else:
+            out.append(
+                f"The looped block holds {block:,} of the model's {total:,} parameters "
+                f"({pct(block / total)}) and runs {n_loops} times: an effective depth of "
+                f"{p.get('effective_depth', '?')} layers with the compute of a "
+                f"{p.get('unrolled_equivalent_parameters', 0):,}-parameter unrolled model."
+            )
     curves = d.get("training_curves") or {}
     steps = curves.get("step") or []
     loss = finite(curves.get("loss"))
@@ -80,7 +85,7 @@ def model_card(d: dict[str, Any]) -> list[str]:
         k = max(1, len(loss) // 20)
         out.append(
             f"Training ran {steps[-1]:,} steps; the training loss fell from {num(loss[0])} to "
-            f"{num(sum(loss[-k:]) / k)} (mean of the last {k} logged values)."
+            f"{num(sum(loss[-k:]) / k)} ({f'mean of the last {k} logged values' if k > 1 else 'last logged value'})."
         )
     evals = d.get("eval_curves") or {}
     for name in sorted(evals, key=lambda n: (0 if ("in_distribution" in n or "test" in n) else 1, n)):
@@ -212,7 +217,8 @@ def fixed_point(d: dict[str, Any]) -> list[str]:
                    f"do not stay correct through loop {through}" + (f"; {chain}" if chain else "") + ".")
     elif rows:
         fr = finite([r.get("locked_fraction") for r in rows])
-        out.append(f"Few answer digits lock in: only {pct(min(fr))}-{pct(max(fr))} of each digit's predictions stay "
+        span = pct(min(fr)) if pct(min(fr)) == pct(max(fr)) else f"{pct(min(fr))}-{pct(max(fr))}"
+        out.append(f"Few answer tokens lock in: only {span} of each answer position's predictions stay "
                    f"correct from some loop through loop {through}" + (f"; {chain}" if chain else "") + ".")
     steps = d.get("steps") or {}
     tol = (d.get("settings") or {}).get("halt_tol")
