@@ -53,19 +53,23 @@ def cmd_train(args) -> int:
     except TrainingDiverged as e:
         print(f"training diverged: {e}")
         return 1
-    metrics = {k: round(v, 4) if isinstance(v, float) else v for k, v in result.last_metrics.items()}
-    print(f"trained {out} to step {result.final_step}: {json.dumps(metrics)}")
+    if result.is_writer:  # under torchrun, one rank reports
+        metrics = {k: round(v, 4) if isinstance(v, float) else v for k, v in result.last_metrics.items()}
+        print(f"trained {out} to step {result.final_step}: {json.dumps(metrics)}")
     return 0
 
 
 def cmd_eval(args) -> int:
     from .checkpoints import load_model, read_run_config, step_path
+    from .config import ModelConfig
     from .evaluation.suite import evaluate, format_report
     from .tasks import get_task
 
     run = Path(args.run)
     path = step_path(run, args.step) if args.step is not None else run
-    model = load_model(path, max_loops=max(args.loops) if args.loops else None)
+    saved_capacity = ModelConfig.from_dict(read_run_config(run)["model"]).max_loops
+    # more hook sets only when asked for deeper loops; never fewer than the model has
+    model = load_model(path, max_loops=max([saved_capacity, *(args.loops or [])]))
     task_cfg = dict(read_run_config(run if run.is_dir() else run.parent.parent)["task"])
     task = get_task(task_cfg.pop("name"), **task_cfg)
     report = evaluate(model, task, grid=args.grid, loops=args.loops, n_per_cell=args.n, seed=args.seed)

@@ -8,9 +8,10 @@ For every checkpoint (one pass, each file read once, one batched forward pass ea
     compared by linear CKA between all pairs of checkpoints (step x step per loop), against
     the final checkpoint, and (with `run_b`) between the checkpoints of two runs.
 Then: which parameters (and attention heads) moved most between two chosen checkpoints, and
-change points: the steps where the model changed fastest, from three per-step speeds
-("representation": mean over loops of (1 - CKA(k, k+1)) / gap; "parameters"; "loss":
-|delta problem loss| / gap). Peaks of the chosen signal are marked on the figures.
+change points: the steps where the model changed fastest, from three speeds per step (or
+per unit of ln(1 + step), `per="log_step"`): "representation", the mean over loops of
+(1 - CKA(k, k+1)) / gap; "parameters", ||theta_{k+1} - theta_k|| / gap; "loss",
+|delta problem-set loss| / gap. The peaks of the chosen signal are marked on the figures.
 
     >>> cmp = run("checkpoints/small-add", steps=(250, 4000))
     >>> cmp.to_dict()["change_points"]
@@ -65,10 +66,9 @@ class RunScan:
     cka: np.ndarray  # [L, C, C]
     speeds: dict[str, np.ndarray]  # signal -> [C-1], per step (or per log step)
     change_points: dict[str, list[dict]]  # signal -> top peaks
-    reps: list = field(default_factory=list, repr=False)  # per loop [C, n, w]; not serialised
 
     def to_dict(self) -> dict:
-        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "reps"}
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
         d["cka_vs_final"] = self.cka[:, :, -1]
         d["cka_to_previous"] = np.stack([np.diagonal(c, 1) for c in self.cka])
         return jsonable(d)
@@ -168,7 +168,7 @@ def run(
     if len(moved_steps) != 2 or missing:
         raise ValueError(f"steps must be two checkpoint steps of run a; {missing or moved_steps} not among {available}")
 
-    scan_a, kept = _scan(dir_a, series_a, batch, mask, select, set(moved_steps), n_change_points, per, batch_size, progress)
+    scan_a, kept, reps_a = _scan(dir_a, series_a, batch, mask, select, set(moved_steps), n_change_points, per, batch_size, progress)
     moved = moved_parameters(kept[moved_steps[0]], kept[moved_steps[1]], top_k, rank_by)
     moved["steps"] = list(moved_steps)
     scan_b = cross = matched = matched_steps = None
@@ -177,11 +177,11 @@ def run(
         cfg_b = ModelConfig.from_dict(read_run_config(dir_b)["model"])
         if cfg_b.vocab != cfg_a.vocab:
             raise ValueError(f"{dir_a} and {dir_b} use different vocabularies; CKA needs the same inputs on both runs")
-        scan_b, _ = _scan(dir_b, series_b, batch, mask, select, set(), n_change_points, per, batch_size, progress)
+        scan_b, _, reps_b = _scan(dir_b, series_b, batch, mask, select, set(), n_change_points, per, batch_size, progress)
         n_common = min(scan_a.n_loops, scan_b.n_loops)
         if scan_a.n_loops != scan_b.n_loops:
             notes.append(f"runs have {scan_a.n_loops} and {scan_b.n_loops} loops; compared loops 0..{n_common - 1}")
-        cross = np.stack([cka_matrix(scan_a.reps[t], scan_b.reps[t]) for t in range(n_common)])
+        cross = np.stack([cka_matrix(reps_a[t], reps_b[t]) for t in range(n_common)])
         nearest = [int(np.argmin(np.abs(np.array(scan_b.steps) - s))) for s in scan_a.steps]
         matched = cross[:, np.arange(len(scan_a.steps)), nearest]
         matched_steps = [scan_b.steps[j] for j in nearest]
@@ -291,9 +291,9 @@ def _scan(run_dir, series, batch, mask, select, keep, n_change_points, per, batc
         run_dir=str(run_dir), steps=steps, n_loops=L, metrics=metrics, problem_loss=np.array(losses),
         problem_exact_match=np.array(exact), group_norms={g: np.array(v) for g, v in norms.items()},
         group_speed={g: rates(steps, v, per) for g, v in moves.items()}, distance_from_first=np.array(dist),
-        cka=cka, speeds=speeds, change_points=found, reps=reps_t,
+        cka=cka, speeds=speeds, change_points=found,
     )
-    return scan, kept
+    return scan, kept, reps_t
 
 
 # ---------------------------------------------------------------------------------- figures

@@ -243,12 +243,6 @@ def _stub_suite(calls: list):
     return types.SimpleNamespace(evaluate=evaluate, format_report=lambda report: "stub report")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cli.py cmd_eval passes max_loops=max(--loops) to load_model; "
-    "--loops 1,2 on a 4-loop model gives max_loops=2 < n_loops=4 and ModelConfig raises "
-    "(exit 2). Only raise max_loops: max(max(loops), saved max_loops)",
-)
 def test_eval_wiring_with_loops_below_trained_depth(trained, tmp_path, monkeypatch, capsys):
     run, _ = trained
     calls: list = []
@@ -292,11 +286,6 @@ def test_eval_wiring_with_deeper_loops(trained, tmp_path, monkeypatch, capsys):
     assert json.loads(out.read_text()) == {"stub": True}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cli.py cmd_eval: --loops 1,2 below the trained depth (4) makes "
-    "load_model(max_loops=2) raise; see test_eval_wiring_with_loops_below_trained_depth",
-)
 def test_eval_writes_json(trained, tmp_path, capsys):
     pytest.importorskip(
         "abacus_interp.evaluation.suite",

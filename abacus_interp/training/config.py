@@ -126,9 +126,12 @@ def _parse_value(text: str) -> Any:
 
 
 def apply_overrides(cfg: RunConfig, assignments: list[str]) -> RunConfig:
-    """Apply `key=value` edits, validated by rebuilding every section."""
+    """Apply `key=value` edits, validated by rebuilding every section. Model fields derived
+    from others (d_head, d_mlp, max_loops) are derived again unless set, and the model's
+    vocabulary always follows the (possibly edited) task."""
     d = cfg.to_dict()
     sections = {"task": d["task"], "model": d["model"], "train": d["train"]}
+    model_changes: dict[str, Any] = {}
     for assignment in assignments:
         if "=" not in assignment:
             raise ValueError(f"--set expects key=value, got {assignment!r}")
@@ -153,8 +156,20 @@ def apply_overrides(cfg: RunConfig, assignments: list[str]) -> RunConfig:
             section, name = owners[0], key
         if section == "model" and name == "vocab":
             raise ValueError("--set model.vocab: the vocabulary comes from the task; change the task instead")
-        sections[section][name] = _parse_value(raw)
+        value = _parse_value(raw)
+        sections[section][name] = value
+        if section == "model":
+            model_changes[name] = value
     try:
-        return RunConfig.from_dict({**d, **sections})
+        task_kwargs = {k: v for k, v in sections["task"].items() if k != "name"}
+        task = get_task(sections["task"]["name"], **task_kwargs)
+        model = cfg.model.replace(**model_changes, vocab=task.vocab.to_dict())
+        return RunConfig(
+            task=sections["task"]["name"],
+            task_kwargs=task_kwargs,
+            model=model,
+            train=TrainConfig(**sections["train"]),
+            preset=cfg.preset,
+        )
     except (TypeError, ValueError) as e:
         raise ValueError(f"invalid --set: {e}") from e

@@ -70,10 +70,19 @@ def average_gradients(model: torch.nn.Module, world: World) -> None:
             p.grad /= world.world_size
 
 
-def mean_across_ranks(value: float, world: World) -> float:
-    """The mean of a scalar over ranks, so every rank takes the same stop decisions."""
+def sum_across_ranks(value: float, world: World) -> float:
     if not world.distributed:
         return value
     t = torch.tensor([value], dtype=torch.float64, device=world.device if world.device.type == "cuda" else "cpu")
     dist.all_reduce(t, op=dist.ReduceOp.SUM)
-    return float(t) / world.world_size
+    return float(t)
+
+
+def mean_across_ranks(value: float, world: World) -> float:
+    """The mean of a scalar over ranks, so every rank takes the same stop decisions."""
+    return sum_across_ranks(value, world) / world.world_size
+
+
+def barrier(world: World) -> None:
+    if world.distributed:
+        dist.barrier()

@@ -46,6 +46,7 @@ class TrainResult:
     run_dir: Path
     final_step: int
     last_metrics: dict
+    is_writer: bool = True
 
 
 def _losses(model, batch, generator, cfg, device, autocast):
@@ -164,6 +165,7 @@ def train(cfg: RunConfig, run_dir: str | Path, progress: bool = True) -> TrainRe
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if use_bf16 else nullcontext()
 
     step, tokens_seen = _start(run_dir, cfg, model, optimizer, is_writer)
+    dist_utils.barrier(world)  # every rank sees the same run directory state from here
     metrics_file = open(run_dir / "metrics.jsonl", "a") if is_writer else None
     last_good_step = step
 
@@ -211,8 +213,15 @@ def train(cfg: RunConfig, run_dir: str | Path, progress: bool = True) -> TrainRe
             dist_utils.average_gradients(model, world)
             params = [p for p in model.parameters() if p.grad is not None]
             grad_norm = torch.nn.utils.clip_grad_norm_(params, tcfg.grad_clip or float("inf"))
+            grad_norm_value = dist_utils.mean_across_ranks(float(grad_norm), world)
+            if not math.isfinite(grad_norm_value):
+                raise TrainingDiverged(
+                    f"gradient norm is {grad_norm_value} at step {step} (loss {loss_value}); the update was "
+                    f"not applied. The last good checkpoint is step {last_good_step} in {run_dir / 'checkpoints'}. "
+                    "Lower train.lr or use train.loss_dtype=float64, then train into a new --out"
+                )
             optimizer.step()
-            tokens_seen += int(batch.valid.sum()) * world.world_size
+            tokens_seen += int(dist_utils.sum_across_ranks(float(batch.valid.sum()), world))
 
             # --- log, evaluate on held-out sets, checkpoint
             if step % tcfg.log_every == 0 or step == 1 or step in save_at:
@@ -223,7 +232,7 @@ def train(cfg: RunConfig, run_dir: str | Path, progress: bool = True) -> TrainRe
                     "full_depth_loss": full_loss.item(),
                     "train_exact_match": _batch_accuracy(model, state, tokens, loss_mask),
                     "lr": optimizer.param_groups[0]["lr"],
-                    "grad_norm": float(grad_norm),
+                    "grad_norm": grad_norm_value,
                     "tokens": tokens_seen,
                     "elapsed_s": round(time.time() - start_time, 3),
                 }
@@ -250,4 +259,4 @@ def train(cfg: RunConfig, run_dir: str | Path, progress: bool = True) -> TrainRe
         if metrics_file:
             metrics_file.close()
         dist_utils.teardown(world)
-    return TrainResult(run_dir=run_dir, final_step=step, last_metrics=row)
+    return TrainResult(run_dir=run_dir, final_step=step, last_metrics=row, is_writer=is_writer)

@@ -58,7 +58,7 @@ def grok_mod113() -> RunConfig:
         {"p": 113, "train_fraction": 0.3, "split_seed": 0},
         dict(
             d_model=128, n_heads=4, d_head=32, d_mlp=512, n_layers=1, n_loops=1, activation="relu",
-            norm="none", input_injection="none", max_seq_len=4, init_std=0.02,
+            norm="none", input_injection="none", max_seq_len=5, init_std=0.02,
         ),
         TrainConfig(
             steps=12000, batch_size=None, lr=1e-3, weight_decay=1.0, betas=(0.9, 0.98), warmup_steps=10,

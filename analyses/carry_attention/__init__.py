@@ -109,6 +109,9 @@ def _run(model_or_run, task, *, n_problems, n_pairs, n_probe_problems, n_loops, 
     bad = set(patch_positions) - set(POSITIONS)
     if bad:
         raise ValueError(f"unknown patch positions {sorted(bad)}; choose from {POSITIONS}")
+    bad = set(ablation_kinds) - set(KINDS)
+    if bad:
+        raise ValueError(f"unknown ablation kinds {sorted(bad)}; choose from {KINDS}")
     subject = resolve(model_or_run, task)
     if n_loops is not None and n_loops > subject.model.cfg.max_loops and not hasattr(model_or_run, "cfg"):
         subject = resolve(model_or_run, task, max_loops=n_loops)  # rebuild with more hook sets

@@ -13,6 +13,12 @@ model barely separates the two digits do not blow up the mean).
 
 Sites: `hook_input` (the injected embedding, one row), `resid_post` per loop x layer, and
 each head's `hook_z` per loop x layer. Positions are named per pair (see POSITIONS).
+
+Reading the maps: the sequences are teacher-forced, so the two sides also differ in the answer
+digits j..i-1, and the token at the predicting position (answer digit i-1) already tells the
+carry given a_{i-1} and b_{i-1} (for a cascade pair, 0 versus 9 decides it outright). The
+`input` row measures how much of the effect that token carries; `carry_present` is the first
+loop/layer where patching the residual at the predicting position restores >= threshold.
 """
 
 from __future__ import annotations

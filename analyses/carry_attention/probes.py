@@ -4,7 +4,9 @@ One logistic-regression probe per site (the injected input, then `resid_post` of
 layer), pooled over answer digits. Train/test split is by problem (digits of one problem never
 straddle the split) and both halves are class-balanced by subsampling, so chance is 0.5. The
 control refits on labels permuted within each half: a probe that reads a real feature scores
-well above it, one that memorises noise does not.
+well above it, one that memorises noise does not. The `input` baseline (the embedding at
+the predicting position, i.e. the token of answer digit i-1) is often well above chance:
+that token partly reveals the carry, so compare loops with it as well as with 0.5.
 """
 
 from __future__ import annotations
