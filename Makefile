@@ -24,10 +24,10 @@ demo: $(STAMP)
 	@echo "Report written to runs/demo-add/report/index.html"
 
 test: $(STAMP)
-	$(PY) -m pytest -q
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not slow"
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -m "not slow"
 
 clean-env:
 	rm -rf $(VENV)
