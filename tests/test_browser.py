@@ -13,7 +13,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from browser_check import check_page, find_chromium
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -26,205 +26,61 @@ Other tasks get accuracy, loss and perplexity vs loops on a sampled set.
 
 Problems are drawn from `random.Random` streams derived from `seed` and the section/cell
 name, so one cell's problems do not depend on which other cells are evaluated.
+
+The sections live in sibling modules: `report.py` (the `EvalReport` dataclass), `grid.py`
+(the exact-match grid), `loops.py` (accuracy vs loops and lengths, perplexity sets),
+`carry.py` (carry-complexity buckets), `agreement.py` (the greedy re-check),
+`edge_cases.py`, `other_tasks.py` (modular addition and non-digit tasks), `text.py`
+(`format_report`) and `common.py` (seeded streams, progress bar). This module owns the
+entry point: argument checks, the report header, dispatch by kind of task, and running
+the digit-task sections in order. `evaluate`, `format_report` and `EvalReport` stay
+importable from here.
 """
 
 from __future__ import annotations
 
-import copy
 import logging
-import math
-import random
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
-from tqdm.auto import tqdm
-
-from abacus_interp.evaluation.cascades import CASCADE_BUCKETS, cascade_bucket, sample_with_cascade
+from abacus_interp.evaluation.agreement import _agreement, _pick_from_cells
+from abacus_interp.evaluation.carry import _carry_section
+from abacus_interp.evaluation.cascades import CASCADE_BUCKETS
+from abacus_interp.evaluation.common import _mean, _Progress, _rng
 from abacus_interp.evaluation.edge_cases import edge_cases, run_edge_cases
-from abacus_interp.scoring import Scores, score_examples
-from abacus_interp.tasks.base import Example
+from abacus_interp.evaluation.grid import (
+    _grid_section,
+    cell_examples,
+    cell_fits,
+    cell_length,
+    default_grid,
+)
+from abacus_interp.evaluation.loops import (
+    _digit_sets,
+    _equal_lengths,
+    _lengths_section,
+    _loops_section,
+    _perplexity_section,
+    _scored_sets,
+    default_loops,
+)
+from abacus_interp.evaluation.other_tasks import _evaluate_generic, _evaluate_modular
+from abacus_interp.evaluation.report import EvalReport, _json_safe
+from abacus_interp.evaluation.text import format_report
 from abacus_interp.tasks.binary_op import BinaryOpTask
-from abacus_interp.tasks.carries import longest_cascade
+
+__all__ = [
+    "EvalReport",
+    "evaluate",
+    "format_report",
+    # re-exported from their modules for existing importers
+    "_json_safe",
+    "cell_examples",
+    "cell_fits",
+    "cell_length",
+    "default_grid",
+    "default_loops",
+]
 
 logger = logging.getLogger(__name__)
-
-DIGIT_SECTIONS = ("grid", "lengths", "edge_cases", "carry")
-AGREEMENT_PROBLEMS = 64  # greedy re-check of teacher-forced verdicts: problems decoded
-
-
-# --------------------------------------------------------------------------- report
-
-
-@dataclass
-class EvalReport:
-    """Every number of one evaluation. Sections a task does not support are None, with the
-    reason in `skipped[section]`.
-
-    grid:       digits_a, digits_b (axis values), exact_match and loss ([a][b], None for a
-                cell that does not fit max_seq_len), skipped_cells ([[i, j], ...]),
-                trained_digits [min, max], n_per_cell, n_loops,
-                in_distribution_exact_match, out_of_distribution_exact_match
-    loops:      loops [R...], trained_loops, sets {name: {exact_match: [...], loss: [...], n}}
-    lengths:    lengths [...], exact_match, loss, n_per_length, trained_max,
-                from_grid {max_operand_digits: [...], exact_match: [...]}
-    edge_cases: cases [{group, name, kind, in_distribution, passed, expected, answers,
-                correct}], by_group {group: {passed, total}}, pass_rate
-    carry:      buckets [{bucket, n, exact_match, loss, natural_fraction}], n_per_bucket
-    perplexity: {set: {perplexity, loss, mean_answer_logprob, exact_match, token_accuracy, n}}
-    splits:     (modular tasks) {split: {exact_match, loss, token_accuracy, n}}
-    generate_agreement: fraction of re-checked problems where model.generate + task.check
-                gives the same verdict as teacher-forced scoring (1.0 expected)
-    """
-
-    task: dict[str, Any]
-    model: dict[str, Any]
-    settings: dict[str, Any]
-    grid: dict[str, Any] | None = None
-    loops: dict[str, Any] | None = None
-    lengths: dict[str, Any] | None = None
-    edge_cases: dict[str, Any] | None = None
-    carry: dict[str, Any] | None = None
-    perplexity: dict[str, Any] | None = None
-    splits: dict[str, Any] | None = None
-    generate_agreement: float | None = None
-    agreement: dict[str, Any] | None = None
-    skipped: dict[str, str] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def in_distribution_exact_match(self) -> float | None:
-        return None if self.grid is None else self.grid["in_distribution_exact_match"]
-
-    @property
-    def out_of_distribution_exact_match(self) -> float | None:
-        return None if self.grid is None else self.grid["out_of_distribution_exact_match"]
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-safe deep copy: plain dicts/lists/str/bool/int/float, non-finite floats as None."""
-        out = {
-            name: copy.deepcopy(getattr(self, name))
-            for name in (
-                "task",
-                "model",
-                "settings",
-                "grid",
-                "loops",
-                "lengths",
-                "edge_cases",
-                "carry",
-                "perplexity",
-                "splits",
-                "generate_agreement",
-                "agreement",
-                "skipped",
-                "notes",
-            )
-        }
-        return _json_safe(out)
-
-    def figures(self) -> dict[str, Any]:
-        """Plotly figures keyed by section (never shown): grid, loops, lengths, edge_cases,
-        carry, perplexity, splits, whichever the report has."""
-        from abacus_interp.evaluation import figures
-
-        return figures.report_figures(self)
-
-
-def _json_safe(x: Any) -> Any:
-    if isinstance(x, dict):
-        return {str(k): _json_safe(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_json_safe(v) for v in x]
-    if isinstance(x, bool) or x is None or isinstance(x, (str, int)):
-        return x
-    if isinstance(x, float):
-        return x if math.isfinite(x) else None
-    if hasattr(x, "item"):  # numpy / torch scalars
-        return _json_safe(x.item())
-    return str(x)
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _rng(seed: int, *parts: Any) -> random.Random:
-    """A stream keyed by the seed and a name; str seeds hash with SHA-512, so this is
-    stable across processes (unlike hash())."""
-    return random.Random(":".join(["abacus-eval", str(seed), *map(str, parts)]))
-
-
-def _fits(example: Example, vocab, max_seq_len: int) -> bool:
-    """Whether prompt + target + EOS fits the model (the teacher-forced input length)."""
-    return len(vocab.encode(example.prompt)) + len(vocab.encode(example.target)) + 1 <= max_seq_len
-
-
-def cell_length(task: BinaryOpTask, i: int, j: int) -> int:
-    """Longest prompt + answer + EOS for operands of i and j digits."""
-    return i + 1 + j + 1 + task.max_answer_digits(i, j) + 1
-
-
-def cell_fits(task: BinaryOpTask, i: int, j: int, max_seq_len: int) -> bool:
-    return cell_length(task, i, j) <= max_seq_len
-
-
-def cell_examples(task: BinaryOpTask, i: int, j: int, n: int, seed: int = 0) -> list[Example]:
-    """The `n` problems of grid cell (i, j): operands of exactly i and j digits, from a
-    stream keyed by (seed, i, j), so a cell is the same whatever grid it is part of."""
-    return task.sample_cell(n, _rng(seed, "cell", i, j), i, j)
-
-
-def default_grid(task: BinaryOpTask, max_seq_len: int) -> tuple[int, int]:
-    """1..2 * task.max_digits, lowered to the longest operand that fits with a 1-digit partner."""
-    hi = 2 * task.max_digits
-    while hi > 1 and not cell_fits(task, hi, 1, max_seq_len):
-        hi -= 1
-    return 1, hi
-
-
-def default_loops(cfg) -> list[int]:
-    """1..max_loops when that is at most 16 values, else powers of two, the trained depth
-    and max_loops."""
-    if cfg.max_loops <= 16:
-        return list(range(1, cfg.max_loops + 1))
-    loops = {1, cfg.n_loops, cfg.max_loops}
-    p = 2
-    while p <= cfg.max_loops:
-        loops.add(p)
-        p *= 2
-    return sorted(loops)
-
-
-def _summary(s: Scores, n: int) -> dict[str, Any]:
-    return {
-        "exact_match": s.exact_match,
-        "loss": s.loss,
-        "token_accuracy": s.token_accuracy,
-        "perplexity": s.perplexity,
-        "mean_answer_logprob": sum(s.answer_logprob) / len(s.answer_logprob),
-        "n": n,
-    }
-
-
-def _mean(values: Sequence[float | None]) -> float | None:
-    vals = [v for v in values if v is not None]
-    return sum(vals) / len(vals) if vals else None
-
-
-class _Progress:
-    def __init__(self, enabled: bool, total: int):
-        self.bar = tqdm(
-            total=total, desc="eval", disable=not enabled, dynamic_ncols=True, leave=False
-        )
-
-    def section(self, name: str) -> None:
-        self.bar.set_postfix_str(name, refresh=False)
-
-    def step(self, n: int = 1) -> None:
-        self.bar.update(n)
-
-    def close(self) -> None:
-        self.bar.close()
 
 
 def _validate(model, grid, loops, n_per_cell, n_per_set) -> None:
@@ -338,78 +194,6 @@ def evaluate(
     return report
 
 
-def _scored_sets(
-    model, sets: dict[str, list[Example]], loops: list[int], eval_loops: int, bar: _Progress
-):
-    """Scores of every set at every R in loops (plus eval_loops): {(name, R): Scores}."""
-    results: dict[tuple[str, int], Scores] = {}
-    for name, examples in sets.items():
-        for r in sorted(set(loops) | {eval_loops}):
-            bar.section(f"loops {name} R={r}")
-            results[(name, r)] = score_examples(model, examples, n_loops=r)
-            bar.step()
-    return results
-
-
-def _loops_section(sets, scored, loops, trained) -> dict[str, Any]:
-    return {
-        "loops": list(loops),
-        "trained_loops": trained,
-        "sets": {
-            name: {
-                "exact_match": [scored[(name, r)].exact_match for r in loops],
-                "loss": [scored[(name, r)].loss for r in loops],
-                "n": len(examples),
-            }
-            for name, examples in sets.items()
-        },
-    }
-
-
-def _perplexity_section(sets, scored, eval_loops) -> dict[str, Any]:
-    return {name: _summary(scored[(name, eval_loops)], len(ex)) for name, ex in sets.items()}
-
-
-def _agreement(
-    model, task, examples: list[Example], verdicts: list[bool], n_loops: int
-) -> dict[str, Any]:
-    """Re-judge examples with greedy decoding; compare with the teacher-forced verdicts."""
-    if not examples:
-        return {"agreement": None, "n": 0, "disagreements": []}
-    max_new = max(len(task.vocab.split(e.target)) for e in examples) + 1
-    completions = model.generate(
-        [e.prompt for e in examples], n_loops=n_loops, max_new_tokens=max_new
-    )
-    disagreements = []
-    agree = 0
-    for e, c, v in zip(examples, completions, verdicts, strict=True):
-        g = task.check(e, c)
-        if g == bool(v):
-            agree += 1
-        elif len(disagreements) < 5:
-            disagreements.append(
-                {
-                    "prompt": e.prompt,
-                    "target": e.target,
-                    "completion": c,
-                    "teacher_forced": bool(v),
-                    "generate": g,
-                }
-            )
-    if disagreements:
-        logger.warning(
-            "generate disagrees with teacher-forced scoring on %d of %d problems",
-            len(examples) - agree,
-            len(examples),
-        )
-    return {
-        "agreement": agree / len(examples),
-        "n": len(examples),
-        "n_correct": int(sum(map(bool, verdicts))),
-        "disagreements": disagreements,
-    }
-
-
 def _evaluate_digits(
     model, task, report, grid, loops, eval_loops, n_per_cell, n_per_set, seed, max_length, progress
 ):
@@ -431,30 +215,11 @@ def _evaluate_digits(
         logger.info(msg)
 
     # in- and out-of-distribution sets
-    sets: dict[str, list[Example]] = {
-        "in_distribution": [
-            e for e in task.sample(n_per_set, _rng(seed, "set", "id")) if _fits(e, cfg.vocab, L)
-        ]
-    }
-    ood_hi = 2 * task.max_digits
-    while ood_hi > task.max_digits and not cell_fits(task, ood_hi, ood_hi, L):
-        ood_hi -= 1
-    if ood_hi > task.max_digits:
-        sets["out_of_distribution"] = task.sample(
-            n_per_set, _rng(seed, "set", "ood"), min_digits=task.max_digits + 1, max_digits=ood_hi
-        )
-        report.settings["ood_digits"] = [task.max_digits + 1, ood_hi]
-    else:
-        report.notes.append(
-            f"no out-of-distribution set: {task.max_digits + 1}-digit operands exceed max_seq_len={L}"
-        )
+    sets = _digit_sets(model, task, report, n_per_set, seed)
 
-    # equal-length operands
-    cap = max(4 * task.max_digits, hi) if max_length is None else max_length
-    length_hi = 0
-    while length_hi < cap and cell_fits(task, length_hi + 1, length_hi + 1, L):
-        length_hi += 1
-    lengths = list(range(1, length_hi + 1))
+    # equal-length operands, 1..length_hi
+    lengths = _equal_lengths(task, max_length, hi, L)
+    length_hi = len(lengths)
 
     # edge cases
     edge_lengths = [
@@ -479,43 +244,13 @@ def _evaluate_digits(
     bar = _Progress(progress, total)
     try:
         # 1. grid
-        em: dict[tuple[int, int], float] = {}
-        loss: dict[tuple[int, int], float] = {}
-        cell_ex: dict[tuple[int, int], list[Example]] = {}
-        cell_verdicts: dict[tuple[int, int], list[bool]] = {}
-        for i, j in fitting:
-            bar.section(f"grid {i}x{j}")
-            ex = cell_examples(task, i, j, n_per_cell, seed)
-            s = score_examples(model, ex, n_loops=eval_loops)
-            em[(i, j)], loss[(i, j)] = s.exact_match, s.loss
-            cell_ex[(i, j)], cell_verdicts[(i, j)] = ex, s.per_example_correct
-            bar.step()
-        in_dist = [em[c] for c in fitting if max(c) <= task.max_digits]
-        ood = [em[c] for c in fitting if max(c) > task.max_digits]
-        report.grid = {
-            "digits_a": digits,
-            "digits_b": digits,
-            "exact_match": [[em.get((i, j)) for j in digits] for i in digits],
-            "loss": [[loss.get((i, j)) for j in digits] for i in digits],
-            "skipped_cells": skipped_cells,
-            "trained_digits": [task.min_digits, task.max_digits],
-            "n_per_cell": n_per_cell,
-            "n_loops": eval_loops,
-            "in_distribution_exact_match": _mean(in_dist),
-            "out_of_distribution_exact_match": _mean(ood),
-        }
+        report.grid, em, cell_ex, cell_verdicts = _grid_section(
+            model, task, digits, fitting, skipped_cells, n_per_cell, seed, eval_loops, bar
+        )
 
-        # greedy re-check, round robin over cells (first problem of every cell, then the
-        # second, ...), with up to half the budget spent on teacher-forced-correct problems
-        # so both verdicts are tested when the model gets any right
+        # greedy re-check of a round-robin pick of grid problems
         bar.section("generate agreement")
-        order = [(cell_ex[c][k], cell_verdicts[c][k]) for k in range(n_per_cell) for c in fitting]
-        right = [p for p in order if p[1]][: AGREEMENT_PROBLEMS // 2]
-        wrong = [p for p in order if not p[1]][: AGREEMENT_PROBLEMS - len(right)]
-        picked = right + wrong
-        picked += [p for p in order if p[1]][
-            len(right) : len(right) + AGREEMENT_PROBLEMS - len(picked)
-        ]
+        picked = _pick_from_cells(cell_ex, cell_verdicts, fitting, n_per_cell)
         report.agreement = _agreement(
             model, task, [p[0] for p in picked], [p[1] for p in picked], eval_loops
         )
@@ -528,29 +263,9 @@ def _evaluate_digits(
         report.perplexity = _perplexity_section(sets, scored, eval_loops)
 
         # 3. lengths
-        len_em, len_loss = [], []
-        for n in lengths:
-            bar.section(f"length {n}")
-            s = score_examples(
-                model,
-                task.sample_cell(n_per_cell, _rng(seed, "length", n), n, n),
-                n_loops=eval_loops,
-            )
-            len_em.append(s.exact_match)
-            len_loss.append(s.loss)
-            bar.step()
-        by_max = sorted({max(c) for c in fitting})
-        report.lengths = {
-            "lengths": lengths,
-            "exact_match": len_em,
-            "loss": len_loss,
-            "n_per_length": n_per_cell,
-            "trained_max": task.max_digits,
-            "from_grid": {
-                "max_operand_digits": by_max,
-                "exact_match": [_mean([em[c] for c in fitting if max(c) == m]) for m in by_max],
-            },
-        }
+        report.lengths = _lengths_section(
+            model, task, lengths, fitting, em, n_per_cell, seed, eval_loops, bar
+        )
 
         # 4. edge cases
         bar.section("edge cases")
@@ -577,216 +292,3 @@ def _evaluate_digits(
             report.skipped["carry"] = f"carry cascades are defined for addition, not {task.name}"
     finally:
         bar.close()
-
-
-def _carry_section(model, task, id_set, n, seed, eval_loops, bar, max_seq_len) -> dict[str, Any]:
-    natural = {b: 0 for b in CASCADE_BUCKETS}
-    for e in id_set:
-        natural[cascade_bucket(longest_cascade(*e.operands))] += 1
-    out = []
-    for bucket in CASCADE_BUCKETS:
-        bar.section(f"carry {bucket}")
-        rng = _rng(seed, "carry", bucket)
-        min_len = 5 if bucket == "5+" else int(bucket)
-        lo_digits = max(task.min_digits, min_len, 1)
-        row: dict[str, Any] = {
-            "bucket": bucket,
-            "natural_fraction": natural[bucket] / max(len(id_set), 1),
-        }
-        if lo_digits > task.max_digits:
-            row.update(
-                n=0,
-                exact_match=None,
-                loss=None,
-                reason=f"needs operands of >= {lo_digits} digits; the task trains up to {task.max_digits}",
-            )
-        else:
-            examples = []
-            for _ in range(n):
-                d = rng.randint(lo_digits, task.max_digits)
-                length = min_len if bucket != "5+" else rng.randint(5, d)
-                examples.append(task.make(*sample_with_cascade(length, d, rng)))
-            examples = [e for e in examples if _fits(e, task.vocab, max_seq_len)]
-            if examples:
-                s = score_examples(model, examples, n_loops=eval_loops)
-                row.update(n=len(examples), exact_match=s.exact_match, loss=s.loss)
-            else:
-                row.update(
-                    n=0,
-                    exact_match=None,
-                    loss=None,
-                    reason=f"problems exceed max_seq_len={max_seq_len}",
-                )
-        out.append(row)
-        bar.step()
-    return {"buckets": out, "n_per_bucket": n, "n_loops": eval_loops}
-
-
-def _evaluate_modular(model, task, report, loops, eval_loops, progress):
-    sets = {"train": task.full_split("train"), "test": task.full_split("test")}
-    if not sets["test"]:
-        del sets["test"]
-        report.notes.append("the test split is empty (train_fraction=1)")
-    bar = _Progress(progress, len(sets) * len(set(loops) | {eval_loops}) + 1)
-    try:
-        scored = _scored_sets(model, sets, loops, eval_loops, bar)
-        report.splits = {
-            name: _summary(scored[(name, eval_loops)], len(ex)) for name, ex in sets.items()
-        }
-        report.loops = _loops_section(sets, scored, loops, model.cfg.n_loops)
-        report.perplexity = _perplexity_section(sets, scored, eval_loops)
-        bar.section("generate agreement")
-        name = "test" if "test" in sets else "train"
-        ex = sets[name][:AGREEMENT_PROBLEMS]
-        verdicts = scored[(name, eval_loops)].per_example_correct[:AGREEMENT_PROBLEMS]
-        report.agreement = _agreement(model, task, ex, verdicts, eval_loops)
-        report.generate_agreement = report.agreement["agreement"]
-        bar.step()
-    finally:
-        bar.close()
-    reason = f"{task.name} has single-token residues, not digit-count operands"
-    for section in DIGIT_SECTIONS:
-        report.skipped[section] = reason
-
-
-def _evaluate_generic(model, task, report, loops, eval_loops, n_per_set, seed, progress):
-    examples = [
-        e
-        for e in task.sample(n_per_set, _rng(seed, "set", "id"))
-        if _fits(e, task.vocab, model.cfg.max_seq_len)
-    ]
-    if not examples:
-        raise ValueError(
-            f"no {task.name} problem fits the model's max_seq_len={model.cfg.max_seq_len}; "
-            "evaluate the model on the task configuration it was trained with"
-        )
-    sets = {"in_distribution": examples}
-    bar = _Progress(progress, len(set(loops) | {eval_loops}) + 1)
-    try:
-        scored = _scored_sets(model, sets, loops, eval_loops, bar)
-        report.loops = _loops_section(sets, scored, loops, model.cfg.n_loops)
-        report.perplexity = _perplexity_section(sets, scored, eval_loops)
-        ex = examples[:AGREEMENT_PROBLEMS]
-        report.agreement = _agreement(
-            model,
-            task,
-            ex,
-            scored[("in_distribution", eval_loops)].per_example_correct[:AGREEMENT_PROBLEMS],
-            eval_loops,
-        )
-        report.generate_agreement = report.agreement["agreement"]
-        bar.step()
-    finally:
-        bar.close()
-    reason = f"{task.name} is not a two-operand digit task (addition, multiplication)"
-    for section in DIGIT_SECTIONS:
-        report.skipped[section] = reason
-
-
-# --------------------------------------------------------------------------- text
-
-
-def _pct(x: float | None, width: int = 5) -> str:
-    return "-".rjust(width) if x is None else f"{100 * x:.0f}".rjust(width)
-
-
-def format_report(report: EvalReport) -> str:
-    """A plain-text summary of every section for a terminal (exact match in percent)."""
-    t = report.task
-    lines = [
-        f"task {t['name']} ({', '.join(f'{k}={v}' for k, v in t.items() if k != 'name')}); "
-        f"model: {report.model['n_layers']} layer(s) x {report.model['n_loops']} loops, "
-        f"d_model={report.model['d_model']}, {report.model['positional']} positions"
-        + (f"; checkpoint {report.model['checkpoint']}" if report.model.get("checkpoint") else ""),
-        f"seed {report.settings['seed']}, evaluated at {report.settings['n_loops']} loops",
-    ]
-    g = report.grid
-    if g is not None:
-        lo, hi = g["trained_digits"]
-        lines += [
-            "",
-            f"Exact match (%) by digits of a (rows) x digits of b (columns), {g['n_per_cell']} per cell; "
-            f"* = trained region ({lo}..{hi} digits), - = does not fit",
-        ]
-        w = 5
-        lines.append("a\\b".rjust(4) + "".join(str(j).rjust(w) for j in g["digits_b"]))
-        for i, row in zip(g["digits_a"], g["exact_match"], strict=True):
-            cells = []
-            for j, v in zip(g["digits_b"], row, strict=True):
-                mark = "*" if lo <= i <= hi and lo <= j <= hi else " "
-                cells.append(_pct(v, w - 1) + mark)
-            lines.append(str(i).rjust(4) + "".join(cells))
-        lines.append(
-            f"  in-distribution mean {_pct(g['in_distribution_exact_match'], 0)}%, "
-            f"out-of-distribution mean {_pct(g['out_of_distribution_exact_match'], 0)}%"
-        )
-    if report.generate_agreement is not None:
-        a = report.agreement
-        lines.append(
-            f"  greedy decoding agrees with teacher-forced scoring on {a['n']} problems: "
-            f"{100 * report.generate_agreement:.0f}%"
-        )
-    if report.splits:
-        lines += ["", "Splits:"]
-        for name, s in report.splits.items():
-            lines.append(
-                f"  {name:<6} exact match {_pct(s['exact_match'], 0)}%  loss {s['loss']:.4g}  (n={s['n']})"
-            )
-    lp = report.loops
-    if lp is not None:
-        lines += ["", f"Exact match (%) vs loops (trained: {lp['trained_loops']})"]
-        names = list(lp["sets"])
-        lines.append("   R " + "".join(n[:20].rjust(22) for n in names))
-        for k, r in enumerate(lp["loops"]):
-            lines.append(
-                f"{r:4d} "
-                + "".join((_pct(lp["sets"][n]["exact_match"][k], 0) + "%").rjust(22) for n in names)
-            )
-    ln = report.lengths
-    if ln is not None:
-        lines += [
-            "",
-            f"Exact match (%) by operand length, equal lengths (trained up to {ln['trained_max']})",
-        ]
-        lines.append("  len " + " ".join(str(n).rjust(4) for n in ln["lengths"]))
-        lines.append("  EM  " + " ".join(_pct(v, 4) for v in ln["exact_match"]))
-    ec = report.edge_cases
-    if ec is not None:
-        lines += [
-            "",
-            f"Edge cases: {sum(g['passed'] for g in ec['by_group'].values())}/"
-            f"{sum(g['total'] for g in ec['by_group'].values())} passed",
-        ]
-        for c in ec["cases"]:
-            verdict = "PASS" if c["passed"] else "FAIL"
-            tag = "" if c["in_distribution"] else " (OOD)"
-            got = " / ".join(c["answers"])
-            exp = " / ".join(c["expected"])
-            lines.append(
-                f"  {verdict} {c['group']:<16} {c['name']}{tag}: model {got}, expected {exp}"
-            )
-    cr = report.carry
-    if cr is not None:
-        lines += [
-            "",
-            "Exact match (%) by longest carry cascade (balanced, in-distribution lengths)",
-        ]
-        for b in cr["buckets"]:
-            extra = f"  ({b['reason']})" if b.get("reason") else ""
-            lines.append(
-                f"  {b['bucket']:>3}: {_pct(b['exact_match'], 4)}%  n={b['n']:<5} "
-                f"natural frequency {100 * b['natural_fraction']:.1f}%{extra}"
-            )
-    pp = report.perplexity
-    if pp:
-        lines += ["", "Perplexity of the correct answer (per token)"]
-        for name, s in pp.items():
-            lines.append(
-                f"  {name:<20} {s['perplexity']:.4g}  (loss {s['loss']:.4g}, exact match "
-                f"{_pct(s['exact_match'], 0)}%, n={s['n']})"
-            )
-    if report.skipped:
-        lines += ["", "Skipped:"] + [f"  {k}: {v}" for k, v in report.skipped.items()]
-    if report.notes:
-        lines += ["", "Notes:"] + [f"  {n}" for n in report.notes]
-    return "\n".join(lines)

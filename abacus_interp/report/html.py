@@ -42,7 +42,7 @@ th, td { border: 1px solid var(--line); padding: 3px 9px; text-align: left; vert
 th { background: #f0f2f6; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .tables { display: flex; flex-wrap: wrap; gap: 10px 28px; }
-.figure { margin: 10px 0; }
+.figure { margin: 10px 0; overflow-x: auto; overflow-y: hidden; }
 .note { color: var(--muted); font-size: 13px; }
 footer { color: var(--muted); font-size: 13px; padding-bottom: 40px; }
 code { font-size: 13px; background: #f0f2f6; padding: 0 3px; border-radius: 3px; }

@@ -331,10 +331,22 @@ def build_carry_attention(ctx: Context) -> Built:
 def build_checkpoint_compare(ctx: Context) -> Built:
     if n_checkpoints(ctx) < 2 and ctx.compare_dir is None:
         raise Omitted("the run has a single checkpoint; comparison needs at least two")
-    result = _run_analysis(ctx, "checkpoint_compare", ctx.run_dir,
-                           run_b=str(ctx.compare_dir) if ctx.compare_dir is not None else None)
+    run_b, skipped = ctx.compare_dir, None
+    if run_b is not None:
+        from abacus_interp.checkpoints import read_run_config
+
+        other = read_run_config(run_b)
+        if (other.get("model") or {}).get("vocab") != (ctx.config.get("model") or {}).get("vocab"):
+            skipped = (f"{run_b} uses a different vocabulary (task {(other.get('task') or {}).get('name')}), so its "
+                       "states cannot be compared on the same inputs; only this run's checkpoints are compared")
+            run_b = None
+    result = _run_analysis(ctx, "checkpoint_compare", ctx.run_dir, run_b=str(run_b) if run_b is not None else None)
     ctx.shared["change_steps"] = list(getattr(result, "change_steps", []) or [])
-    return _built(result)
+    built = _built(result)
+    if skipped:
+        built.data["compare_skipped"] = skipped
+        built.tables = f'<p class="note">{H.esc(skipped)}</p>'
+    return built
 
 
 def build_embedding_evolution(ctx: Context) -> Built:

@@ -1,0 +1,60 @@
+"""Exact match by carry complexity (addition only): the `carry` section of the report.
+
+This module owns the carry-cascade buckets' evaluation: for each bucket of longest carry
+cascade (0..4, 5+; see `cascades.py`) it plants that many problems with
+`sample_with_cascade` at in-distribution lengths, scores them teacher-forced, and records
+how often the bucket occurs naturally in the in-distribution set, or why a bucket is empty
+(operands too short for the cascade, or problems that exceed max_seq_len).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from abacus_interp.evaluation.cascades import CASCADE_BUCKETS, cascade_bucket, sample_with_cascade
+from abacus_interp.evaluation.common import _fits, _rng
+from abacus_interp.scoring import score_examples
+from abacus_interp.tasks.carries import longest_cascade
+
+
+def _carry_section(model, task, id_set, n, seed, eval_loops, bar, max_seq_len) -> dict[str, Any]:
+    natural = {b: 0 for b in CASCADE_BUCKETS}
+    for e in id_set:
+        natural[cascade_bucket(longest_cascade(*e.operands))] += 1
+    out = []
+    for bucket in CASCADE_BUCKETS:
+        bar.section(f"carry {bucket}")
+        rng = _rng(seed, "carry", bucket)
+        min_len = 5 if bucket == "5+" else int(bucket)
+        lo_digits = max(task.min_digits, min_len, 1)
+        row: dict[str, Any] = {
+            "bucket": bucket,
+            "natural_fraction": natural[bucket] / max(len(id_set), 1),
+        }
+        if lo_digits > task.max_digits:
+            row.update(
+                n=0,
+                exact_match=None,
+                loss=None,
+                reason=f"needs operands of >= {lo_digits} digits; the task trains up to {task.max_digits}",
+            )
+        else:
+            examples = []
+            for _ in range(n):
+                d = rng.randint(lo_digits, task.max_digits)
+                length = min_len if bucket != "5+" else rng.randint(5, d)
+                examples.append(task.make(*sample_with_cascade(length, d, rng)))
+            examples = [e for e in examples if _fits(e, task.vocab, max_seq_len)]
+            if examples:
+                s = score_examples(model, examples, n_loops=eval_loops)
+                row.update(n=len(examples), exact_match=s.exact_match, loss=s.loss)
+            else:
+                row.update(
+                    n=0,
+                    exact_match=None,
+                    loss=None,
+                    reason=f"problems exceed max_seq_len={max_seq_len}",
+                )
+        out.append(row)
+        bar.step()
+    return {"buckets": out, "n_per_bucket": n, "n_loops": eval_loops}

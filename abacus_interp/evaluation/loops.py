@@ -1,0 +1,139 @@
+"""Accuracy vs loops and vs operand length: the sections that sweep one variable.
+
+This module owns the evaluation sets these sweeps run on and their report sections: the
+default loop counts (`default_loops`), the in- and out-of-distribution sets of a digit task
+(`_digit_sets`, the latter with operands longer than trained, up to 2x), scoring every set
+at every loop count (`_scored_sets`) into `EvalReport.loops` and `EvalReport.perplexity`,
+and exact match by equal operand length (`_equal_lengths`, `_lengths_section`) into
+`EvalReport.lengths`, with the grid's exact match by longer operand alongside.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from abacus_interp.evaluation.common import _fits, _mean, _Progress, _rng, _summary
+from abacus_interp.evaluation.grid import Cell, cell_fits
+from abacus_interp.scoring import Scores, score_examples
+from abacus_interp.tasks.base import Example
+from abacus_interp.tasks.binary_op import BinaryOpTask
+
+
+def default_loops(cfg) -> list[int]:
+    """1..max_loops when that is at most 16 values, else powers of two, the trained depth
+    and max_loops."""
+    if cfg.max_loops <= 16:
+        return list(range(1, cfg.max_loops + 1))
+    loops = {1, cfg.n_loops, cfg.max_loops}
+    p = 2
+    while p <= cfg.max_loops:
+        loops.add(p)
+        p *= 2
+    return sorted(loops)
+
+
+def _digit_sets(model, task: BinaryOpTask, report, n_per_set: int, seed: int):
+    """The in-distribution set (problems that fit) and, when longer operands fit, the
+    out-of-distribution set; records `ood_digits` in report.settings or a note why not."""
+    cfg = model.cfg
+    L = cfg.max_seq_len
+    sets: dict[str, list[Example]] = {
+        "in_distribution": [
+            e for e in task.sample(n_per_set, _rng(seed, "set", "id")) if _fits(e, cfg.vocab, L)
+        ]
+    }
+    ood_hi = 2 * task.max_digits
+    while ood_hi > task.max_digits and not cell_fits(task, ood_hi, ood_hi, L):
+        ood_hi -= 1
+    if ood_hi > task.max_digits:
+        sets["out_of_distribution"] = task.sample(
+            n_per_set, _rng(seed, "set", "ood"), min_digits=task.max_digits + 1, max_digits=ood_hi
+        )
+        report.settings["ood_digits"] = [task.max_digits + 1, ood_hi]
+    else:
+        report.notes.append(
+            f"no out-of-distribution set: {task.max_digits + 1}-digit operands exceed max_seq_len={L}"
+        )
+    return sets
+
+
+def _scored_sets(
+    model, sets: dict[str, list[Example]], loops: list[int], eval_loops: int, bar: _Progress
+):
+    """Scores of every set at every R in loops (plus eval_loops): {(name, R): Scores}."""
+    results: dict[tuple[str, int], Scores] = {}
+    for name, examples in sets.items():
+        for r in sorted(set(loops) | {eval_loops}):
+            bar.section(f"loops {name} R={r}")
+            results[(name, r)] = score_examples(model, examples, n_loops=r)
+            bar.step()
+    return results
+
+
+def _loops_section(sets, scored, loops, trained) -> dict[str, Any]:
+    return {
+        "loops": list(loops),
+        "trained_loops": trained,
+        "sets": {
+            name: {
+                "exact_match": [scored[(name, r)].exact_match for r in loops],
+                "loss": [scored[(name, r)].loss for r in loops],
+                "n": len(examples),
+            }
+            for name, examples in sets.items()
+        },
+    }
+
+
+def _perplexity_section(sets, scored, eval_loops) -> dict[str, Any]:
+    return {name: _summary(scored[(name, eval_loops)], len(ex)) for name, ex in sets.items()}
+
+
+def _equal_lengths(
+    task: BinaryOpTask, max_length: int | None, grid_hi: int, max_seq_len: int
+) -> list[int]:
+    """1..the longest equal-length operands that fit, capped at max_length (default
+    max(4 * max_digits, grid_hi))."""
+    cap = max(4 * task.max_digits, grid_hi) if max_length is None else max_length
+    length_hi = 0
+    while length_hi < cap and cell_fits(task, length_hi + 1, length_hi + 1, max_seq_len):
+        length_hi += 1
+    return list(range(1, length_hi + 1))
+
+
+def _lengths_section(
+    model,
+    task: BinaryOpTask,
+    lengths: list[int],
+    fitting: list[Cell],
+    em: dict[Cell, float],
+    n_per_cell: int,
+    seed: int,
+    eval_loops: int,
+    bar: _Progress,
+) -> dict[str, Any]:
+    """Exact match and loss on equal-length operands, plus the grid's exact match by the
+    longer operand (`em` of the fitting cells)."""
+    len_em, len_loss = [], []
+    for n in lengths:
+        bar.section(f"length {n}")
+        s = score_examples(
+            model,
+            task.sample_cell(n_per_cell, _rng(seed, "length", n), n, n),
+            n_loops=eval_loops,
+        )
+        len_em.append(s.exact_match)
+        len_loss.append(s.loss)
+        bar.step()
+    by_max = sorted({max(c) for c in fitting})
+    return {
+        "lengths": lengths,
+        "exact_match": len_em,
+        "loss": len_loss,
+        "n_per_length": n_per_cell,
+        "trained_max": task.max_digits,
+        "from_grid": {
+            "max_operand_digits": by_max,
+            "exact_match": [_mean([em[c] for c in fitting if max(c) == m]) for m in by_max],
+        },
+    }

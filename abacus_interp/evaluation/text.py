@@ -1,0 +1,118 @@
+"""The plain-text rendering of an `EvalReport` for a terminal (`abacus-interp eval`).
+
+This module owns `format_report`: a header with the task, model and settings, then one
+block per section the report has (the exact-match grid with the trained region starred,
+greedy agreement, splits, exact match vs loops, by operand length, edge cases, carry
+buckets, perplexity), then what was skipped and any notes. Exact match is shown in percent
+(`_pct`); it reads only the report's numbers and computes nothing new.
+"""
+
+from __future__ import annotations
+
+from abacus_interp.evaluation.report import EvalReport
+
+
+def _pct(x: float | None, width: int = 5) -> str:
+    return "-".rjust(width) if x is None else f"{100 * x:.0f}".rjust(width)
+
+
+def format_report(report: EvalReport) -> str:
+    """A plain-text summary of every section for a terminal (exact match in percent)."""
+    t = report.task
+    lines = [
+        f"task {t['name']} ({', '.join(f'{k}={v}' for k, v in t.items() if k != 'name')}); "
+        f"model: {report.model['n_layers']} layer(s) x {report.model['n_loops']} loops, "
+        f"d_model={report.model['d_model']}, {report.model['positional']} positions"
+        + (f"; checkpoint {report.model['checkpoint']}" if report.model.get("checkpoint") else ""),
+        f"seed {report.settings['seed']}, evaluated at {report.settings['n_loops']} loops",
+    ]
+    g = report.grid
+    if g is not None:
+        lo, hi = g["trained_digits"]
+        lines += [
+            "",
+            f"Exact match (%) by digits of a (rows) x digits of b (columns), {g['n_per_cell']} per cell; "
+            f"* = trained region ({lo}..{hi} digits), - = does not fit",
+        ]
+        w = 5
+        lines.append("a\\b".rjust(4) + "".join(str(j).rjust(w) for j in g["digits_b"]))
+        for i, row in zip(g["digits_a"], g["exact_match"], strict=True):
+            cells = []
+            for j, v in zip(g["digits_b"], row, strict=True):
+                mark = "*" if lo <= i <= hi and lo <= j <= hi else " "
+                cells.append(_pct(v, w - 1) + mark)
+            lines.append(str(i).rjust(4) + "".join(cells))
+        lines.append(
+            f"  in-distribution mean {_pct(g['in_distribution_exact_match'], 0)}%, "
+            f"out-of-distribution mean {_pct(g['out_of_distribution_exact_match'], 0)}%"
+        )
+    if report.generate_agreement is not None:
+        a = report.agreement
+        lines.append(
+            f"  greedy decoding agrees with teacher-forced scoring on {a['n']} problems: "
+            f"{100 * report.generate_agreement:.0f}%"
+        )
+    if report.splits:
+        lines += ["", "Splits:"]
+        for name, s in report.splits.items():
+            lines.append(
+                f"  {name:<6} exact match {_pct(s['exact_match'], 0)}%  loss {s['loss']:.4g}  (n={s['n']})"
+            )
+    lp = report.loops
+    if lp is not None:
+        lines += ["", f"Exact match (%) vs loops (trained: {lp['trained_loops']})"]
+        names = list(lp["sets"])
+        lines.append("   R " + "".join(n[:20].rjust(22) for n in names))
+        for k, r in enumerate(lp["loops"]):
+            lines.append(
+                f"{r:4d} "
+                + "".join((_pct(lp["sets"][n]["exact_match"][k], 0) + "%").rjust(22) for n in names)
+            )
+    ln = report.lengths
+    if ln is not None:
+        lines += [
+            "",
+            f"Exact match (%) by operand length, equal lengths (trained up to {ln['trained_max']})",
+        ]
+        lines.append("  len " + " ".join(str(n).rjust(4) for n in ln["lengths"]))
+        lines.append("  EM  " + " ".join(_pct(v, 4) for v in ln["exact_match"]))
+    ec = report.edge_cases
+    if ec is not None:
+        lines += [
+            "",
+            f"Edge cases: {sum(g['passed'] for g in ec['by_group'].values())}/"
+            f"{sum(g['total'] for g in ec['by_group'].values())} passed",
+        ]
+        for c in ec["cases"]:
+            verdict = "PASS" if c["passed"] else "FAIL"
+            tag = "" if c["in_distribution"] else " (OOD)"
+            got = " / ".join(c["answers"])
+            exp = " / ".join(c["expected"])
+            lines.append(
+                f"  {verdict} {c['group']:<16} {c['name']}{tag}: model {got}, expected {exp}"
+            )
+    cr = report.carry
+    if cr is not None:
+        lines += [
+            "",
+            "Exact match (%) by longest carry cascade (balanced, in-distribution lengths)",
+        ]
+        for b in cr["buckets"]:
+            extra = f"  ({b['reason']})" if b.get("reason") else ""
+            lines.append(
+                f"  {b['bucket']:>3}: {_pct(b['exact_match'], 4)}%  n={b['n']:<5} "
+                f"natural frequency {100 * b['natural_fraction']:.1f}%{extra}"
+            )
+    pp = report.perplexity
+    if pp:
+        lines += ["", "Perplexity of the correct answer (per token)"]
+        for name, s in pp.items():
+            lines.append(
+                f"  {name:<20} {s['perplexity']:.4g}  (loss {s['loss']:.4g}, exact match "
+                f"{_pct(s['exact_match'], 0)}%, n={s['n']})"
+            )
+    if report.skipped:
+        lines += ["", "Skipped:"] + [f"  {k}: {v}" for k, v in report.skipped.items()]
+    if report.notes:
+        lines += ["", "Notes:"] + [f"  {n}" for n in report.notes]
+    return "\n".join(lines)
