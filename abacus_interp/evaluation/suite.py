@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import logging
 
-from abacus_interp.evaluation.agreement import _agreement, _pick_from_cells
+from abacus_interp.evaluation.agreement import AGREEMENT_PROBLEMS, _agreement, _pick_from_cells
 from abacus_interp.evaluation.carry import _carry_section
 from abacus_interp.evaluation.cascades import CASCADE_BUCKETS
 from abacus_interp.evaluation.common import _mean, _Progress, _rng
@@ -62,7 +62,11 @@ from abacus_interp.evaluation.loops import (
     _scored_sets,
     default_loops,
 )
-from abacus_interp.evaluation.other_tasks import _evaluate_generic, _evaluate_modular
+from abacus_interp.evaluation.other_tasks import (
+    DIGIT_SECTIONS,
+    _evaluate_generic,
+    _evaluate_modular,
+)
 from abacus_interp.evaluation.report import EvalReport, _json_safe
 from abacus_interp.evaluation.text import format_report
 from abacus_interp.tasks.binary_op import BinaryOpTask
@@ -72,6 +76,8 @@ __all__ = [
     "evaluate",
     "format_report",
     # re-exported from their modules for existing importers
+    "AGREEMENT_PROBLEMS",
+    "DIGIT_SECTIONS",
     "_json_safe",
     "cell_examples",
     "cell_fits",
