@@ -7,6 +7,10 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test test-fast env clean-env
 
+# Idle OpenMP threads sleep instead of spinning: on a busy 2-core machine spinning threads
+# of two torch processes slow each other down by 10x or more.
+export OMP_WAIT_POLICY := PASSIVE
+
 $(STAMP): pyproject.toml constraints-cpu.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip

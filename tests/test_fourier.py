@@ -35,7 +35,7 @@ def planted_logits(p, freqs, alphas, offset=None):
     b = torch.arange(p).repeat(p).double()[:, None]
     c = torch.arange(p).double()[None, :]
     out = torch.zeros(p * p, p, dtype=torch.float64)
-    for k, alpha in zip(freqs, alphas):
+    for k, alpha in zip(freqs, alphas, strict=True):
         out += alpha * torch.cos(2 * math.pi * k / p * (a + b - c))
     return out + (0 if offset is None else offset[None, :])
 
@@ -133,6 +133,10 @@ def test_diagnose_names_the_differences(tmp_path):
     text = " ".join(diag.sentences)
     assert "weight_decay" in text and "train.batch_size=null" in text and "memorised" in text
     assert diag.grokked is False
+    # Nanda's exact recipe (lr 1e-3) stopped at 2,000 steps: too short for its lr * weight decay
+    nanda = apply_overrides(grok_mod113(), ["train.lr=1e-3", "task.train_fraction=0.3"]).to_dict()
+    short = fourier.diagnose(config=nanda, metrics=metrics)
+    assert short.differences == [] and any("raise train.steps" in s for s in short.sentences)
     # the known-good recipe itself has no differences
     assert fourier.diagnose(config=grok_mod113().to_dict(), metrics=[]).differences == []
     # and it reads a run directory

@@ -152,6 +152,7 @@ def test_report_of_a_tiny_modular_run(mod_report):
     sections = report["sections"]
     assert sections["carry_attention"]["status"] == "omitted"
     assert "addition" in sections["carry_attention"]["reason"]
+    assert sections["fixed_point"]["status"] == "omitted" and "not looped" in sections["fixed_point"]["reason"]
     assert sections["fourier"]["status"] == "ok"
     assert sections["evaluation"]["data"]["splits"]
 
@@ -378,6 +379,7 @@ def test_report_of_shipped_run(name, tmp_path):
     modular = name.startswith("grok")
     assert status["fourier"] == ("ok" if modular else "omitted")
     assert status["carry_attention"] == ("omitted" if modular else "ok")
+    assert status["fixed_point"] == ("omitted" if modular else "ok")
     for key, sec in report["sections"].items():
         if sec["status"] == "ok":
             assert 2 <= len(sec["findings"]) <= 4, (key, sec["findings"])

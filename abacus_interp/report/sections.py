@@ -192,13 +192,13 @@ def build_model_card(ctx: Context) -> Built:
     }
     # grokking: memorisation (train) vs generalisation (held-out) times
     acc_keys = [k for k in eval_curves if not k.endswith("_loss")]
-    train_key = next((k for k in acc_keys if k.startswith("train")), None)
     test_key = next((k for k in acc_keys if k.startswith("test") or "val" in k), None)
-    if ctx.is_modular and train_key and test_key:
+    if ctx.is_modular and test_key and "train_exact_match" in curves:
+        # full batch: train_exact_match of every step is the accuracy on the whole training split
         thr = 0.99
         data["grokking"] = {
-            "threshold": thr, "train_metric": train_key, "test_metric": test_key,
-            "train_step": first_step_at(eval_curves[train_key]["step"], eval_curves[train_key]["value"], thr),
+            "threshold": thr, "train_metric": "train_exact_match", "test_metric": test_key,
+            "train_step": first_step_at(curves["step"], curves["train_exact_match"], thr),
             "test_step": first_step_at(eval_curves[test_key]["step"], eval_curves[test_key]["value"], thr),
         }
     if ctx.compare_dir is not None:
@@ -315,6 +315,10 @@ def build_evaluation(ctx: Context) -> Built:
 
 
 def build_fixed_point(ctx: Context) -> Built:
+    cfg = ctx.model.cfg
+    if cfg.n_loops == 1 and cfg.input_injection == "none":
+        raise Omitted("the model is not looped (n_loops=1, no input injection): there is no loop whose state "
+                      "could converge to a fixed point")
     result = _run_analysis(ctx, "fixed_point", ctx.model, task=ctx.task)
     data = result.to_dict(per_example=False) if "per_example" in inspect.signature(result.to_dict).parameters \
         else result.to_dict()

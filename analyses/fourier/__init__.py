@@ -11,15 +11,23 @@ On an addition (digit) model, `run` gives the base-10 Fourier view of the digit 
 """
 
 from .analysis import FourierResult, run
-from .basis import KEY_THRESHOLD, base10_power, fourier_basis, frequency_norms, frequency_shares, gini, key_frequencies
+from .basis import (
+    KEY_THRESHOLD,
+    base10_power,
+    fourier_basis,
+    frequency_norms,
+    frequency_shares,
+    gini,
+    key_frequencies,
+)
 from .circuit import (
     SINGLE_FREQ_THRESHOLD,
     distance_irrelevance,
     gradient_symmetricity,
     key_components,
     logit_fit,
-    neuron_frequency_fractions,
     neuron_fourier,
+    neuron_frequency_fractions,
     neuron_summary,
     restricted_and_excluded,
 )

@@ -12,7 +12,14 @@ from abacus_interp.checkpoints import list_checkpoints, load_tensors
 
 from ..common import jsonable, resolve
 from . import figures as _figures
-from .basis import KEY_THRESHOLD, base10_power, component_norms, frequency_norms, frequency_shares, key_frequencies
+from .basis import (
+    KEY_THRESHOLD,
+    base10_power,
+    component_norms,
+    frequency_norms,
+    frequency_shares,
+    key_frequencies,
+)
 from .circuit import (
     SINGLE_FREQ_THRESHOLD,
     distance_irrelevance,
@@ -24,7 +31,14 @@ from .circuit import (
     restricted_and_excluded,
 )
 from .diagnose import diagnose
-from .progress import curves_for_phases, embed_residues, half_fall_step, neuron_logit_map, phases_from, progress_measures
+from .progress import (
+    curves_for_phases,
+    embed_residues,
+    half_fall_step,
+    neuron_logit_map,
+    phases_from,
+    progress_measures,
+)
 from .summary import findings
 
 ZHONG_SYMMETRICITY, ZHONG_IRRELEVANCE = 0.98, 0.6  # the dividing lines of Zhong et al.'s Fig. 6
@@ -60,45 +74,76 @@ class FourierResult:
 
 def _hook_names(model) -> list[tuple[int, int, str]]:
     cfg = model.cfg
-    return [(t, l, f"loops.{t}.blocks.{l}.mlp.hook_post") for t in range(cfg.n_loops) for l in range(cfg.n_layers)]
+    return [(t, layer, f"loops.{t}.blocks.{layer}.mlp.hook_post") for t in range(cfg.n_loops)
+            for layer in range(cfg.n_layers)]
 
 
-def _embedding_section(model, task, threshold: float) -> dict:
+KEY_SOURCES = ("both", "embed", "neuron_logit")
+
+
+def _embedding_section(model, task, threshold: float, key_source: str) -> dict:
+    if key_source not in KEY_SOURCES:
+        raise ValueError(f"key_source must be one of {KEY_SOURCES}, got {key_source!r}")
     p = task.p
     w_e = embed_residues(model, task.vocab, p)
     norms, const = frequency_norms(w_e)
     w_l = neuron_logit_map(model, task.vocab, p)
     l_norms, _ = frequency_norms(w_l)
+    from_embed = key_frequencies(norms, threshold, is_norms=True)
+    from_logit = key_frequencies(l_norms, threshold, is_norms=True)
+    if key_source == "embed":
+        key = from_embed
+    elif key_source == "neuron_logit":
+        key = from_logit
+    else:  # sparse in both W_E and W_out W_U (Nanda et al.); W_E alone if they share none
+        key = [k for k in from_embed if k in from_logit] or from_embed
     return {
         "p": p,
         "key_threshold": threshold,
-        "key_frequencies": key_frequencies(norms, threshold, is_norms=True),
+        "key_source": key_source,
+        "key_frequencies": key,
+        "embed_key_frequencies": from_embed,
         "embed_component_norms": component_norms(w_e).tolist(),
         "embed_frequency_norms": norms.tolist(),
         "embed_frequency_shares": frequency_shares(norms).tolist(),
         "embed_constant_norm": const,
         "neuron_logit_frequency_norms": l_norms.tolist(),
         "neuron_logit_frequency_shares": frequency_shares(l_norms).tolist(),
-        "neuron_logit_key_frequencies": key_frequencies(l_norms, threshold, is_norms=True),
+        "neuron_logit_key_frequencies": from_logit,
     }
 
 
-def _modular(subject, *, max_checkpoints, key_threshold, neuron_threshold, n_symmetricity, seed, progress,
-             with_progress) -> FourierResult:
+def _fall_by(series: dict, start: int | None, end: int | None) -> dict:
+    """How far restricted and test loss fell over circuit formation (checkpoints nearest the
+    phase boundaries): the restricted loss should fall while the test loss stays high."""
+    if start is None or end is None:
+        return {}
+    steps = series["step"]
+    i0 = min(range(len(steps)), key=lambda i: abs(steps[i] - start))
+    i1 = min(range(len(steps)), key=lambda i: abs(steps[i] - end))
+    if i1 <= i0:
+        return {}
+    ratio = {k: series[k][i0] / max(series[k][i1], 1e-300) for k in ("restricted_loss", "test_loss")}
+    return {"circuit_formation_steps": [steps[i0], steps[i1]], "restricted_fall_factor": ratio["restricted_loss"],
+            "test_fall_factor": ratio["test_loss"]}
+
+
+def _modular(subject, *, max_checkpoints, key_threshold, key_source, neuron_threshold, n_symmetricity, seed,
+             progress, with_progress) -> FourierResult:
     model, task, run_dir = subject.model, subject.task, subject.run_dir
     p = task.p
     data: dict[str, Any] = {"kind": "modular", "task": {"name": task.name, "p": p,
                                                          "train_fraction": getattr(task, "train_fraction", None)}}
-    data.update(_embedding_section(model, task, key_threshold))
+    data.update(_embedding_section(model, task, key_threshold, key_source))
     key = data["key_frequencies"]
     hooks = _hook_names(model)
     logits, acts = grid_forward(model, task.vocab, p, [name for *_, name in hooks])
     arrays: dict[str, Any] = {}
     per_loop = []
-    for t, l, name in hooks:
+    for t, layer, name in hooks:
         summary = neuron_summary(acts[name], p, neuron_threshold)
-        arrays[f"neuron_coefficients/{t}/{l}"] = summary.pop("mean_abs_coefficients")
-        per_loop.append({"loop": t, "layer": l, "hook": name, **summary})
+        arrays[f"neuron_coefficients/{t}/{layer}"] = summary.pop("mean_abs_coefficients")
+        per_loop.append({"loop": t, "layer": layer, "hook": name, **summary})
     data["neurons"] = per_loop[-1]
     data["neurons_per_loop"] = [
         {k: v for k, v in s.items() if k in ("loop", "layer", "hook", "n_single_frequency", "share_single_frequency",
@@ -130,6 +175,7 @@ def _modular(subject, *, max_checkpoints, key_threshold, neuron_threshold, n_sym
             data["restricted_vs_test"] = {
                 "restricted_half_fall_step": r_half, "test_half_fall_step": t_half,
                 "restricted_falls_first": None if r_half is None or t_half is None else r_half < t_half,
+                **_fall_by(series, start, data["phases"].get("circuit_formation_end")),
             }
         data["diagnosis"] = diagnose(run_dir).to_dict()
     data["findings"] = findings(data)
@@ -166,6 +212,7 @@ def run(
     *,
     max_checkpoints: int | None = None,
     key_threshold: float = KEY_THRESHOLD,
+    key_source: str = "both",
     neuron_threshold: float = SINGLE_FREQ_THRESHOLD,
     n_symmetricity: int = 100,
     seed: int = 0,
@@ -175,14 +222,15 @@ def run(
     """Fourier analysis of a model or run directory (its latest checkpoint, plus the progress
     measures over all checkpoints, or `max_checkpoints` evenly spaced ones).
 
-    Modular addition: W_E Fourier norms and key frequencies (share of non-constant squared
-    norm >= `key_threshold`), neurons at '=' in the 2D Fourier basis (per loop), the logit fit
+    Modular addition: W_E Fourier norms and key frequencies: a frequency is key when it holds
+    >= `key_threshold` (5%) of the non-constant squared Fourier norm of W_E and of the
+    neuron-logit map W_out W_U (`key_source="both"`; or "embed" / "neuron_logit" alone), neurons at '=' in the 2D Fourier basis (per loop), the logit fit
     to cos(w_k(a+b-c)), restricted / excluded loss, Gini coefficients, weight norm, phases,
     clock-vs-pizza metrics and a grokking diagnosis. Digit tasks (addition): the base-10
     Fourier view (periods 10, 5, 2) of the digit embeddings, over the checkpoints too."""
     subject = resolve(model_or_run, task)
     if hasattr(subject.task, "full_split") and hasattr(subject.task, "p"):
         return _modular(subject, max_checkpoints=max_checkpoints, key_threshold=key_threshold,
-                        neuron_threshold=neuron_threshold, n_symmetricity=n_symmetricity, seed=seed,
+                        key_source=key_source, neuron_threshold=neuron_threshold, n_symmetricity=n_symmetricity, seed=seed,
                         progress=progress, with_progress=with_progress)
     return _base10(subject, max_checkpoints, progress)

@@ -52,7 +52,7 @@ def frequency_rows(p: int, k: int) -> list[int]:
     return [2 * k - 1] if 2 * k == p else [2 * k - 1, 2 * k]
 
 
-def component_norms(x: Float[Tensor, "p ..."]) -> Float[Tensor, "p"]:
+def component_norms(x: Float[Tensor, "p ..."]) -> Float[Tensor, " p"]:
     """Norm of each basis component of `x` (its first axis is the residue): ||F x|| per row."""
     p = x.shape[0]
     basis, _ = fourier_basis(p)
@@ -60,7 +60,7 @@ def component_norms(x: Float[Tensor, "p ..."]) -> Float[Tensor, "p"]:
     return coef.norm(dim=1)
 
 
-def frequency_norms(x: Float[Tensor, "p ..."]) -> tuple[Float[Tensor, "n_freq"], float]:
+def frequency_norms(x: Float[Tensor, "p ..."]) -> tuple[Float[Tensor, " n_freq"], float]:
     """Per-frequency norm sqrt(||cos_k part||^2 + ||sin_k part||^2), and the constant's norm."""
     comp = component_norms(x)
     p = x.shape[0]
@@ -68,7 +68,7 @@ def frequency_norms(x: Float[Tensor, "p ..."]) -> tuple[Float[Tensor, "n_freq"],
     return norms, float(comp[0])
 
 
-def frequency_shares(norms: Float[Tensor, "n_freq"]) -> Float[Tensor, "n_freq"]:
+def frequency_shares(norms: Float[Tensor, " n_freq"]) -> Float[Tensor, " n_freq"]:
     """Share of the non-constant squared norm held by each frequency (sums to 1)."""
     energy = norms.to(torch.float64).pow(2)
     total = energy.sum()

@@ -24,7 +24,7 @@ SINGLE_FREQ_THRESHOLD = 0.85  # a neuron is "single-frequency" above this fracti
 # --------------------------------------------------------------------------- the grid
 
 
-def residue_ids(vocab, p: int) -> Int[Tensor, "p"]:
+def residue_ids(vocab, p: int) -> Int[Tensor, " p"]:
     """Vocabulary ids of the residue tokens "0".."p-1"."""
     return torch.tensor([vocab.encode(str(r))[0] for r in range(p)], dtype=torch.long)
 
@@ -38,13 +38,13 @@ def grid_tokens(vocab, p: int) -> Int[Tensor, "pairs 3"]:
     return torch.stack([a, b, torch.full_like(a, eq)], dim=1)
 
 
-def grid_labels(p: int) -> Int[Tensor, "pairs"]:
+def grid_labels(p: int) -> Int[Tensor, " pairs"]:
     a = torch.arange(p).repeat_interleave(p)
     b = torch.arange(p).repeat(p)
     return (a + b) % p
 
 
-def pair_index(pairs, p: int) -> Int[Tensor, "n"]:
+def pair_index(pairs, p: int) -> Int[Tensor, " n"]:
     return torch.tensor([a * p + b for a, b in pairs], dtype=torch.long)
 
 
@@ -72,11 +72,11 @@ def grid_forward(model, vocab, p: int, hook_names: list[str] | None = None, batc
     return torch.cat(logits), {n: torch.cat(v) for n, v in acts.items()}
 
 
-def answer_loss(logits: Float[Tensor, "n p"], labels: Int[Tensor, "n"]) -> float:
+def answer_loss(logits: Float[Tensor, "n p"], labels: Int[Tensor, " n"]) -> float:
     return float(F.cross_entropy(logits.double(), labels))
 
 
-def accuracy(logits: Float[Tensor, "n p"], labels: Int[Tensor, "n"]) -> float:
+def accuracy(logits: Float[Tensor, "n p"], labels: Int[Tensor, " n"]) -> float:
     return float((logits.argmax(-1) == labels).double().mean())
 
 
@@ -185,7 +185,7 @@ def key_components(logits: Float[Tensor, "pairs p"], p: int, key: list[int]) -> 
 
 
 def restricted_and_excluded(
-    logits: Float[Tensor, "pairs p"], p: int, key: list[int], train_index: Int[Tensor, "n"]
+    logits: Float[Tensor, "pairs p"], p: int, key: list[int], train_index: Int[Tensor, " n"]
 ) -> dict:
     """Nanda et al.'s measures: restricted loss keeps only the key-frequency components plus
     the mean over pairs (evaluated on all pairs); excluded loss removes the key components

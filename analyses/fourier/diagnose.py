@@ -36,6 +36,23 @@ WHY = {
 }
 
 
+# Steps the known-good recipe needed to reach 100% test accuracy (checkpoints/grok-mod113).
+KNOWN_GOOD_STEPS = 1100
+
+
+def _good_rate() -> float:
+    t = known_good()["train"]
+    return t["lr"] * t["weight_decay"]
+
+
+def expected_steps(config: dict[str, Any]) -> float | None:
+    """Grokking is driven by weight decay, whose per-step shrink factor is lr * weight_decay:
+    scale the known-good recipe's step count by the ratio of rates (a rough guide)."""
+    t = config.get("train", {})
+    rate = (t.get("lr") or 0) * (t.get("weight_decay") or 0)
+    return None if rate <= 0 else KNOWN_GOOD_STEPS * _good_rate() / rate
+
+
 @dataclass
 class Diagnosis:
     differences: list[dict[str, Any]] = field(default_factory=list)
@@ -65,7 +82,7 @@ def compare_config(config: dict[str, Any], good: dict[str, Any] | None = None) -
     good = good or known_good()
     tr, gtr = config.get("train", {}), good["train"]
     task, gtask = config.get("task", {}), good["task"]
-    model, gmodel = config.get("model", {}), good["model"]
+    model = config.get("model", {})
     diffs = []
 
     def add(section, name, value, target, severity):
@@ -149,6 +166,12 @@ def diagnose(run_dir: str | Path | None = None, config: dict[str, Any] | None = 
     for d in sorted(diffs, key=lambda d: rank[d["severity"]]):
         sentences.append(f"{d['key']} is {_fmt(d['value'], d['key'])} where the known-good recipe uses "
                          f"{_fmt(d['known_good'], d['key'])} ({d['severity']}): {d['why']}. Change: --set {d['set']}.")
+    budget = expected_steps(config)
+    ran = max((r["step"] for r in metrics or []), default=0)
+    if grokked is False and budget is not None and ran < budget:
+        sentences.append(f"At lr * weight_decay = {config['train']['lr'] * config['train']['weight_decay']:.2g} "
+                         f"expect grokking after roughly {budget:,.0f} steps (the known-good recipe needs "
+                         f"~{KNOWN_GOOD_STEPS:,} at {_good_rate():.2g}); this run has {ran:,}: raise train.steps.")
     if not diffs and grokked is False:
         sentences.append("The config matches the known-good recipe; train longer (raise train.steps), or try "
                          "another seed, since grokking time varies between seeds.")

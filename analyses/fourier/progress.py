@@ -22,7 +22,15 @@ from abacus_interp.config import ModelConfig
 from abacus_interp.model import LoopedTransformer
 
 from .basis import KEY_THRESHOLD, component_norms, gini, key_frequencies
-from .circuit import accuracy, answer_loss, grid_forward, grid_labels, pair_index, residue_ids, restricted_and_excluded
+from .circuit import (
+    accuracy,
+    answer_loss,
+    grid_forward,
+    grid_labels,
+    pair_index,
+    residue_ids,
+    restricted_and_excluded,
+)
 
 PHASES = ("memorisation", "circuit_formation", "cleanup")
 
@@ -195,7 +203,7 @@ def phase_spans(phases: dict) -> list[tuple[str, int, int]]:
     """(name, start, end) of each detected phase, for shading figures."""
     bounds = [0, phases.get("memorisation_end"), phases.get("circuit_formation_end"), phases.get("cleanup_end")]
     spans = []
-    for name, start, end in zip(PHASES, bounds[:-1], bounds[1:]):
+    for name, start, end in zip(PHASES, bounds[:-1], bounds[1:], strict=True):
         if start is None or end is None:
             break
         spans.append((name, int(start), int(end)))

@@ -41,8 +41,9 @@ def findings(d: dict[str, Any]) -> list[str]:
     key = d.get("key_frequencies") or []
     shares = d.get("embed_frequency_shares") or []
     held = sum(shares[k - 1] for k in key) if shares else 0.0
-    out.append(f"Key frequencies {key} (each >= {d.get('key_threshold', 0):.0%} of W_E's non-constant Fourier "
-               f"energy) hold {held:.0%} of it." if key else
+    out.append(f"Key frequencies {key} (each >= {d.get('key_threshold', 0):.0%} of the non-constant Fourier "
+               f"energy of W_E{' and of W_out W_U' if d.get('key_source') == 'both' else ''}) hold {held:.0%} "
+               f"of W_E's." if key else
                "No key frequencies: W_E's Fourier energy is spread out (no frequency holds "
                f">= {d.get('key_threshold', 0):.0%}).")
     n = d.get("neurons") or {}
@@ -65,8 +66,14 @@ def findings(d: dict[str, Any]) -> list[str]:
         out.append(sent)
     rv = d.get("restricted_vs_test")
     if rv and rv.get("restricted_falls_first") is not None:
-        out.append(f"Restricted loss fell {'before' if rv['restricted_falls_first'] else 'after'} test loss "
-                   f"(halfway down at step {rv['restricted_half_fall_step']:,} vs {rv['test_half_fall_step']:,}).")
+        text = (f"Restricted loss fell {'before' if rv['restricted_falls_first'] else 'after'} test loss "
+                f"(halfway down, on a log scale, at step {rv['restricted_half_fall_step']:,} vs "
+                f"{rv['test_half_fall_step']:,})")
+        if rv.get("restricted_fall_factor") is not None:
+            a, b = rv["circuit_formation_steps"]
+            text += (f"; over circuit formation (steps {a:,}-{b:,}) restricted loss fell "
+                     f"{rv['restricted_fall_factor']:.3g}x, test loss {rv['test_fall_factor']:.3g}x")
+        out.append(text + ".")
     cp = d.get("clock_pizza")
     if cp:
         out.append(f"Clock vs pizza: gradient symmetricity {cp['gradient_symmetricity']:.2f}, distance irrelevance "
