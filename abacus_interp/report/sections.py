@@ -102,12 +102,15 @@ class SectionSpec:
 # --------------------------------------------------------------------------- helpers
 
 
+GENERIC_KWARGS = ("seed", "progress")  # passed where accepted, silently dropped elsewhere
+
+
 def call_with_supported(fn: Callable, *args, **kwargs):
     """Call `fn` with the keyword arguments it accepts; log (not fail on) the others, so a
     renamed size parameter costs time, not the section."""
     params = inspect.signature(fn).parameters
     if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        dropped = sorted(k for k in kwargs if k not in params)
+        dropped = sorted(k for k in kwargs if k not in params and k not in GENERIC_KWARGS)
         if dropped:
             logger.warning("%s.%s does not accept %s; using its defaults", fn.__module__, fn.__name__, dropped)
         kwargs = {k: v for k, v in kwargs.items() if k in params}
