@@ -146,7 +146,12 @@ def evaluation(d: dict[str, Any]) -> list[str]:
     if splits:
         parts = [f"{name} {pct(s.get('exact_match'), 1)}" for name, s in splits.items()]
         out.append("Accuracy on the full splits: " + ", ".join(parts) + ".")
-    if loops and loops.get("sets"):
+        losses = [(name, s.get("loss")) for name, s in splits.items() if s.get("loss") is not None]
+        if len(losses) >= 2:
+            (n1, l1), (n2, l2) = losses[0], losses[1]
+            ratio = f", {l2 / l1:.3g}x the {n1} loss" if l1 and l1 > 0 else ""
+            out.append(f"The answer's cross-entropy is {num(l1)} on the {n1} split and {num(l2)} on the {n2} split{ratio}.")
+    if loops and loops.get("sets") and len(loops.get("loops") or []) > 1:
         r = loops["loops"]
         trained = loops.get("trained_loops")
         name = "in_distribution" if "in_distribution" in loops["sets"] else ("test" if "test" in loops["sets"] else next(iter(loops["sets"])))

@@ -283,8 +283,10 @@ def _config_diff(a: dict, b: dict) -> dict[str, list]:
 def report_loops(cfg, cap: int | None = None) -> list[int]:
     """Loop counts for accuracy vs loops: every R up to twice the trained depth, then 3x, 4x
     and max_loops (deep loops cost the most, and the curve is smooth there)."""
-    top = cfg.max_loops if cap is None else min(cfg.max_loops, cap)
     n = cfg.n_loops
+    if n == 1 and cfg.input_injection == "none":
+        return [1]  # not a looped model: extra passes of the block mean nothing
+    top = cfg.max_loops if cap is None else min(cfg.max_loops, cap)
     loops = {*range(1, 2 * n + 1), 3 * n, 4 * n, top}
     return sorted(r for r in loops if 1 <= r <= top)
 

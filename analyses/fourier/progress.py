@@ -148,6 +148,10 @@ def detect_phases(steps, train_acc, test_acc, test_loss, acc_level: float = 0.99
     out["circuit_formation_end"] = int(steps[i_clean])
     out["cleanup_end"] = int(steps[i_end if i_end is not None else -1])
     out["plateau"] = int(steps[i_gen] - steps[i_mem])
+    tail = steps >= steps[-1] - 0.1 * (steps[-1] - steps[0])
+    if np.count_nonzero(tail) >= 2 and ell[tail][0] - ell[-1] > 0.3:
+        out["notes"].append("test loss was still falling over the last 10% of the run (more than 2x): "
+                            "cleanup may not be complete")
     if te[i_mem] >= 0.5:
         out["notes"].append("test accuracy was already >= 50% when memorisation finished: no visible plateau")
     return out

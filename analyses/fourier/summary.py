@@ -21,6 +21,8 @@ def phase_sentence(ph: dict[str, Any] | None) -> str | None:
             f"{m:,}-{c:,}, cleanup {c:,}-{_steps(e)}")
     if ph.get("plateau") is not None:
         text += f"; test accuracy reached 99% {ph['plateau']:,} steps after memorisation"
+    if ph.get("notes"):
+        text += "; " + "; ".join(ph["notes"])
     return text + "."
 
 
