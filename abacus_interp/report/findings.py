@@ -168,7 +168,8 @@ def evaluation(d: dict[str, Any]) -> list[str]:
                 sentence += ", the trained depth"
             if deepest_r > (trained or 0):
                 ref = at_trained if at_trained is not None else best
-                change = "holds" if abs(deepest - ref) < 0.05 else ("falls" if deepest < ref else "rises")
+                change = ("holds" if abs(deepest - ref) < max(0.02, 0.1 * ref)
+                          else ("falls" if deepest < ref else "rises"))
                 sentence += f"; running {deepest_r} loops gives {pct(deepest)} (accuracy {change} past training)"
             out.append(sentence + ".")
     if carry and carry.get("buckets"):
@@ -217,8 +218,10 @@ def fixed_point(d: dict[str, Any]) -> list[str]:
     elif settled:
         slowest = max(settled, key=lambda r: r["median"])
         others = [str(r["digit"]) for r in rows if r not in settled]
-        out.append(f"Digits {', '.join(str(r['digit']) for r in settled)} lock in by loop {slowest['median']:.0f} "
-                   f"(median), but most predictions of digit{'s' if len(others) > 1 else ''} {', '.join(others)} "
+        many = len(settled) > 1
+        out.append(f"Digit{'s' if many else ''} {', '.join(str(r['digit']) for r in settled)} lock{'' if many else 's'} "
+                   f"in by loop {slowest['median']:.0f} (median), but most predictions of "
+                   f"digit{'s' if len(others) > 1 else ''} {', '.join(others)} "
                    f"do not stay correct through loop {through}" + (f"; {chain}" if chain else "") + ".")
     elif rows:
         fr = finite([r.get("locked_fraction") for r in rows])
@@ -279,9 +282,12 @@ def carry_attention(d: dict[str, Any]) -> list[str]:
         )
     if top.get("carry_source"):
         h = top["carry_source"][0]
+        chance = h.get("chance")
+        weak = chance is not None and h["score"] <= 1.2 * chance
         out.append(
             f"The strongest carry-source head, {_head(h)}, puts {pct(h['score'])} on the previous digits "
-            f"a_(i-1), b_(i-1) (chance {pct(h.get('chance'))})."
+            f"a_(i-1), b_(i-1) (chance {pct(chance)})"
+            + ("; no head attends to the carry source clearly above chance." if weak else ".")
         )
     ab = d.get("ablation") or {}
     base = (ab.get("baseline") or {}).get("exact_match")

@@ -60,7 +60,7 @@ def alignment_figure(attention: dict) -> go.Figure:
     """Aligned-digit and carry-source scores per loop x head, by carry group."""
     groups = [g for g in attention["groups"] if attention["alignment"].get(g)]
     fig = make_subplots(rows=2, cols=len(groups), shared_yaxes=True, column_titles=groups,
-                        row_titles=["a_i + b_i", "a_{i-1} + b_{i-1}"])
+                        row_titles=["aligned a(i) + b(i)", "carry source a(i-1) + b(i-1)"])
     for r, key in enumerate(("alignment", "carry_source")):
         for c, g in enumerate(groups):
             entry = attention[key].get(g)
