@@ -116,6 +116,12 @@ def test_detect_phases_on_synthetic_curves():
     assert ph["memorisation_end"] == 300
     assert ph["memorisation_end"] < ph["circuit_formation_end"] < ph["cleanup_end"]
     assert ph["circuit_formation_end"] == 1500 and ph["cleanup_end"] == 2400
+    assert ph["notes"] == []
+    # a run whose test loss falls as soon as it has memorised has no plateau, and says so
+    steady = [max(1e-4, 5.0 * 10 ** (-max(0, s - 300) / 150)) for s in steps]
+    ph = fourier.detect_phases(steps, train_acc, [min(1.0, max(0.0, (s - 300) / 1500)) for s in steps], steady)
+    assert ph["circuit_formation_end"] == ph["memorisation_end"] == 300
+    assert any("no plateau" in n for n in ph["notes"])
 
 
 def _bad_config():

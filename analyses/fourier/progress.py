@@ -152,6 +152,9 @@ def detect_phases(steps, train_acc, test_acc, test_loss, acc_level: float = 0.99
     if np.count_nonzero(tail) >= 2 and ell[tail][0] - ell[-1] > 0.3:
         out["notes"].append("test loss was still falling over the last 10% of the run (more than 2x): "
                             "cleanup may not be complete")
+    if i_clean == i_mem:
+        out["notes"].append("test loss began to fall right after memorisation: no plateau in test loss, so "
+                            "circuit formation and cleanup overlap")
     if te[i_mem] >= 0.5:
         out["notes"].append("test accuracy was already >= 50% when memorisation finished: no visible plateau")
     return out

@@ -68,7 +68,9 @@ def findings(d: dict[str, Any]) -> list[str]:
         out.append(sent)
     rv = d.get("restricted_vs_test")
     if rv and rv.get("restricted_falls_first") is not None:
-        text = (f"Restricted loss fell {'before' if rv['restricted_falls_first'] else 'after'} test loss "
+        r_step, t_step = rv["restricted_half_fall_step"], rv["test_half_fall_step"]
+        when = "before" if r_step < t_step else "after" if r_step > t_step else "at the same checkpoint as"
+        text = (f"Restricted loss fell {when} test loss "
                 f"(halfway down, on a log scale, at step {rv['restricted_half_fall_step']:,} vs "
                 f"{rv['test_half_fall_step']:,})")
         if rv.get("restricted_fall_factor") is not None:
