@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast env clean-env
+.PHONY: demo test test-fast env clean-env browser
 
 # Idle OpenMP threads sleep instead of spinning: on a busy 2-core machine spinning threads
 # of two torch processes slow each other down by 10x or more.
@@ -27,7 +27,15 @@ demo: $(STAMP)
 	$(PY) -m abacus_interp.cli report runs/demo-add --out runs/demo-add/report
 	@echo "Report written to runs/demo-add/report/index.html"
 
-test: $(STAMP)
+# Debian's headless Chromium for the browser test of the report; best effort: without it
+# that test skips and says why.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+		SUDO=""; [ "$$(id -u)" -eq 0 ] || SUDO="sudo -n"; \
+		($$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium) \
+		|| echo "note: could not install chromium; the browser tests will be skipped" >&2; }
+
+test: $(STAMP) browser
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q
 
 test-fast: $(STAMP)
