@@ -49,8 +49,13 @@ def setup(requested_device: str) -> World:
     return World(rank=rank, world_size=world_size, device=device, initialised_here=initialised_here)
 
 
-def teardown(world: World) -> None:
+def teardown(world: World, finished: bool) -> None:
     if world.initialised_here and dist.is_initialized():
+        if finished:
+            # wait for rank 0's last evaluation and checkpoint: a rank that tears its gloo
+            # connections down while another still holds them can abort the process. (After
+            # an error the other ranks may never arrive, so no barrier then.)
+            dist.barrier()
         dist.destroy_process_group()
 
 

@@ -258,5 +258,5 @@ def train(cfg: RunConfig, run_dir: str | Path, progress: bool = True) -> TrainRe
             signal.signal(s, h)
         if metrics_file:
             metrics_file.close()
-        dist_utils.teardown(world)
+        dist_utils.teardown(world, finished=step >= tcfg.steps and not stop_signal)
     return TrainResult(run_dir=run_dir, final_step=step, last_metrics=row, is_writer=is_writer)
