@@ -107,6 +107,13 @@ def read_run_config(run_dir: str | Path) -> dict:
     return read_json(Path(run_dir) / "config.json")
 
 
+def load_task(run_dir: str | Path):
+    """The task a run was trained on, rebuilt from its config.json."""
+    from .tasks import task_from_config
+
+    return task_from_config(read_run_config(run_dir)["task"])
+
+
 def read_metrics(run_dir: str | Path) -> list[dict]:
     path = Path(run_dir) / "metrics.jsonl"
     if not path.exists():

@@ -60,18 +60,16 @@ def cmd_train(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from .checkpoints import load_model, read_run_config, step_path
+    from .checkpoints import load_model, load_task, read_run_config, step_path
     from .config import ModelConfig
     from .evaluation.suite import evaluate, format_report
-    from .tasks import get_task
 
     run = Path(args.run)
     path = step_path(run, args.step) if args.step is not None else run
     saved_capacity = ModelConfig.from_dict(read_run_config(run)["model"]).max_loops
     # more hook sets only when asked for deeper loops; never fewer than the model has
     model = load_model(path, max_loops=max([saved_capacity, *(args.loops or [])]))
-    task_cfg = dict(read_run_config(run if run.is_dir() else run.parent.parent)["task"])
-    task = get_task(task_cfg.pop("name"), **task_cfg)
+    task = load_task(run if run.is_dir() else run.parent.parent)
     report = evaluate(model, task, grid=args.grid, loops=args.loops, n_per_cell=args.n, seed=args.seed)
     print(format_report(report))
     if args.json:
@@ -82,12 +80,10 @@ def cmd_eval(args) -> int:
 
 
 def cmd_solve(args) -> int:
-    from .checkpoints import load_model, read_run_config
-    from .tasks import get_task
+    from .checkpoints import load_model, load_task
 
     model = load_model(args.run)
-    task_cfg = dict(read_run_config(args.run)["task"])
-    task = get_task(task_cfg.pop("name"), **task_cfg)
+    task = load_task(args.run)
     example = task.from_human(args.problem)
     completion = model.generate([example.prompt], n_loops=args.loops)[0]
     print(task.to_human(completion))

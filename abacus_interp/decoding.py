@@ -17,7 +17,6 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from .positions import abacus_indices, learned_indices
 from .tokens import EOS_ID, PAD_ID, left_pad
 
 
@@ -96,26 +95,6 @@ def _generate_naive(model, tokens, valid, n_loops, budgets) -> Int[Tensor, "batc
     return torch.stack(new_tokens, dim=1)
 
 
-def _position_of_last(model, tokens, valid) -> Int[Tensor, "batch 1"]:
-    """Position index of the newest token, computed over the whole sequence because an
-    Abacus index depends on the run of digits before it."""
-    if model.cfg.positional == "abacus":
-        return abacus_indices(tokens, model.digit_ids)[:, -1:]
-    return learned_indices(valid)[:, -1:]
-
-
-def _embed_last(model, tokens, valid):
-    """Embedding of the newest token only, through the same hook points as `embed`."""
-    embed = model.hook_embed(model.W_E[tokens[:, -1:]])
-    if model.cfg.positional == "none":
-        return model.hook_input(embed)
-    index = _position_of_last(model, tokens, valid)
-    limit = model.W_pos.shape[0]
-    if int(index.max()) >= limit:
-        raise ValueError(f"position index {int(index.max())} exceeds the {limit} positions of this model")
-    return model.hook_input(embed + model.hook_pos_embed(model.W_pos[index]))
-
-
 def _generate_cached(model, tokens, valid, n_loops, budgets) -> Int[Tensor, "batch new"]:
     n_loops = model.cfg.n_loops if n_loops is None else n_loops
     cache = model.new_cache(n_loops)
@@ -135,7 +114,7 @@ def _generate_cached(model, tokens, valid, n_loops, budgets) -> Int[Tensor, "bat
         tokens = torch.cat([tokens, nxt[:, None]], dim=1)
         # a finished row's padding is masked like prompt padding
         key_valid = torch.cat([key_valid, still_running[:, None]], dim=1)
-        inputs = _embed_last(model, tokens, key_valid)
+        inputs = model.embed(tokens, key_valid, last=1)
         state = model.run_loops(inputs, range(n_loops), key_valid=key_valid, cache=cache)
         logits = model.unembed(state)
     return torch.stack(new_tokens, dim=1)

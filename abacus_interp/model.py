@@ -152,9 +152,14 @@ class LoopedTransformer(HookedRootModule):
         tokens: Int[Tensor, "batch pos"],
         valid: Bool[Tensor, "batch pos"] | None = None,
         abacus_offset: Int[Tensor, "batch"] | int = 0,
+        last: int | None = None,
     ) -> Float[Tensor, "batch pos d_model"]:
-        """Token + position embedding: the input injected at every loop."""
-        embed = self.hook_embed(self.W_E[tokens])  # [batch pos d_model]
+        """Token + position embedding: the input injected at every loop.
+
+        `last=n` embeds only the final n tokens (cached decoding); their positions are still
+        computed over the whole sequence, because an Abacus index depends on the digits before it."""
+        keep = slice(None) if last is None else slice(-last, None)
+        embed = self.hook_embed(self.W_E[tokens[:, keep]])  # [batch pos d_model]
         if self.cfg.positional == "none":
             return self.hook_input(embed)
         if self.cfg.positional == "abacus":
@@ -169,7 +174,7 @@ class LoopedTransformer(HookedRootModule):
                 f"(max_seq_len={self.cfg.max_seq_len}, abacus_max_offset={self.cfg.abacus_max_offset}); "
                 "use shorter inputs or train a model with a larger max_seq_len"
             )
-        pos_embed = self.hook_pos_embed(self.W_pos[index])  # [batch pos d_model]
+        pos_embed = self.hook_pos_embed(self.W_pos[index[:, keep]])  # [batch pos d_model]
         return self.hook_input(embed + pos_embed)
 
     def run_loops(

@@ -36,7 +36,7 @@ from abacus_interp.checkpoints import CheckpointError, load_tensors, read_metric
 from abacus_interp.config import ModelConfig
 from abacus_interp.model import LoopedTransformer
 from abacus_interp.scoring import next_token_loss
-from abacus_interp.tasks import get_task
+from abacus_interp.tasks import task_from_config
 from abacus_interp.tokens import encode_batch
 
 from ._alignment import checkpoint_series
@@ -193,8 +193,7 @@ def run(
 
 
 def _problems(problems, task_cfg: dict, n: int, seed: int) -> list[tuple[str, str]]:
-    task_cfg = dict(task_cfg)
-    task = get_task(task_cfg.pop("name"), **task_cfg)
+    task = task_from_config(task_cfg)
     if problems is None:
         rng = random.Random(seed)
         held_out = getattr(task, "n_train", None) is not None and task.n_train < task.p**2

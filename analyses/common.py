@@ -10,8 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from abacus_interp.checkpoints import load_model, read_run_config
-from abacus_interp.tasks import get_task
+from abacus_interp.checkpoints import load_model, load_task
 
 
 @dataclass
@@ -37,8 +36,7 @@ def resolve(model_or_run, task=None, max_loops: int | None = None) -> Subject:
     if task is None:
         if run_dir is None:
             raise ValueError("pass task=get_task(...) when analysing a model that was not loaded from a run")
-        task_cfg = dict(read_run_config(run_dir)["task"])
-        task = get_task(task_cfg.pop("name"), **task_cfg)
+        task = load_task(run_dir)
     return Subject(model=model, task=task, run_dir=run_dir)
 
 

@@ -104,7 +104,7 @@ def build_report(
       leaves torch's setting alone.
     """
     from abacus_interp.checkpoints import load_model, read_run_config
-    from abacus_interp.tasks import get_task
+    from abacus_interp.tasks import task_from_config
 
     started = time.perf_counter()
     run_dir = _resolve_run(run)
@@ -119,8 +119,7 @@ def build_report(
             raise ValueError(f"unknown report sections {unknown}; choose from {known}")
 
     config = read_run_config(run_dir)
-    task_cfg = dict(config["task"])
-    task = get_task(task_cfg.pop("name"), **task_cfg)
+    task = task_from_config(config["task"])
     results: list[dict[str, Any]] = []
     figures: dict[str, dict[str, str]] = {}  # section -> figure name -> plotly JSON
     extra_html: dict[str, str] = {}

@@ -44,6 +44,12 @@ def get_task(name: str, **kw: Any) -> Task:
     return cls(**kw)
 
 
+def task_from_config(config: dict[str, Any]) -> Task:
+    """Rebuild a task from its stored form `{"name": ..., **options}` (config.json's "task")."""
+    options = dict(config)
+    return get_task(options.pop("name"), **options)
+
+
 __all__ = [
     "TASKS",
     "AdditionTask",
@@ -54,4 +60,5 @@ __all__ = [
     "SortingTask",
     "Task",
     "get_task",
+    "task_from_config",
 ]

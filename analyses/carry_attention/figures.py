@@ -13,16 +13,21 @@ def _head_labels(n_layers: int, n_heads: int) -> list[str]:
     return [f"L{layer}H{h}" for layer in range(n_layers) for h in range(n_heads)]
 
 
+def _loop_by_head_grid(n_loops: int, n_heads: int) -> go.Figure:
+    """Empty subplots: one row per loop, one column per head, sharing axes."""
+    return make_subplots(rows=n_loops, cols=n_heads, shared_xaxes=True, shared_yaxes=True,
+                         horizontal_spacing=0.01, vertical_spacing=0.02,
+                         column_titles=[f"head {h}" for h in range(n_heads)],
+                         row_titles=[f"loop {t}" for t in range(n_loops)])
+
+
 def staircase_figure(attention: dict, layer: int = 0) -> go.Figure:
     """Mean attention from the position predicting answer digit i (rows) to every token slot
     (columns), one panel per loop (rows) and head (columns)."""
     s = np.asarray(attention["staircase"], dtype=float)[:, layer]  # [loop head digit slot]
     n_loops, n_heads = s.shape[:2]
     cols = attention["staircase_cols"][:-1]  # EOS is never a key of a digit query
-    fig = make_subplots(rows=n_loops, cols=n_heads, shared_xaxes=True, shared_yaxes=True,
-                        horizontal_spacing=0.01, vertical_spacing=0.02,
-                        column_titles=[f"head {h}" for h in range(n_heads)],
-                        row_titles=[f"loop {t}" for t in range(n_loops)])
+    fig = _loop_by_head_grid(n_loops, n_heads)
     for t in range(n_loops):
         for h in range(n_heads):
             fig.add_trace(go.Heatmap(z=s[t, h, :, :-1], x=cols, y=attention["staircase_rows"], zmin=0, zmax=1,
@@ -40,10 +45,7 @@ def pattern_figure(example: dict, layer: int = 0) -> go.Figure:
     p = np.asarray(example["pattern"], dtype=float)[:, layer]  # [loop head q k]
     n_loops, n_heads = p.shape[:2]
     labels = [f"{i}:{tok}" for i, tok in enumerate(example["tokens"])]
-    fig = make_subplots(rows=n_loops, cols=n_heads, shared_xaxes=True, shared_yaxes=True,
-                        horizontal_spacing=0.01, vertical_spacing=0.02,
-                        column_titles=[f"head {h}" for h in range(n_heads)],
-                        row_titles=[f"loop {t}" for t in range(n_loops)])
+    fig = _loop_by_head_grid(n_loops, n_heads)
     for t in range(n_loops):
         for h in range(n_heads):
             fig.add_trace(go.Heatmap(z=p[t, h], x=labels, y=labels, zmin=0, zmax=1, colorscale="Blues",
