@@ -79,12 +79,49 @@ def cmd_eval(args) -> int:
     return 0
 
 
+def _check_fits(model_cfg, example) -> None:
+    """ValueError when prompt + answer + EOS would not fit the model's sequence length (the
+    answer would be cut short, or the positions run past the trained ones)."""
+    vocab = model_cfg.vocab
+    prompt, answer = len(vocab.encode(example.prompt)), len(vocab.split(example.target))
+    needed = prompt + answer + 1
+    if needed > model_cfg.max_seq_len:
+        raise ValueError(
+            f"this problem needs {needed} tokens (prompt {prompt} + answer {answer} + EOS), more than "
+            f"the model's max_seq_len={model_cfg.max_seq_len}, so its answer would be cut short; use "
+            "shorter operands, or train a model with a larger model.max_seq_len"
+        )
+
+
+def _beyond_trained_length(task, example, run) -> str | None:
+    """A warning when an operand has more digits than the run was trained on, else None.
+    Only tasks configured with a digit range (`max_digits`) have a trained length."""
+    trained = task.config()
+    max_digits = trained.get("max_digits")
+    if max_digits is None:
+        return None
+    numbers = [op for op in example.operands if isinstance(op, int) and not isinstance(op, bool)]
+    longest = max((len(str(abs(n))) for n in numbers), default=0)
+    if longest <= max_digits:
+        return None
+    min_digits = trained.get("min_digits", 1)
+    return (
+        f"an operand has {longest} digits but {run} was trained on operands of {min_digits}..{max_digits} "
+        f"digits; past that range answers may be wrong, and how often they are right is what "
+        f"`abacus-interp eval {run} --grid 1..{longest}` measures"
+    )
+
+
 def cmd_solve(args) -> int:
     from .checkpoints import load_model, load_task
 
     model = load_model(args.run)
     task = load_task(args.run)
     example = task.from_human(args.problem)
+    _check_fits(model.cfg, example)
+    warning = _beyond_trained_length(task, example, args.run)
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
     completion = model.generate([example.prompt], n_loops=args.loops)[0]
     print(task.to_human(completion))
     if args.verbose:

@@ -54,6 +54,10 @@ class ModelConfig:
     attention_backend: str = "auto"
     init_std: float = 0.02
     ln_eps: float = 1e-5
+    # True: every token after the first "=" is read as the placeholder "_", so the model fills
+    # the whole answer in one forward pass and carries travel through depth (loops), not
+    # through earlier answer tokens. Follows the task's answer_format="slots".
+    answer_slots: bool = False
 
     def __post_init__(self):
         if isinstance(self.vocab, dict):
@@ -71,6 +75,11 @@ class ModelConfig:
         for name in ("d_model", "n_heads", "n_layers", "n_loops", "max_seq_len"):
             if getattr(self, name) < 1:
                 raise ValueError(f"ModelConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.answer_slots and not {"=", "_"} <= set(self.vocab.symbols):
+            raise ValueError(
+                "ModelConfig.answer_slots needs '=' and the placeholder '_' in the vocabulary; "
+                "build the model from a task with answer_format='slots'"
+            )
         if self.abacus_max_offset < 0:
             raise ValueError("ModelConfig.abacus_max_offset must be >= 0")
         d_head = self.d_head if self.d_head is not None else self.d_model // self.n_heads

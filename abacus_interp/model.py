@@ -144,6 +144,8 @@ class LoopedTransformer(HookedRootModule):
         self.hook_input = HookPoint()  # [batch pos d_model]
         self.loops = nn.ModuleList([LoopHooks(cfg.n_layers) for _ in range(cfg.max_loops)])
         self.register_buffer("digit_ids", torch.tensor(cfg.vocab.digit_ids, dtype=torch.long), persistent=False)
+        if cfg.answer_slots:
+            self.equals_id, self.slot_id = cfg.vocab.encode("=_")
         self.setup()
 
     # ----------------------------------------------------------------- pieces
@@ -159,7 +161,7 @@ class LoopedTransformer(HookedRootModule):
         `last=n` embeds only the final n tokens (cached decoding); their positions are still
         computed over the whole sequence, because an Abacus index depends on the digits before it."""
         keep = slice(None) if last is None else slice(-last, None)
-        embed = self.hook_embed(self.W_E[tokens[:, keep]])  # [batch pos d_model]
+        embed = self.hook_embed(self.W_E[self.read_tokens(tokens)[:, keep]])  # [batch pos d_model]
         if self.cfg.positional == "none":
             return self.hook_input(embed)
         if self.cfg.positional == "abacus":
@@ -176,6 +178,16 @@ class LoopedTransformer(HookedRootModule):
             )
         pos_embed = self.hook_pos_embed(self.W_pos[index[:, keep]])  # [batch pos d_model]
         return self.hook_input(embed + pos_embed)
+
+    def read_tokens(self, tokens: Int[Tensor, "batch pos"]) -> Int[Tensor, "batch pos"]:
+        """The token ids the embedding reads. With `cfg.answer_slots`, every real token after
+        the first "=" becomes the placeholder "_", so no answer digit can be read back; Abacus
+        indices still come from `tokens`, so slot i shares the index of operand digit i."""
+        if not self.cfg.answer_slots:
+            return tokens
+        is_equals = (tokens == self.equals_id).long()
+        after_equals = (is_equals.cumsum(dim=1) - is_equals) > 0  # [batch pos]
+        return torch.where(after_equals & (tokens != PAD_ID), torch.full_like(tokens, self.slot_id), tokens)
 
     def run_loops(
         self,

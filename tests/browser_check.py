@@ -4,8 +4,9 @@
 
 Checks: no console errors (console.error, uncaught exceptions, error log entries such as
 CSP violations or failed loads), every `.plotly-graph-div` rendered (an `svg.main-svg` with
-children), and no request to anything but file:, data:, blob: or about: URLs (such
-requests are also blocked, so nothing leaves the machine). Saves a PNG screenshot.
+children) and no wider than the viewport or its own box (no horizontal scroll bar), and no
+request to anything but file:, data:, blob: or about: URLs (such requests are also
+blocked, so nothing leaves the machine). Saves a PNG screenshot.
 
 Standard library only: a minimal WebSocket client (RFC 6455, client side) is enough for
 CDP, so no Selenium / Playwright / websocket package is needed.
@@ -181,15 +182,25 @@ class BrowserReport:
     render_status: dict = field(default_factory=dict)
     screenshot: str | None = None
     title: str = ""
+    viewport_width: int = 0
+    page_width: int = 0  # the document's scroll width; above viewport_width: a horizontal scroll bar
 
     @property
     def empty_figures(self) -> list[str]:
         return [f["id"] for f in self.figures if f["svgs"] == 0 or f["children"] == 0]
 
     @property
+    def wide_figures(self) -> list[str]:
+        """Figures that need a scroll bar: drawn wider than their box, or reaching past the
+        right edge of the viewport (1 px slack for subpixel rounding)."""
+        return [f["id"] for f in self.figures
+                if f["scroll_width"] > f["client_width"] + 1 or f["right"] > self.viewport_width + 1]
+
+    @property
     def ok(self) -> bool:
         return (not self.console_errors and not self.external_requests and not self.empty_figures
-                and len(self.figures) == self.figure_blocks)
+                and len(self.figures) == self.figure_blocks and not self.wide_figures
+                and self.page_width <= self.viewport_width)
 
     def problems(self) -> list[str]:
         out = [f"console error: {e}" for e in self.console_errors]
@@ -197,6 +208,12 @@ class BrowserReport:
         out += [f"figure not rendered: {f}" for f in self.empty_figures]
         if len(self.figures) != self.figure_blocks:
             out.append(f"{self.figure_blocks} figure blocks but {len(self.figures)} plotly divs")
+        by_id = {f["id"]: f for f in self.figures}
+        out += [f"figure wider than the page: {i} ({by_id[i]['scroll_width']} px drawn in a "
+                f"{by_id[i]['client_width']} px box, right edge at {by_id[i]['right']:.0f} px, "
+                f"viewport {self.viewport_width} px)" for i in self.wide_figures]
+        if self.page_width > self.viewport_width:
+            out.append(f"page is {self.page_width} px wide in a {self.viewport_width} px viewport")
         return out
 
 
@@ -205,7 +222,9 @@ FIGURE_JS = """
   const svgs = d.querySelectorAll('svg.main-svg');
   let children = 0;
   svgs.forEach(s => { children += s.childElementCount; });
-  return {id: d.id, svgs: svgs.length, children: children};
+  const box = d.getBoundingClientRect();
+  return {id: d.id, svgs: svgs.length, children: children, scroll_width: d.scrollWidth,
+          client_width: d.clientWidth, right: box.right};
 }))()
 """
 
@@ -310,6 +329,10 @@ def check_page(html_path: str | Path, screenshot: str | Path | None = None, chro
                                   session=session)["result"]["value"]
         report.title = cdp.send("Runtime.evaluate", {"expression": "document.title", "returnByValue": True},
                                 session=session)["result"]["value"]
+        widths = cdp.send("Runtime.evaluate", {
+            "expression": "[document.documentElement.clientWidth, document.documentElement.scrollWidth]",
+            "returnByValue": True}, session=session)["result"]["value"]
+        report.viewport_width, report.page_width = int(widths[0]), int(widths[1])
         if screenshot is not None:
             metrics = cdp.send("Page.getLayoutMetrics", session=session)
             size = metrics.get("cssContentSize") or metrics.get("contentSize")

@@ -39,6 +39,9 @@ def test_report_renders_offline_in_chromium(tmp_path_factory):
     assert result.external_requests == []
     assert result.figure_blocks > 20 and len(result.figures) == result.figure_blocks
     assert all(f["svgs"] >= 1 and f["children"] > 0 for f in result.figures)
+    # every figure fits the page: no horizontal scroll bar on a figure or on the page
+    assert result.wide_figures == [], "\n".join(result.problems())
+    assert result.page_width <= result.viewport_width
     assert result.render_status.get("done") and result.render_status.get("failed") == []
     assert result.title.startswith("abacus-interp report")
     assert shot.exists() and shot.stat().st_size > 20_000
@@ -54,13 +57,16 @@ def test_report_renders_offline_in_chromium(tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_checker_catches_errors_external_requests_and_empty_figures(tmp_path):
-    """The checks are not vacuous: a page with a console error, a remote image, a fetch and
-    an empty figure div fails each of them (and the remote requests are blocked)."""
+    """The checks are not vacuous: a page with a console error, a remote image, a fetch, an
+    empty figure div and a figure wider than the page fails each of them (and the remote
+    requests are blocked)."""
     page = tmp_path / "bad.html"
     page.write_text(
         "<!DOCTYPE html><html><head><title>bad</title></head><body>"
         '<img src="http://example.invalid/a.png">'
         '<div class="plotly-graph-div" id="empty"></div>'
+        '<div class="plotly-graph-div" id="wide" style="width: 3000px">'
+        '<svg class="main-svg" width="3000" height="10"><rect width="3000" height="10"/></svg></div>'
         "<script>console.error('boom'); fetch('https://example.invalid/data.json').catch(function () {});"
         "window.__reportStatus = {done: true, failed: []};</script>"
         "</body></html>"
@@ -71,4 +77,7 @@ def test_checker_catches_errors_external_requests_and_empty_figures(tmp_path):
     assert any(u.startswith("http://example.invalid/a.png") for u in result.external_requests)
     assert any(u.startswith("https://example.invalid/data.json") for u in result.external_requests)
     assert result.empty_figures == ["empty"]
+    assert result.wide_figures == ["wide"]
+    assert result.page_width > result.viewport_width
+    assert any("figure wider than the page: wide" in p for p in result.problems())
     assert (tmp_path / "bad.png").exists()

@@ -202,6 +202,54 @@ def test_bad_set_key_exits_2_with_a_helpful_message(tmp_path, capsys):
     assert "gelu" in capsys.readouterr().err
 
 
+def test_set_with_a_wrong_type_exits_2_naming_field_value_and_type(tmp_path, capsys):
+    out = tmp_path / "x"
+    rc = main(["train", "--preset", "demo-add", "--set", "train.lr=abc", "--out", str(out)])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "error: --set train.lr=abc: train.lr must be a number (float), e.g. train.lr=" in err
+    assert "TypeError" not in err and "not supported between" not in err
+    assert not out.exists()
+
+
+SHIPPED_ADD = Path(__file__).resolve().parents[1] / "checkpoints" / "small-add"  # up to 8 digits
+needs_shipped_add = pytest.mark.skipif(
+    not (SHIPPED_ADD / "config.json").exists(), reason="checkpoints/small-add is not in this checkout"
+)
+
+
+@needs_shipped_add
+def test_solve_warns_past_the_trained_length_and_still_answers(capsys):
+    assert main(["solve", str(SHIPPED_ADD), "123456789012345678901+1"]) == 0
+    captured = capsys.readouterr()
+    assert re.fullmatch(r"[0-9]+", captured.out.strip()), captured.out  # the answer, on stdout
+    warning = captured.err.strip()
+    assert warning.startswith("warning: an operand has 21 digits")
+    assert "trained on operands of 1..8 digits" in warning
+    assert f"abacus-interp eval {SHIPPED_ADD} --grid" in warning
+    assert "warning" not in captured.out
+
+
+@needs_shipped_add
+def test_solve_within_the_trained_length_does_not_warn(capsys):
+    assert main(["solve", str(SHIPPED_ADD), "12345678+87654321"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.strip() == "99999999" and captured.err == ""
+
+
+@needs_shipped_add
+def test_solve_refuses_a_problem_longer_than_max_seq_len(capsys):
+    assert main(["solve", str(SHIPPED_ADD), "9" * 60 + "+1"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # no truncated answer
+    err = captured.err
+    assert "error: this problem needs 125 tokens (prompt 63 + answer 61 + EOS)" in err
+    assert "max_seq_len=96" in err and "larger model.max_seq_len" in err
+    # past the position table too: the same clear error, not the embedding's
+    assert main(["solve", str(SHIPPED_ADD), "9" * 130 + "+1"]) == 2
+    assert "max_seq_len=96" in capsys.readouterr().err
+
+
 def test_unknown_preset_exits_2(tmp_path, capsys):
     assert main(["train", "--preset", "nope", "--out", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err

@@ -441,6 +441,45 @@ def test_apply_overrides_invalid_value(assignment, needle):
     assert "invalid --set" in str(info.value)
 
 
+@pytest.mark.parametrize(
+    "assignment, message",
+    [
+        ("train.lr=abc", "--set train.lr=abc: train.lr must be a number (float), e.g. train.lr="),
+        ("lr=abc", "--set lr=abc: train.lr must be a number (float), e.g. train.lr="),
+        ("train.steps=2.5", "train.steps must be an integer (int), e.g. train.steps="),
+        ("train.steps=true", "train.steps must be an integer (int)"),
+        ("model.d_model=wide", "model.d_model must be an integer (int), e.g. model.d_model="),
+        ("train.bf16=yes", "train.bf16 must be true or false (bool), e.g. train.bf16="),
+        ("train.betas=0.9", "train.betas must be a list of 2 numbers, e.g. train.betas=[0.9, 0.98]"),
+        ("train.betas=[0.9]", "train.betas must be a list of 2 numbers"),
+        ("train.grad_clip=off", "train.grad_clip must be a number (float) or null, e.g. train.grad_clip="),
+        ("train.batch_size=all", "train.batch_size must be an integer (int) or null"),
+        ("train.mix_depths=[1, 2.5]", "train.mix_depths must be a list of 2 integers or null"),
+    ],
+)
+def test_apply_overrides_wrong_type_names_field_value_and_type(assignment, message):
+    with pytest.raises(ValueError) as info:
+        apply_overrides(get_preset("demo-add"), [assignment])
+    assert message in str(info.value)
+    assert "TypeError" not in str(info.value) and "not supported between" not in str(info.value)
+
+
+def test_apply_overrides_converts_between_compatible_numbers():
+    cfg = apply_overrides(
+        get_preset("demo-add"),
+        ["train.lr=1", "train.steps=1e3", "train.grad_clip=null", "train.mix_depths=[1, 4]",
+         "model.max_loops=16", "train.schedule=linear"],
+    )
+    # an integer is a fine float; an integral float a fine integer; null where None is allowed
+    assert cfg.train.lr == 1.0 and isinstance(cfg.train.lr, float)
+    assert cfg.train.steps == 1000 and isinstance(cfg.train.steps, int)
+    assert cfg.train.grad_clip is None and cfg.train.mix_depths == (1, 4)
+    assert cfg.train.schedule == "linear"
+    # a string field takes text that would parse as a number, and its own check still runs
+    with pytest.raises(ValueError, match="invalid --set: train.schedule='1'; choose one of"):
+        apply_overrides(get_preset("demo-add"), ["train.schedule=1"])
+
+
 def test_overrides_rederive_dependent_model_fields():
     cfg = apply_overrides(get_preset("demo-add"), ["model.d_model=32"])
     assert cfg.model.d_head == 32 // cfg.model.n_heads and cfg.model.d_mlp == 128

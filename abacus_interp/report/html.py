@@ -42,7 +42,7 @@ th, td { border: 1px solid var(--line); padding: 3px 9px; text-align: left; vert
 th { background: #f0f2f6; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .tables { display: flex; flex-wrap: wrap; gap: 10px 28px; }
-.figure { margin: 10px 0; overflow-x: auto; overflow-y: hidden; }
+.figure { margin: 10px 0; width: 100%; overflow-x: auto; overflow-y: hidden; }
 .note { color: var(--muted); font-size: 13px; }
 footer { color: var(--muted); font-size: 13px; padding-bottom: 40px; }
 code { font-size: 13px; background: #f0f2f6; padding: 0 3px; border-radius: 3px; }
@@ -67,7 +67,7 @@ RENDER_JS = """
         var fig = JSON.parse(block.textContent);
         // the whole figure, so animation frames (sliders, play buttons) come along
         Plotly.newPlot(target, {data: fig.data || [], layout: fig.layout || {}, frames: fig.frames || [],
-                                config: {displaylogo: false, showLink: false}})
+                                config: {displaylogo: false, showLink: false, responsive: true}})
           .then(function () { status.rendered += 1; },
                 function (err) { status.failed.push(target.id + ': ' + err); console.error('figure ' + target.id + ': ' + err); })
           .then(function () { status.ms[target.id] = Math.round(performance.now() - t0); setTimeout(next, 0); });
@@ -146,11 +146,27 @@ def grid_table(header: list[Any], rows: list[list[Any]], caption: str | None = N
     return "".join(out)
 
 
+def fit_to_page(figure_json: str) -> tuple[str, int | None]:
+    """The figure with its fixed layout width taken out, so plotly sizes it to its container
+    (and follows the window: the page draws with `responsive`), plus that width, which the
+    container keeps as its max-width: a narrow figure keeps its size, a wide one (a loop x
+    head grid, a 1100 px panel row) shrinks to the page instead of getting a scroll bar."""
+    fig = json.loads(figure_json)
+    layout = fig.get("layout")
+    if not isinstance(layout, dict) or layout.get("width") is None:
+        return figure_json, None
+    width = layout.pop("width")
+    layout["autosize"] = True
+    return json.dumps(fig, separators=(",", ":"), allow_nan=False), int(math.ceil(width))
+
+
 def figure_block(dom_id: str, figure_json: str, title: str | None = None) -> str:
-    """A placeholder div plus its figure JSON (plotly.io.to_json output)."""
+    """A placeholder div plus its figure JSON (plotly.io.to_json output), fitted to the page."""
     label = f' aria-label="{esc(title)}"' if title else ""
+    figure_json, width = fit_to_page(figure_json)
+    style = f' style="max-width: {width}px"' if width else ""
     return (
-        f'<div class="figure plotly-graph-div" id="{esc(dom_id)}"{label}></div>'
+        f'<div class="figure plotly-graph-div" id="{esc(dom_id)}"{label}{style}></div>'
         f'<script type="application/json" class="figure-data" data-target="{esc(dom_id)}">'
         f"{script_json(figure_json)}</script>"
     )

@@ -17,8 +17,8 @@ class AdditionTask(BinaryOpTask):
     name: ClassVar[str] = "addition"
     op_symbol: ClassVar[str] = "+"
 
-    def __init__(self, max_digits: int = 10, min_digits: int = 1) -> None:
-        super().__init__(max_digits=max_digits, min_digits=min_digits)
+    def __init__(self, max_digits: int = 10, min_digits: int = 1, answer_format: str = "autoregressive") -> None:
+        super().__init__(max_digits=max_digits, min_digits=min_digits, answer_format=answer_format)
 
     @staticmethod
     def compute(a: int, b: int) -> int:

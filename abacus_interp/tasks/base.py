@@ -41,6 +41,12 @@ class Task(ABC):
     positional: ClassVar[str]
     vocab: Vocab
 
+    @property
+    def answer_slots(self) -> bool:
+        """True when the model must read a placeholder instead of each answer token (the
+        answer is filled in one forward pass); ModelConfig.answer_slots follows it."""
+        return False
+
     @abstractmethod
     def sample(self, n: int, rng: random.Random, **kw: Any) -> list[Example]:
         """Draw `n` examples using only `rng`, so equal seeds give equal lists."""

@@ -26,9 +26,20 @@ from abacus_interp.tasks.base import (
 )
 from abacus_interp.tokens import Vocab
 
+# "autoregressive": each answer digit is predicted after reading the previous answer digit,
+# so a carry reaches the next digit through the answer itself, in one pass.
+# "slots": the example and the loss are the same, but the model reads a placeholder in every
+# answer position, so all answer digits are computed in one forward pass from the prompt
+# alone; under causal attention a carry can then only move up one answer position per layer
+# application, and a carry chain of length c needs about c loops.
+ANSWER_FORMATS = ("autoregressive", "slots")
+
 
 class BinaryOpTask(Task):
     """`a OP b` on non-negative integers, operands and answer written LSD-first.
+
+    `answer_format` (see ANSWER_FORMATS) decides what the model reads in the answer
+    positions; the strings of an Example do not change with it.
 
     `max_digits`/`min_digits` only bound *sampling*: `make` and `from_human` accept any
     size, so longer problems can be built for length-generalisation tests.
@@ -36,14 +47,26 @@ class BinaryOpTask(Task):
 
     positional: ClassVar[str] = "abacus"
     op_symbol: ClassVar[str]
+    # The placeholder the model reads in every answer position under answer_format="slots".
+    slot_symbol: ClassVar[str] = "_"
     # Other characters a human may type for the operator (e.g. "x" for "*").
     op_aliases: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, max_digits: int, min_digits: int = 1) -> None:
+    def __init__(self, max_digits: int, min_digits: int = 1, answer_format: str = "autoregressive") -> None:
         check_digit_range(min_digits, max_digits)
+        if answer_format not in ANSWER_FORMATS:
+            raise ValueError(f"answer_format={answer_format!r}; choose one of {ANSWER_FORMATS}")
         self.max_digits = max_digits
         self.min_digits = min_digits
-        self.vocab = Vocab(symbols=tuple(DIGIT_SYMBOLS + self.op_symbol + "="), separator="")
+        self.answer_format = answer_format
+        symbols = DIGIT_SYMBOLS + self.op_symbol + "=" + (self.slot_symbol if self.answer_slots else "")
+        self.vocab = Vocab(symbols=tuple(symbols), separator="")
+
+    @property
+    def answer_slots(self) -> bool:
+        """True when a model of this task must read placeholders instead of its own answer
+        digits (ModelConfig.answer_slots follows it)."""
+        return self.answer_format == "slots"
 
     # -- the operation ----------------------------------------------------------------
     @staticmethod
@@ -118,4 +141,7 @@ class BinaryOpTask(Task):
         return 2 * d + 2 + self.max_answer_digits(d, d) + 1
 
     def config(self) -> dict[str, Any]:
-        return {"max_digits": self.max_digits, "min_digits": self.min_digits}
+        out: dict[str, Any] = {"max_digits": self.max_digits, "min_digits": self.min_digits}
+        if self.answer_format != "autoregressive":  # older configs stay as they were
+            out["answer_format"] = self.answer_format
+        return out

@@ -71,10 +71,13 @@ def _losses(model, batch, generator, cfg, device, autocast):
     with autocast:
         inputs = model.embed(tokens, abacus_offset=offsets)  # [batch pos d_model]
         if tcfg.progressive == "mix":
-            # 0.5 * (full depth + a random depth r): one pass, read out at r and at R
-            r = int(torch.randint(1, R + 1, (1,), generator=generator))
-            state_r = model.run_loops(inputs, range(r))
-            state_full = model.run_loops(inputs, range(r, R), state=state_r) if r < R else state_r
+            # 0.5 * (full depth R + a random depth r): one pass, read out at both depths
+            lo, hi = tcfg.mix_depths or (1, R)
+            r = int(torch.randint(lo, hi + 1, (1,), generator=generator))
+            first, second = sorted((r, R))
+            state_first = model.run_loops(inputs, range(first))
+            state_second = model.run_loops(inputs, range(first, second), state=state_first) if first < second else state_first
+            state_full, state_r = (state_first, state_second) if R == first else (state_second, state_first)
             full = loss_of(state_full)
             return 0.5 * (full + loss_of(state_r)), full, state_full, loss_mask
         state_full = model.run_loops(inputs, range(R))

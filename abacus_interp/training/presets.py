@@ -11,7 +11,7 @@ from .config import RunConfig, TrainConfig
 
 def _run(name: str, task_name: str, task_kwargs: dict, model: dict, train: TrainConfig) -> RunConfig:
     task = get_task(task_name, **task_kwargs)
-    cfg = ModelConfig(vocab=task.vocab, positional=task.positional, **model)
+    cfg = ModelConfig(vocab=task.vocab, positional=task.positional, answer_slots=task.answer_slots, **model)
     return RunConfig(task=task_name, task_kwargs=task_kwargs, model=cfg, train=train, preset=name)
 
 
@@ -46,6 +46,25 @@ def small_add() -> RunConfig:
             steps=8000, batch_size=64, lr=1.5e-3, weight_decay=0.01, warmup_steps=100, grad_clip=1.0,
             progressive="mcleish", progressive_alpha=0.5, eval_every=250, eval_problems=256,
             checkpoint_every=1000, dense_checkpoints=12, dense_until=500,
+        ),
+    )
+
+
+def loop_add() -> RunConfig:
+    """A run whose loops do the work: addition in the answer-slot format (the model reads "_"
+    in every answer position and fills the whole answer in one pass), so a carry can only
+    climb one answer position per layer application and long carry chains need more loops.
+    Trained with the "mix" loss at a random depth up to 2x the trained depth, so loops past
+    the trained depth keep the answer instead of drifting."""
+    return _run(
+        "loop-add",
+        "addition",
+        {"max_digits": 6, "answer_format": "slots"},
+        dict(d_model=128, n_heads=4, n_layers=1, n_loops=8, max_loops=32, max_seq_len=40, abacus_max_offset=12),
+        TrainConfig(
+            steps=6000, batch_size=64, lr=1e-3, weight_decay=0.01, warmup_steps=200, grad_clip=1.0,
+            progressive="mix", mix_depths=(1, 16), eval_every=250, eval_problems=256,
+            checkpoint_every=1000, dense_checkpoints=8, dense_until=500,
         ),
     )
 
@@ -99,6 +118,7 @@ def _paper_add(name: str, n_layers: int, n_loops: int) -> RunConfig:
 PRESETS: dict[str, Callable[[], RunConfig]] = {
     "demo-add": demo_add,
     "small-add": small_add,
+    "loop-add": loop_add,
     "grok-mod113": grok_mod113,
     "paper-add-1x16": lambda: _paper_add("paper-add-1x16", 1, 16),
     "paper-add-8x2": lambda: _paper_add("paper-add-8x2", 8, 2),

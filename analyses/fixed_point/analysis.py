@@ -18,6 +18,7 @@ from analyses.common import jsonable, resolve
 from . import figures as _figures
 from .collect import Collected, collect, model_spectrum
 from .dynamics import quantiles
+from .path_independence import STARTS, path_independence
 from .problems import CLASSES, as_examples, balanced_problems, chain_lengths
 from .summary import (
     ALL,
@@ -167,6 +168,8 @@ def run(
     jacobian_iters: int = 200,
     jacobian_tol: float = 1e-5,
     n_trajectories: int = 4,
+    n_path: int = 128,
+    path_starts: Sequence[str] = STARTS,
     progress: bool = True,
 ) -> FixedPointResult:
     """Does the loop converge to a fixed point, when does each answer digit lock in, and
@@ -183,6 +186,8 @@ def run(
     n_jacobian / jacobian_iters: examples and power iterations for the Jacobian spectrum
       (0 examples skips it).
     state_budget_mb: bound on the per-batch states kept for distances to the last state.
+    n_path / path_starts: problems and alternative initial states of the path-independence
+      test (0 problems skips it); see `path_independence`.
     """
     started = time.perf_counter()
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -231,6 +236,11 @@ def run(
     data["trajectories"] = trajectories_section(c, examples, chains)
     data["contraction"] = _contraction(model, examples, chains, c, trained, horizon, n_jacobian,
                                        jacobian_iters, jacobian_tol, seed)
+    data["path_independence"] = (
+        path_independence(model, [examples[i] for i in _stratified(chains, len(examples), n_path)], horizon,
+                          path_starts, seed=seed, batch_size=batch_size)
+        if n_path > 0 else None
+    )
     data["resources"] = {
         "seconds": time.perf_counter() - started,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -293,6 +303,8 @@ def _headline(d: dict[str, Any]) -> list[str]:
             f"{last['radius_quantiles']['q75']:.3f}), largest singular value median {last['sigma_quantiles']['median']:.3f}; "
             f"{100 * last['contracting_fraction']:.0f}% of sampled examples contract (radius < 1)."
         )
+    if d.get("path_independence"):
+        lines.append(d["path_independence"]["headline"])
     h = d["halting"]["default"]
     lines.append(
         f"Adaptive halting at tol {h['tol']}: {h['mean_loops']:.2f} loops on average, exact match "

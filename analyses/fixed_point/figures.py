@@ -163,6 +163,22 @@ def contraction(d: dict[str, Any]) -> go.Figure:
     return fig
 
 
+def path_independence(d: dict[str, Any]) -> go.Figure:
+    p = d["path_independence"]
+    x = list(range(1, p["horizon"] + 1))
+    fig = go.Figure()
+    for i, (name, s) in enumerate(p["starts"].items()):
+        fig.add_trace(go.Scatter(x=x, y=s["cosine_median_by_loop"], mode="lines+markers", line={"color": COLORS[i]},
+                                 name=f"{name}: {100 * s['same_answer_fraction']:.0f}% same answer"))
+        fig.add_trace(go.Scatter(x=x, y=s["cosine_q25_by_loop"], mode="lines", line={"color": COLORS[i], "dash": "dot"},
+                                 name=f"{name} (25th percentile)", showlegend=False))
+    fig.add_hline(y=p["threshold"], line_dash="dot", line_color="black", annotation_text=f"cosine {p['threshold']}")
+    _trained_line(fig, d["trained_loops"])
+    fig.update_layout(title="Path independence: cosine to the state of the model's own start (median; dotted: 25th pct)",
+                      xaxis_title="loop t", yaxis_title="cosine over real positions")
+    return fig
+
+
 def all_figures(d: dict[str, Any]) -> dict[str, go.Figure]:
     out = {
         "step_sizes": step_sizes(d),
@@ -174,4 +190,6 @@ def all_figures(d: dict[str, Any]) -> dict[str, go.Figure]:
     }
     if d.get("contraction"):
         out["contraction"] = contraction(d)
+    if d.get("path_independence"):
+        out["path_independence"] = path_independence(d)
     return out
