@@ -156,8 +156,22 @@ def cmd_report(args) -> int:
     from .report import build_report
 
     path = build_report(args.run, args.out, compare=args.compare)
+    print(report_digest(json.loads((Path(path).parent / "report.json").read_text())))
     print(f"report written to {path}")
     return 0
+
+
+def report_digest(report: dict, per_section: int = 1) -> str:
+    """What a newcomer reads first: the evaluation's accuracy findings, then the first
+    finding of every other analysis that ran (the rest are in the HTML)."""
+    lines = [f"Findings for {report['run']}:"]
+    for key, section in report["sections"].items():
+        findings = section.get("findings") or []
+        if section.get("status") != "ok" or not findings or key == "model_card":
+            continue
+        shown = findings[:2] if key == "evaluation" else findings[:per_section]
+        lines.extend(f"  [{section['title']}] {text}" for text in shown)
+    return "\n".join(lines)
 
 
 def build_parser() -> argparse.ArgumentParser:

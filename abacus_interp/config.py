@@ -9,7 +9,7 @@ from .tokens import Vocab
 
 ACTIVATIONS = ("gelu", "relu")
 NORMS = ("pre", "none")
-INJECTIONS = ("add", "none")
+INJECTIONS = ("add", "norm_add", "none")
 POSITIONALS = ("abacus", "learned", "none")
 OFFSET_MODES = ("batch", "example")
 BACKENDS = ("auto", "explicit", "sdpa", "flash")
@@ -37,6 +37,10 @@ class ModelConfig:
     norm: str = "pre"
     # "add": the embedded input is added to the state at the start of every loop, so later
     # loops can still read the operands (the recall mechanism of Bansal et al.).
+    # "norm_add": the state is LayerNormed first (one norm shared by every loop). With "add"
+    # and pre-LN blocks the loop map cannot contract: LN hides the state's mean and scale
+    # from the blocks, so both pass through unchanged (a Jacobian eigenvalue of exactly 1)
+    # and the state's norm grows with every injection. Normalising it bounds the state.
     input_injection: str = "add"
     # "abacus": each digit gets offset + its 1-based index inside its number (McLeish et al.);
     # "learned": one vector per absolute position; "none": no positional signal.
@@ -75,6 +79,8 @@ class ModelConfig:
         for name in ("d_model", "n_heads", "n_layers", "n_loops", "max_seq_len"):
             if getattr(self, name) < 1:
                 raise ValueError(f"ModelConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.input_injection == "norm_add" and self.norm == "none":
+            raise ValueError("input_injection='norm_add' normalises the state with LayerNorm; it needs norm='pre'")
         if self.answer_slots and not {"=", "_"} <= set(self.vocab.symbols):
             raise ValueError(
                 "ModelConfig.answer_slots needs '=' and the placeholder '_' in the vocabulary; "

@@ -7,6 +7,7 @@ because TransformerLens keeps only the last call of a reused HookPoint. So
 
     state_pre[0] = input
     state_pre[t] = state_post[t-1] + input      (input_injection="add")
+    state_pre[t] = ln_state(state_post[t-1]) + input   ("norm_add": the state stays bounded)
     state_post[t] = block(block(... state_pre[t]))
     logits = unembed(ln_final(state_post[R-1]))
 """
@@ -134,6 +135,8 @@ class LoopedTransformer(HookedRootModule):
         elif cfg.positional == "learned":
             self.W_pos = nn.Parameter(torch.randn(cfg.max_seq_len, d) * cfg.init_std)
         self.blocks = nn.ModuleList([Block(cfg) for _ in range(cfg.n_layers)])
+        if cfg.input_injection == "norm_add":
+            self.ln_state = LayerNorm(cfg)
         self.ln_final = LayerNorm(cfg, with_hook=True)
         if not cfg.tie_unembed:
             self.W_U = nn.Parameter(torch.randn(d, cfg.d_vocab) * cfg.init_std)
@@ -203,8 +206,12 @@ class LoopedTransformer(HookedRootModule):
         self._check_loops(loops.stop)
         for t in loops:
             hooks = self.loops[t]
-            if state is None or self.cfg.input_injection == "none":
-                x = inputs if state is None else state
+            if state is None:
+                x = inputs
+            elif self.cfg.input_injection == "none":
+                x = state
+            elif self.cfg.input_injection == "norm_add":
+                x = self.ln_state(state) + inputs
             else:
                 x = state + inputs
             x = hooks.hook_state_pre(x)

@@ -69,9 +69,9 @@ def test_decoding_equals_teacher_forced_argmax():
     cached, naive = model.generate(prompts, max_new_tokens=5), model.generate(prompts, max_new_tokens=5, use_cache=False)
     assert cached == naive
     # teacher forcing with the model's own completion as target reproduces its argmax
-    scores = score_examples(model, [type(e)(e.prompt, c, e.operands, e.answer) for e, c in zip(examples, cached)])
+    scores = score_examples(model, [type(e)(e.prompt, c, e.operands, e.answer) for e, c in zip(examples, cached, strict=True)])
     complete = [len(c) < 5 for c in cached]  # those that emitted EOS within the budget
-    assert all(ok for ok, done in zip(scores.per_example_correct, complete) if done)
+    assert all(ok for ok, done in zip(scores.per_example_correct, complete, strict=True) if done)
 
 
 def test_config_follows_the_task_through_overrides():

@@ -12,7 +12,7 @@ import torch
 
 from abacus_interp import LoopedTransformer
 from abacus_interp import checkpoints as ckpt
-from abacus_interp.training.config import apply_overrides
+from abacus_interp.training import apply_overrides
 from abacus_interp.training.presets import grok_mod113
 from analyses import fourier
 from analyses.fourier.circuit import grid_labels

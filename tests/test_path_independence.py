@@ -11,7 +11,11 @@ import torch
 from conftest import make_tiny_model
 
 from abacus_interp.tasks import get_task
-from analyses.fixed_point.path_independence import masked_cosine, path_independence, trajectories_agree
+from analyses.fixed_point.path_independence import (
+    masked_cosine,
+    path_independence,
+    trajectories_agree,
+)
 
 pytestmark = pytest.mark.usefixtures("single_torch_thread")
 

@@ -1,13 +1,11 @@
 """Run configuration: task + model + training, stored as RUN/config.json.
 
-`--set key=value` on the command line edits it: `train.lr=3e-4`, `model.d_model=64`,
-`task.max_digits=8`, or an unqualified `lr=3e-4` when the name is unique across sections.
+`--set key=value` on the command line edits it (see `overrides.apply_overrides`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +44,10 @@ class TrainConfig:
     # trains loops past the trained depth to keep the answer (Fan et al. 2024), which is what
     # makes the loop settle instead of drift; the model's max_loops must reach hi.
     mix_depths: tuple[int, int] | None = None
+    # Adds step_penalty * ||s_t - s_(t-1)|| / ||s_t|| at the deepest loop of the step: it
+    # pulls the loop toward a fixed point (a cheap stand-in for the Jacobian regularisation
+    # of Bai et al. 2021). None or 0: off.
+    step_penalty: float | None = None
     loss_dtype: str = "float32"
     seed: int = 0
     log_every: int = 10
@@ -81,6 +83,8 @@ class TrainConfig:
             lo, hi = self.mix_depths
             if not (isinstance(lo, int) and isinstance(hi, int) and 1 <= lo <= hi):
                 raise ValueError(f"train.mix_depths must be [lo, hi] integers with 1 <= lo <= hi, got {list(self.mix_depths)}")
+        if self.step_penalty is not None and self.step_penalty < 0:
+            raise ValueError("train.step_penalty must be >= 0, or null for none")
         if not 0 <= self.progressive_alpha <= 1:
             raise ValueError("train.progressive_alpha must be in [0, 1]")
         if self.grad_clip is not None and self.grad_clip <= 0:
@@ -131,174 +135,3 @@ class RunConfig:
             train=TrainConfig(**d["train"]),
             preset=d.get("preset"),
         )
-
-
-def _parse_value(text: str) -> Any:
-    """JSON where possible (numbers, true/false, null, lists), else the raw string."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
-
-
-def _field_types(section: str) -> dict[str, Any]:
-    """Annotated types of a section's fields (the modules use postponed annotations, so
-    the strings are resolved here)."""
-    from typing import get_type_hints
-
-    cls = {"model": ModelConfig, "train": TrainConfig}[section]
-    return get_type_hints(cls)
-
-
-def _describe(hint: Any) -> str:
-    """How a type reads in an error message: "a number (float)", "an integer (int) or null"."""
-    import types
-    from typing import Union, get_args, get_origin
-
-    origin, args = get_origin(hint), get_args(hint)
-    if origin in (Union, types.UnionType):
-        inner = [a for a in args if a is not type(None)]
-        text = " or ".join(_describe(a) for a in inner)
-        return f"{text} or null" if type(None) in args else text
-    if origin is tuple:
-        if len(args) == 2 and args[1] is Ellipsis:
-            return f"a list of {_describe(args[0]).split(' (')[0].removeprefix('a ').removeprefix('an ')}s"
-        kinds = {_describe(a).split(" (")[0].removeprefix("a ").removeprefix("an ") for a in args}
-        kind = kinds.pop() if len(kinds) == 1 else "value"
-        return f"a list of {len(args)} {kind}s"
-    return {
-        bool: "true or false (bool)",
-        int: "an integer (int)",
-        float: "a number (float)",
-        str: "a string (str)",
-    }.get(hint, getattr(hint, "__name__", str(hint)))
-
-
-_NO_MATCH = object()
-
-
-def _coerce(value: Any, raw: str, hint: Any) -> Any:
-    """`value` (parsed from `raw`) as type `hint`, or _NO_MATCH. An integer is a fine float,
-    an integral float (1e4) a fine integer; a bool is neither."""
-    import types
-    from typing import Union, get_args, get_origin
-
-    origin, args = get_origin(hint), get_args(hint)
-    if origin in (Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        for arg in args:
-            if arg is not type(None) and (out := _coerce(value, raw, arg)) is not _NO_MATCH:
-                return out
-        return _NO_MATCH
-    if origin is tuple:
-        if not isinstance(value, (list, tuple)):
-            return _NO_MATCH
-        kinds = [args[0]] * len(value) if len(args) == 2 and args[1] is Ellipsis else list(args)
-        if len(kinds) != len(value):
-            return _NO_MATCH
-        items = [_coerce(v, json.dumps(v), k) for v, k in zip(value, kinds, strict=True)]
-        return _NO_MATCH if any(i is _NO_MATCH for i in items) else tuple(items)
-    if hint is bool:
-        return value if isinstance(value, bool) else _NO_MATCH
-    if hint is int:
-        if isinstance(value, bool):
-            return _NO_MATCH
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        return _NO_MATCH
-    if hint is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return _NO_MATCH
-        return float(value)
-    if hint is str:
-        # a string field takes the text as typed, even when it would parse as a number
-        return value if isinstance(value, str) else raw.strip()
-    return value  # a type this check does not know: the constructor validates it
-
-
-def _example(hint: Any, current: Any) -> str:
-    """A valid right-hand side for the error message: the current value when it has one."""
-    import types
-    from typing import Union, get_args, get_origin
-
-    if current is not None:
-        return json.dumps(list(current) if isinstance(current, tuple) else current)
-    origin, args = get_origin(hint), get_args(hint)
-    if origin in (Union, types.UnionType):
-        inner = [a for a in args if a is not type(None)]
-        return _example(inner[0], None) if inner else "null"
-    if origin is tuple:
-        kinds = [args[0]] if len(args) == 2 and args[1] is Ellipsis else list(args)
-        return "[" + ", ".join(_example(k, None) for k in kinds) + "]"
-    return {bool: "true", int: "1", float: "0.001", str: "text"}.get(hint, "null")
-
-
-def _typed_value(assignment: str, section: str, name: str, raw: str, current: Any) -> Any:
-    """The value of `section.name=raw`, checked against the field's annotation; a ValueError
-    naming the field, the value and the expected type otherwise."""
-    value = _parse_value(raw)
-    if section == "task":  # task options are checked by the task's constructor
-        return value
-    hint = _field_types(section).get(name)
-    if hint is None:
-        return value
-    out = _coerce(value, raw, hint)
-    if out is _NO_MATCH:
-        raise ValueError(
-            f"--set {assignment}: {section}.{name} must be {_describe(hint)}, "
-            f"e.g. {section}.{name}={_example(hint, current)}"
-        )
-    return out
-
-
-def apply_overrides(cfg: RunConfig, assignments: list[str]) -> RunConfig:
-    """Apply `key=value` edits, validated by rebuilding every section. Model fields derived
-    from others (d_head, d_mlp, max_loops) are derived again unless set, and the model's
-    vocabulary always follows the (possibly edited) task."""
-    d = cfg.to_dict()
-    sections = {"task": d["task"], "model": d["model"], "train": d["train"]}
-    model_changes: dict[str, Any] = {}
-    for assignment in assignments:
-        if "=" not in assignment:
-            raise ValueError(f"--set expects key=value, got {assignment!r}")
-        key, raw = assignment.split("=", 1)
-        key = key.strip()
-        if "." in key:
-            section, name = key.split(".", 1)
-            if section not in sections:
-                raise ValueError(f"--set {key}: section must be one of {list(sections)}")
-            if name not in sections[section] and section != "task":
-                raise ValueError(
-                    f"--set {key}: {section} has no field {name!r}; fields: {', '.join(sorted(sections[section]))}"
-                )
-        else:
-            owners = [s for s, fields in sections.items() if key in fields and key != "name"]
-            if len(owners) != 1:
-                where = "no section" if not owners else f"several sections ({', '.join(owners)})"
-                raise ValueError(
-                    f"--set {key}: found in {where}; write it as section.{key} "
-                    f"(sections: task, model, train; e.g. train.lr=3e-4)"
-                )
-            section, name = owners[0], key
-        if section == "model" and name == "vocab":
-            raise ValueError("--set model.vocab: the vocabulary comes from the task; change the task instead")
-        value = _typed_value(assignment.strip(), section, name, raw, sections[section].get(name))
-        sections[section][name] = value
-        if section == "model":
-            model_changes[name] = value
-    try:
-        task_kwargs = {k: v for k, v in sections["task"].items() if k != "name"}
-        task = get_task(sections["task"]["name"], **task_kwargs)
-        model = cfg.model.replace(**model_changes, vocab=task.vocab.to_dict(), answer_slots=task.answer_slots)
-        return RunConfig(
-            task=sections["task"]["name"],
-            task_kwargs=task_kwargs,
-            model=model,
-            train=TrainConfig(**sections["train"]),
-            preset=cfg.preset,
-        )
-    except (TypeError, ValueError) as e:
-        raise ValueError(f"invalid --set: {e}") from e

@@ -49,7 +49,7 @@ class TrainResult:
     is_writer: bool = True
 
 
-def _losses(model, batch, generator, cfg, device, autocast):
+def training_losses(model, batch, generator, cfg, device, autocast):
     """Full-depth loss, plus the progressive-loss term when configured."""
     tcfg, R = cfg.train, cfg.model.n_loops
     tokens = batch.tokens.to(device)
@@ -70,30 +70,50 @@ def _losses(model, batch, generator, cfg, device, autocast):
 
     with autocast:
         inputs = model.embed(tokens, abacus_offset=offsets)  # [batch pos d_model]
-        if tcfg.progressive == "mix":
-            # 0.5 * (full depth R + a random depth r): one pass, read out at both depths
+        r = None
+        if tcfg.progressive == "mix":  # a random depth r, read out beside the full depth R
             lo, hi = tcfg.mix_depths or (1, R)
             r = int(torch.randint(lo, hi + 1, (1,), generator=generator))
-            first, second = sorted((r, R))
-            state_first = model.run_loops(inputs, range(first))
-            state_second = model.run_loops(inputs, range(first, second), state=state_first) if first < second else state_first
-            state_full, state_r = (state_first, state_second) if R == first else (state_second, state_first)
-            full = loss_of(state_full)
-            return 0.5 * (full + loss_of(state_r)), full, state_full, loss_mask
-        state_full = model.run_loops(inputs, range(R))
+        deepest = max(R, r or 0)
+        wanted = {R, deepest} | ({r} if r else set())
+        if tcfg.step_penalty and deepest > 1:
+            wanted.add(deepest - 1)
+        states = _states_at(model, inputs, wanted)  # one pass, read out on the way
+        state_full = states[R]
         full = loss_of(state_full)
-        if tcfg.progressive == "none":
-            return full, full, state_full, loss_mask
-        # McLeish et al.: n loops without gradient, then k loops with gradient
-        n = int(torch.randint(0, R, (1,), generator=generator))
-        k = int(torch.randint(1, R - n + 1, (1,), generator=generator))
-        state = None
-        if n:
-            with torch.no_grad():
-                state = model.run_loops(inputs, range(n)).detach()
-        progressive = loss_of(model.run_loops(inputs, range(n, n + k), state=state))
-        alpha = tcfg.progressive_alpha
-        return (1 - alpha) * full + alpha * progressive, full, state_full, loss_mask
+        if tcfg.progressive == "mix":
+            loss = 0.5 * (full + loss_of(states[r]))
+        elif tcfg.progressive == "mcleish":
+            # McLeish et al.: n loops without gradient, then k loops with gradient
+            n = int(torch.randint(0, R, (1,), generator=generator))
+            k = int(torch.randint(1, R - n + 1, (1,), generator=generator))
+            state = None
+            if n:
+                with torch.no_grad():
+                    state = model.run_loops(inputs, range(n)).detach()
+            alpha = tcfg.progressive_alpha
+            loss = (1 - alpha) * full + alpha * loss_of(model.run_loops(inputs, range(n, n + k), state=state))
+        else:
+            loss = full
+        if tcfg.step_penalty and deepest > 1:
+            valid = batch.valid.to(device)[..., None]
+            loss = loss + tcfg.step_penalty * relative_step(states[deepest], states[deepest - 1], valid).mean()
+        return loss, full, state_full, loss_mask
+
+
+def _states_at(model, inputs, depths: set[int]) -> dict[int, torch.Tensor]:
+    """The state after each number of loops in `depths`, from one pass through the deepest."""
+    states, state, done = {}, None, 0
+    for depth in sorted(depths):
+        state = model.run_loops(inputs, range(done, depth), state=state) if depth > done else state
+        states[depth], done = state, depth
+    return states
+
+
+def relative_step(state, previous, valid) -> torch.Tensor:
+    """Per-example ||s_t - s_(t-1)|| / ||s_t|| over real positions: zero at a fixed point."""
+    step = ((state - previous) * valid).flatten(1).norm(dim=1)
+    return step / (state * valid).flatten(1).norm(dim=1).clamp_min(1e-6)
 
 
 @torch.no_grad()
@@ -201,7 +221,7 @@ def train(cfg: RunConfig, run_dir: str | Path, progress: bool = True) -> TrainRe
 
             # --- forward: full-depth (+ progressive) loss on this step's batch
             batch = source.batch(step)
-            loss, full_loss, state, loss_mask = _losses(model, batch, source.generator(step), cfg, device, autocast)
+            loss, full_loss, state, loss_mask = training_losses(model, batch, source.generator(step), cfg, device, autocast)
             loss_value = dist_utils.mean_across_ranks(loss.item(), world)
             if not math.isfinite(loss_value):
                 raise TrainingDiverged(

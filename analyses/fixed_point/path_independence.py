@@ -121,7 +121,7 @@ def path_independence(
         readout = batch.loss_mask.to(device)[:, :-1]
         inputs = model.embed(tokens)  # [batch pos d_model]
 
-        def step(state, t):
+        def step(state, t, inputs=inputs):
             return model.run_loops(inputs, range(t, t + 1), state=state)
 
         reference_end = model.run_loops(inputs, range(horizon))
