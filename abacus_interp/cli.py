@@ -155,7 +155,7 @@ def cmd_summary(args) -> int:
 def cmd_report(args) -> int:
     from .report import build_report
 
-    path = build_report(args.run, args.out, compare=args.compare)
+    path = build_report(args.run, args.out, compare=args.compare, ablation=args.ablation)
     print(report_digest(json.loads((Path(path).parent / "report.json").read_text())))
     print(f"report written to {path}")
     return 0
@@ -172,6 +172,17 @@ def report_digest(report: dict, per_section: int = 1) -> str:
         shown = findings[:2] if key == "evaluation" else findings[:per_section]
         lines.extend(f"  [{section['title']}] {text}" for text in shown)
     return "\n".join(lines)
+
+
+def cmd_ablate(args) -> int:
+    from .ablation import get_spec, run_ablation
+
+    data = run_ablation(get_spec(args.spec), args.out)
+    for line in data["findings"]:
+        print(line)
+    print(f"wrote {Path(args.out) / 'ablation.json'}; add it to a report with "
+          f"`abacus-interp report RUN --ablation {args.out} --out DIR`")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -209,8 +220,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="offline HTML + JSON interpretability report")
     p.add_argument("run")
     p.add_argument("--compare", help="a second run to compare with")
+    p.add_argument("--ablation", help="a directory written by `abacus-interp ablate`, shown as a section")
     p.add_argument("--out", required=True)
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("ablate", help="train one run per variant of a recipe; exact match vs operand length")
+    p.add_argument("--spec", default="extrapolation", help="the ablation to run (abacus_interp.ablation.SPECS)")
+    p.add_argument("--out", required=True, help="directory for the cells and ablation.json (resumes)")
+    p.set_defaults(func=cmd_ablate)
     return parser
 
 

@@ -87,6 +87,7 @@ def build_report(
     out: str | Path,
     compare: str | Path | None = None,
     *,
+    ablation: str | Path | None = None,
     sizes: ReportSizes | None = None,
     sections: Sequence[str] | None = None,
     seed: int = 0,
@@ -102,6 +103,8 @@ def build_report(
       listed as omitted ("not requested").
     torch_threads: intra-op threads while the report runs (restored afterwards); None
       leaves torch's setting alone.
+    ablation: a directory written by `abacus-interp ablate` (its ablation.json), shown as
+      the "ablation" section; without it that section is omitted.
     """
     from abacus_interp.checkpoints import load_model, read_run_config
     from abacus_interp.tasks import task_from_config
@@ -126,7 +129,7 @@ def build_report(
     with _torch_threads(torch_threads):
         model = load_model(run_dir)
         ctx = Context(run_dir=run_dir, config=config, model=model, task=task, compare_dir=compare_dir,
-                      sizes=sizes, seed=seed)
+                      sizes=sizes, seed=seed, ablation_dir=Path(ablation) if ablation is not None else None)
         bar = tqdm(SECTIONS, desc="report", unit="section", disable=not progress, dynamic_ncols=True)
         for spec in bar:
             bar.set_postfix_str(spec.key)

@@ -54,8 +54,8 @@ def first_step_at(steps: Sequence[int], values: Sequence[float | None], threshol
     return None
 
 
-def _limit(sentences: list[str | None]) -> list[str]:
-    return [s for s in sentences if s][:MAX_FINDINGS]
+def _limit(sentences: list[str | None], most: int = MAX_FINDINGS) -> list[str]:
+    return [s for s in sentences if s][:most]
 
 
 # --------------------------------------------------------------------------- model card
@@ -260,7 +260,30 @@ def fixed_point(d: dict[str, Any]) -> list[str]:
             f"At loop {horizon} the loop map's Jacobian has median spectral radius {rq['median']:.2f}; "
             f"{pct(at.get('contracting_fraction'))} of sampled problems contract (radius < 1)."
         )
-    return _limit(out)
+    out.append(_lock_in_by_chain(lock))
+    path = d.get("path_independence") or {}
+    if path.get("starts"):
+        parts = [f"{name}: {pct(s['same_state_fraction'])} same end state, {pct(s['same_answer_fraction'])} same answer"
+                 for name, s in path["starts"].items()]
+        out.append(f"Started from other states (Anil et al.'s path independence, {path['n_problems']} problems, "
+                   f"{_loops(path['horizon'])}, cosine >= {path['threshold']}): " + "; ".join(parts) + ".")
+    return _limit(out, most=6)  # the loop is this toolkit's subject: convergence, lock-in and paths
+
+
+def _lock_in_by_chain(lock: dict[str, Any]) -> str | None:
+    """Median lock-in loop at carry chain 0 against the longest chains (>= 4), with
+    Spearman's rho over digits: the numbers that say whether the loop carries the carry."""
+    rows = [r for r in lock.get("by_chain") or [] if r.get("n") and r.get("median") is not None]
+    base = next((r for r in rows if r["chain"] == 0), None)
+    long = [r for r in rows if r["chain"] >= 4 and r["n"] >= 5]
+    rho = lock.get("spearman")
+    if base is None or not long or rho is None:
+        return None
+    n_long = sum(r["n"] for r in long)
+    median_long = sum(r["median"] * r["n"] for r in long) / n_long
+    return (f"By carry chain: digits with no incoming carry chain lock in at loop {base['median']:.0f} (median), "
+            f"digits at the end of a chain of 4 or more at loop {median_long:.1f} (n-weighted median over chains "
+            f"{', '.join(str(r['chain']) for r in long)}); Spearman {rho:.2f} between chain length and lock-in loop.")
 
 
 # --------------------------------------------------------------------------- carry attention

@@ -74,6 +74,7 @@ class Context:
     sizes: ReportSizes
     seed: int = 0
     shared: dict[str, Any] = field(default_factory=dict)  # results later sections reuse
+    ablation_dir: Path | None = None  # written by `abacus-interp ablate`
 
     @property
     def is_modular(self) -> bool:
@@ -372,6 +373,25 @@ def build_fourier(ctx: Context) -> Built:
     return _built(_run_analysis(ctx, "fourier", ctx.run_dir))
 
 
+def build_ablation(ctx: Context) -> Built:
+    import json
+
+    from abacus_interp.ablation import ablation_figure
+
+    if ctx.ablation_dir is None:
+        raise Omitted("no ablation given: run `abacus-interp ablate --out DIR` and pass `--ablation DIR`")
+    path = ctx.ablation_dir / "ablation.json"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist; run `abacus-interp ablate --out {ctx.ablation_dir}` first")
+    data = json.loads(path.read_text())
+    rows = [[c["factor"], c["label"], c.get("params"), c.get("train_seconds"),
+             *("-" if e is None else f"{100 * e:.0f}%" for e in c["exact_match"])] for c in data["cells"]]
+    table = H.grid_table(["factor", "value", "params", "train s", *map(str, data["cells"][0]["lengths"])], rows,
+                         caption=f"Exact match by operand length ({data['spec']['description']})")
+    return Built(data=data, figures={"ablation": ablation_figure(data)}, tables=table,
+                 findings=list(data["findings"]))
+
+
 SECTIONS: list[SectionSpec] = [
     SectionSpec("model_card", "Model card", build_model_card),
     SectionSpec("evaluation", "Accuracy: grid and loops", build_evaluation),
@@ -380,4 +400,5 @@ SECTIONS: list[SectionSpec] = [
     SectionSpec("checkpoint_compare", "Checkpoint comparison", build_checkpoint_compare),
     SectionSpec("embedding_evolution", "Embedding evolution", build_embedding_evolution),
     SectionSpec("fourier", "Fourier structure and grokking", build_fourier),
+    SectionSpec("ablation", "Ablation: what makes it extrapolate", build_ablation),
 ]

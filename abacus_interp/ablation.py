@@ -1,0 +1,200 @@
+"""Ablations: train one run per variant of a base recipe and measure exact match against
+operand length on equal-length problems, the figure McLeish et al. draw for each factor.
+
+One factor at a time: every variant is the base recipe plus its own `--set` edits, so a
+cell differs from the baseline in exactly the factor it names. Each cell is a real run of
+the project's `train` (resumable: an interrupted ablation picks up where it stopped), and
+its evaluation is stored beside it, so `run_ablation` on a finished directory only reads.
+
+    abacus-interp ablate --spec extrapolation --out runs/ablation-extrapolation
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import plotly.graph_objects as go
+from plotly.colors import qualitative
+from plotly.subplots import make_subplots
+
+from . import checkpoints as ckpt
+from .evaluation.grid import cell_examples, cell_fits
+from .scoring import score_examples
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Variant:
+    factor: str  # the factor this cell varies, e.g. "Abacus offset k"; "baseline" for the base
+    label: str  # its value, e.g. "k=16"
+    overrides: tuple[str, ...] = ()  # `--set` edits on top of the base recipe
+
+
+@dataclass(frozen=True)
+class AblationSpec:
+    preset: str
+    base: tuple[str, ...]  # `--set` edits shared by every cell
+    variants: tuple[Variant, ...]
+    # equal-length evaluation: operands of exactly n digits for n in lengths
+    lengths: tuple[int, ...]
+    n_per_length: int = 100
+    description: str = ""
+
+    def cells(self) -> list[Variant]:
+        return [Variant("baseline", "baseline"), *self.variants]
+
+
+def slug(variant: Variant) -> str:
+    text = variant.label if variant.factor == "baseline" else f"{variant.factor}-{variant.label}"
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()
+
+
+def _extrapolation() -> AblationSpec:
+    # Small enough for 2 CPU cores (minutes per cell): <= 4-digit addition, d_model 64, evaluated
+    # to 3x the trained length. The baseline has the offsets that extrapolation needs.
+    base = ("task.max_digits=4", "model.d_model=64", "model.n_loops=2", "model.max_seq_len=52",
+            "model.abacus_max_offset=16", "model.abacus_offset_mode=example", "train.steps=6000",
+            "train.progressive=none", "train.lr=3e-3", "train.eval_every=500", "train.checkpoint_every=6000",
+            "train.dense_checkpoints=1", "train.dense_until=1")
+    return AblationSpec(
+        preset="demo-add",
+        base=base,
+        variants=(
+            Variant("Abacus offset k", "k=0", ("model.abacus_max_offset=0",)),
+            Variant("Abacus offset k", "k=32", ("model.abacus_max_offset=32",)),
+            Variant("loops x layers", "1x1", ("model.n_loops=1",)),
+            Variant("loops x layers", "1x4", ("model.n_loops=4",)),
+            Variant("input injection", "none", ("model.input_injection=none",)),
+            Variant("progressive loss", "mcleish", ("train.progressive=mcleish",)),
+            Variant("width", "d_model=128", ("model.d_model=128",)),
+        ),
+        lengths=tuple(range(1, 13)),
+        n_per_length=100,
+        description="one factor at a time around a 4-digit adder with Abacus offsets up to 16; "
+                    "equal-length exact match to 3x the trained length",
+    )
+
+
+SPECS = {"extrapolation": _extrapolation}
+
+
+def get_spec(name: str) -> AblationSpec:
+    if name not in SPECS:
+        raise ValueError(f"unknown ablation {name!r}; choose one of {', '.join(SPECS)}")
+    return SPECS[name]()
+
+
+def evaluate_lengths(model, task, lengths, n_per_length: int, seed: int = 0) -> dict[str, Any]:
+    """Exact match on equal-length operands; None where the problem does not fit the model."""
+    exact: list[float | None] = []
+    for n in lengths:
+        if not cell_fits(task, n, n, model.cfg.max_seq_len):
+            exact.append(None)
+            continue
+        exact.append(score_examples(model, cell_examples(task, n, n, n_per_length, seed)).exact_match)
+    return {"lengths": list(lengths), "exact_match": exact, "n_per_length": n_per_length}
+
+
+def run_ablation(spec: AblationSpec, out: str | Path, progress: bool = True) -> dict[str, Any]:
+    """Train (or resume) every cell of `spec` under `out/cells/`, evaluate it, and write
+    `out/ablation.json`; returns its content."""
+    from .training import apply_overrides, get_preset, train
+
+    out = Path(out)
+    (out / "cells").mkdir(parents=True, exist_ok=True)
+    results = []
+    for variant in spec.cells():
+        cell_dir = out / "cells" / slug(variant)
+        cfg = apply_overrides(get_preset(spec.preset), [*spec.base, *variant.overrides])
+        eval_path = cell_dir / "lengths.json"
+        if not eval_path.exists():
+            started = time.perf_counter()
+            train(cfg, cell_dir, progress=progress)
+            model = ckpt.load_model(cell_dir)
+            lengths = evaluate_lengths(model, cfg.make_task(), spec.lengths, spec.n_per_length)
+            rows = ckpt.read_metrics(cell_dir)
+            lengths["train_seconds"] = rows[-1].get("elapsed_s") if rows else None
+            lengths["params"] = sum(p.numel() for p in model.parameters())
+            lengths["wall_seconds"] = time.perf_counter() - started
+            ckpt.write_json(eval_path, lengths)
+        lengths = json.loads(eval_path.read_text())
+        results.append({**asdict(variant), "cell": slug(variant), **lengths})
+        logger.info("ablation cell %s: %s", slug(variant), lengths["exact_match"])
+    data = {"spec": {**asdict(spec), "trained_max_digits": _trained_digits(spec)}, "cells": results}
+    data["findings"] = findings(data)
+    ckpt.write_json(out / "ablation.json", data)
+    return json.loads((out / "ablation.json").read_text())  # JSON types, as a later reader sees them
+
+
+def _trained_digits(spec: AblationSpec) -> int | None:
+    for edit in spec.base:
+        if edit.startswith("task.max_digits="):
+            return int(edit.split("=", 1)[1])
+    return None
+
+
+def _at(cell: dict[str, Any], length: int) -> float | None:
+    return dict(zip(cell["lengths"], cell["exact_match"], strict=True)).get(length)
+
+
+def extrapolation_limit(cell: dict[str, Any], threshold: float = 0.5) -> int | None:
+    """The longest length up to which exact match stays >= threshold (None: not even 1)."""
+    last = None
+    for n, em in zip(cell["lengths"], cell["exact_match"], strict=True):
+        if em is None or em < threshold:
+            break
+        last = n
+    return last
+
+
+def findings(data: dict[str, Any]) -> list[str]:
+    """One sentence per factor: exact match at 1x, 2x and 3x the trained length of each value."""
+    trained = data["spec"]["trained_max_digits"]
+    if not trained:
+        return []
+    marks = [m for m in (trained, 2 * trained, 3 * trained) if m in data["spec"]["lengths"]]
+
+    def describe(cell):
+        ems = [_at(cell, m) for m in marks]
+        return f"{cell['label']} " + "/".join("-" if e is None else f"{100 * e:.0f}%" for e in ems)
+
+    base = next(c for c in data["cells"] if c["factor"] == "baseline")
+    out = []
+    factors = list(dict.fromkeys(c["factor"] for c in data["cells"] if c["factor"] != "baseline"))
+    header = "/".join(f"{m} digits" for m in marks)
+    for factor in factors:
+        cells = [c for c in data["cells"] if c["factor"] == factor]
+        out.append(f"{factor} (exact match at {header}): " + ", ".join(describe(c) for c in [base, *cells]) + ".")
+    return out
+
+
+def ablation_figure(data: dict[str, Any]) -> go.Figure:
+    """Exact match vs operand length, one panel per factor, the baseline in every panel."""
+    base = next(c for c in data["cells"] if c["factor"] == "baseline")
+    factors = list(dict.fromkeys(c["factor"] for c in data["cells"] if c["factor"] != "baseline"))
+    cols = min(2, max(1, len(factors)))
+    rows = (len(factors) + cols - 1) // cols
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=factors, shared_yaxes=True)
+    trained = data["spec"]["trained_max_digits"]
+    for i, factor in enumerate(factors):
+        r, c = i // cols + 1, i % cols + 1
+        cells = [base, *[x for x in data["cells"] if x["factor"] == factor]]
+        for j, cell in enumerate(cells):
+            color = "black" if cell is base else qualitative.Plotly[j % len(qualitative.Plotly)]
+            fig.add_trace(go.Scatter(x=cell["lengths"], y=cell["exact_match"], mode="lines+markers",
+                                     name=cell["label"], line={"color": color, "dash": "dot" if cell is base else None},
+                                     legendgroup=f"{factor}-{cell['label']}", showlegend=True), row=r, col=c)
+        if trained:
+            fig.add_vline(x=trained, line_dash="dash", line_color="gray", row=r, col=c)
+    fig.update_xaxes(title_text="operand length (digits, both operands)")
+    fig.update_yaxes(title_text="exact match", range=[-0.02, 1.02])
+    fig.update_layout(title="Ablation: exact match vs operand length (dashed: longest trained length)",
+                      height=320 * rows)
+    return fig

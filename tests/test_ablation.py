@@ -1,0 +1,60 @@
+"""abacus_interp.ablation: cells are real (tiny) runs, evaluated on equal-length problems,
+resumable, summarised per factor, drawn, and shown by the report."""
+
+from __future__ import annotations
+
+import json
+
+import plotly.graph_objects as go
+import pytest
+
+from abacus_interp.ablation import AblationSpec, Variant, ablation_figure, extrapolation_limit, get_spec, run_ablation
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("single_torch_thread")]
+
+TINY = ("task.max_digits=2", "model.d_model=16", "model.d_head=4", "model.d_mlp=32", "model.max_seq_len=24",
+        "train.steps=4", "train.batch_size=8", "train.eval_problems=8", "train.eval_every=4",
+        "train.checkpoint_every=4", "train.dense_checkpoints=1", "train.dense_until=1", "train.warmup_steps=1")
+
+
+def tiny_spec() -> AblationSpec:
+    return AblationSpec(preset="demo-add", base=TINY, lengths=(1, 2, 3, 4, 9),
+                        variants=(Variant("loops x layers", "1x1", ("model.n_loops=1",)),), n_per_length=8)
+
+
+def test_ablation_trains_each_cell_once_and_summarises(tmp_path):
+    data = run_ablation(tiny_spec(), tmp_path / "abl", progress=False)
+    assert [c["cell"] for c in data["cells"]] == ["baseline", "loops-x-layers-1x1"]
+    for cell in data["cells"]:
+        assert (tmp_path / "abl" / "cells" / cell["cell"] / "config.json").exists()
+        assert len(cell["exact_match"]) == 5 and cell["params"] > 0
+        assert cell["exact_match"][-1] is None  # 9-digit operands do not fit max_seq_len 24
+        assert all(0 <= e <= 1 for e in cell["exact_match"][:-1])
+    assert data["spec"]["trained_max_digits"] == 2
+    assert data["findings"][0].startswith("loops x layers (exact match at 2 digits/4 digits")
+    stored = json.loads((tmp_path / "abl" / "ablation.json").read_text())
+    assert stored["cells"] == data["cells"]
+    # a finished directory is read, not retrained
+    mtime = (tmp_path / "abl" / "cells" / "baseline" / "lengths.json").stat().st_mtime
+    again = run_ablation(tiny_spec(), tmp_path / "abl", progress=False)
+    assert again["cells"] == data["cells"]
+    assert (tmp_path / "abl" / "cells" / "baseline" / "lengths.json").stat().st_mtime == mtime
+    fig = ablation_figure(data)
+    assert isinstance(fig, go.Figure) and len(fig.data) == 2
+
+    from abacus_interp.report import ReportSizes, build_report, load_report_json
+
+    build_report(tmp_path / "abl" / "cells" / "baseline", tmp_path / "rep", ablation=tmp_path / "abl",
+                 sizes=ReportSizes.quick(), sections=["model_card", "ablation"], progress=False)
+    section = load_report_json(tmp_path / "rep")["sections"]["ablation"]
+    assert section["status"] == "ok" and section["findings"] == data["findings"]
+
+
+def test_extrapolation_limit_and_named_specs():
+    cell = {"lengths": [1, 2, 3, 4], "exact_match": [1.0, 0.9, 0.4, 0.8]}
+    assert extrapolation_limit(cell) == 2
+    assert extrapolation_limit({"lengths": [1], "exact_match": [0.1]}) is None
+    spec = get_spec("extrapolation")
+    assert spec.cells()[0].factor == "baseline" and len({v.label for v in spec.variants}) == len(spec.variants)
+    with pytest.raises(ValueError, match="unknown ablation"):
+        get_spec("nope")
