@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+import random
+from typing import Any, ClassVar
 
+from abacus_interp.tasks.base import Example, check_digit_range
 from abacus_interp.tasks.binary_op import BinaryOpTask
+from abacus_interp.tasks.carries import sample_with_cascade
 
 
 class AdditionTask(BinaryOpTask):
@@ -12,13 +15,51 @@ class AdditionTask(BinaryOpTask):
 
     Carry labels for interpretability (carry into each digit, cascade lengths) live in
     `abacus_interp.tasks.carries`.
+
+    `cascade_fraction`: the share of sampled problems that carry a planted carry cascade
+    (length L uniform in 1..max_digits, both operands of a uniform length in L..max_digits). Under uniform digits a
+    cascade of length L has probability ~10^-(L-1), so a model never sees long ones; a loop
+    that must propagate carries needs them in its training data.
     """
 
     name: ClassVar[str] = "addition"
     op_symbol: ClassVar[str] = "+"
 
-    def __init__(self, max_digits: int = 10, min_digits: int = 1, answer_format: str = "autoregressive") -> None:
+    def __init__(
+        self,
+        max_digits: int = 10,
+        min_digits: int = 1,
+        answer_format: str = "autoregressive",
+        cascade_fraction: float = 0.0,
+    ) -> None:
         super().__init__(max_digits=max_digits, min_digits=min_digits, answer_format=answer_format)
+        if isinstance(cascade_fraction, bool) or not isinstance(cascade_fraction, (int, float)) \
+                or not 0.0 <= cascade_fraction <= 1.0:
+            raise ValueError(f"cascade_fraction must be a number in [0, 1], got {cascade_fraction!r}")
+        self.cascade_fraction = float(cascade_fraction)
+
+    def sample(self, n: int, rng: random.Random, min_digits: int | None = None,
+               max_digits: int | None = None) -> list[Example]:
+        if not self.cascade_fraction:  # the plain stream, draw for draw
+            return super().sample(n, rng, min_digits, max_digits)
+        lo = self.min_digits if min_digits is None else min_digits
+        hi = self.max_digits if max_digits is None else max_digits
+        check_digit_range(lo, hi)
+        out = []
+        for _ in range(n):
+            if rng.random() < self.cascade_fraction:
+                length = rng.randint(1, hi)
+                digits = rng.randint(max(lo, length), hi)
+                out.append(self.make(*sample_with_cascade(length, digits, rng)))
+            else:
+                out.extend(super().sample(1, rng, lo, hi))
+        return out
+
+    def config(self) -> dict[str, Any]:
+        out = super().config()
+        if self.cascade_fraction:  # older configs stay as they were
+            out["cascade_fraction"] = self.cascade_fraction
+        return out
 
     @staticmethod
     def compute(a: int, b: int) -> int:

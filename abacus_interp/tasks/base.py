@@ -47,6 +47,12 @@ class Task(ABC):
         answer is filled in one forward pass); ModelConfig.answer_slots follows it."""
         return False
 
+    @property
+    def answer_token_ids(self) -> tuple[int, ...] | None:
+        """Vocabulary ids an answer token can take, for a readout restricted to them
+        (`train.readout="answer_symbols"`); None: the task declares none (use every token)."""
+        return None
+
     @abstractmethod
     def sample(self, n: int, rng: random.Random, **kw: Any) -> list[Example]:
         """Draw `n` examples using only `rng`, so equal seeds give equal lists."""

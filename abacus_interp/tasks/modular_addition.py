@@ -38,6 +38,11 @@ class ModularAdditionTask(Task):
         self.split_seed = split_seed
         self.vocab = Vocab(symbols=(*(str(r) for r in range(p)), "="), separator=" ")
 
+    @property
+    def answer_token_ids(self) -> tuple[int, ...]:
+        """The ids of the p residue tokens: Nanda et al.'s readout is a softmax over these."""
+        return tuple(self.vocab.encode(" ".join(str(r) for r in range(self.p))))
+
     # -- the data set -----------------------------------------------------------------
     def all_pairs(self) -> list[tuple[int, int]]:
         """Every (a, b) with 0 <= a, b < p, in row-major order."""
