@@ -4,10 +4,11 @@ Public API (DESIGN.md): ModelConfig, LoopedTransformer, act_name, load_model,
 list_checkpoints, get_task; `analyses.<name>.run(...)` for the analyses.
 """
 
+from .cache import LoopActivationCache
 from .checkpoints import list_checkpoints, load_model
 from .config import ModelConfig
 from .model import LoopedTransformer, act_name
 from .tasks import get_task
 from .tokens import Vocab
 
-__all__ = ["LoopedTransformer", "ModelConfig", "Vocab", "act_name", "get_task", "list_checkpoints", "load_model"]
+__all__ = ["LoopActivationCache", "LoopedTransformer", "ModelConfig", "Vocab", "act_name", "get_task", "list_checkpoints", "load_model"]

@@ -60,8 +60,8 @@ def _extrapolation() -> AblationSpec:
     # Small enough for 2 CPU cores (minutes per cell): <= 4-digit addition, d_model 64, evaluated
     # to 3x the trained length. The baseline has the offsets that extrapolation needs.
     base = ("task.max_digits=4", "model.d_model=64", "model.n_loops=2", "model.max_seq_len=52",
-            "model.abacus_max_offset=16", "model.abacus_offset_mode=example", "train.steps=6000",
-            "train.progressive=none", "train.lr=3e-3", "train.eval_every=500", "train.checkpoint_every=6000",
+            "model.abacus_max_offset=16", "model.abacus_offset_mode=example", "train.steps=5000",
+            "train.progressive=none", "train.lr=3e-3", "train.eval_every=500", "train.checkpoint_every=5000",
             "train.dense_checkpoints=1", "train.dense_until=1")
     return AblationSpec(
         preset="demo-add",

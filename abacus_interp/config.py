@@ -108,6 +108,15 @@ class ModelConfig:
         object.__setattr__(self, "max_loops", max_loops)
 
     @property
+    def device(self) -> str | None:
+        """The device of the model last built or moved with this config (not a field, never
+        saved); TransformerLens helpers read `model.cfg.device`."""
+        return self.__dict__.get("_device")
+
+    def attach_device(self, device) -> None:
+        object.__setattr__(self, "_device", str(device))
+
+    @property
     def d_vocab(self) -> int:
         return len(self.vocab)
 

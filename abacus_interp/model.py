@@ -150,6 +150,7 @@ class LoopedTransformer(HookedRootModule):
         if cfg.answer_slots:
             self.equals_id, self.slot_id = cfg.vocab.encode("=_")
         self.setup()
+        cfg.attach_device(self.W_E.device)
 
     # ----------------------------------------------------------------- pieces
     def embed(
@@ -222,6 +223,29 @@ class LoopedTransformer(HookedRootModule):
                     cache[t][layer] = kv
             state = hooks.hook_state_post(x)
         return state
+
+    def run_with_cache(self, *model_args, remove_batch_dim: bool = False, return_cache_object: bool = True, **kwargs):
+        """TransformerLens' run_with_cache (names_filter, device, remove_batch_dim, incl_bwd,
+        ...); the cache is a loop-aware `LoopActivationCache` (see cache.py), or the plain
+        dict with return_cache_object=False."""
+        out, cache_dict = super().run_with_cache(*model_args, remove_batch_dim=remove_batch_dim, **kwargs)
+        if not return_cache_object:
+            return out, cache_dict
+        from .cache import LoopActivationCache
+
+        n_loops = model_args[1] if len(model_args) > 1 else kwargs.get("n_loops")
+        n_loops = self.cfg.n_loops if n_loops is None else n_loops
+        return out, LoopActivationCache(cache_dict, self, has_batch_dim=not remove_batch_dim, n_loops=n_loops)
+
+    @property
+    def device(self) -> torch.device:
+        return self.W_E.device
+
+    def _apply(self, fn, *args, **kwargs):
+        # keep cfg.device (read by transformer_lens.patching) in step with .to()/.cuda()/.half()
+        out = super()._apply(fn, *args, **kwargs)
+        self.cfg.attach_device(self.W_E.device)
+        return out
 
     @property
     def W_U_effective(self) -> Float[Tensor, "d_model d_vocab"]:

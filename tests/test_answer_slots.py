@@ -97,3 +97,22 @@ def test_loop_add_trains_with_depths_past_the_trained_one(tmp_path):
     assert rows[-1]["step"] == 20
     # every drawn depth (3..6) exceeds the trained depth 2, so the optimised loss differs
     assert all(r["loss"] != r["full_depth_loss"] for r in rows)
+
+
+def test_cascade_fraction_plants_long_chains_and_keeps_the_plain_stream():
+    from collections import Counter
+
+    from abacus_interp.tasks.carries import longest_cascade
+
+    plain = get_task("addition", max_digits=5)
+    zero = get_task("addition", max_digits=5, cascade_fraction=0.0)
+    assert zero.sample(50, random.Random(3)) == plain.sample(50, random.Random(3))
+    assert "cascade_fraction" not in zero.config()
+    rich = get_task("addition", max_digits=5, cascade_fraction=1.0)
+    assert get_task("addition", **rich.config()).cascade_fraction == 1.0
+    counts = Counter(longest_cascade(*e.operands) for e in rich.sample(1000, random.Random(0)))
+    assert set(counts) == {1, 2, 3, 4, 5}  # every planted length, none without a carry
+    assert min(counts.values()) > 120  # lengths are drawn uniformly (200 each expected)
+    assert all(len(str(a)) <= 5 and len(str(b)) <= 5 for a, b in (e.operands for e in rich.sample(200, random.Random(1))))
+    with pytest.raises(ValueError, match="cascade_fraction"):
+        get_task("addition", cascade_fraction=1.5)

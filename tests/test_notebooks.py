@@ -16,7 +16,7 @@ NOTEBOOKS = ROOT / "notebooks"
 # notebook -> the shipped run it reads
 RUNS = {
     "01_quickstart.ipynb": "small-add",
-    "02_fixed_points.ipynb": "small-add",
+    "02_fixed_points.ipynb": "loop-add",
     "03_carry_attention.ipynb": "small-add",
     "04_embedding_evolution.ipynb": "small-add",
     "05_grokking_fourier.ipynb": "grok-mod113",
