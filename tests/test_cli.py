@@ -156,7 +156,7 @@ def test_solve_converts_between_human_and_model_order(trained, capsys, monkeypat
 def test_solve_matches_generate(trained, capsys):
     run, _ = trained
     model = ckpt.load_model(run)
-    completion = model.generate(["54+7="])[0]
+    completion = model.generate(["54+7="], n_loops=4)[0]
     assert main(["solve", str(run), "45 + 7", "--loops", "4"]) == 0
     assert capsys.readouterr().out.strip() == completion[::-1]
 

@@ -1,7 +1,7 @@
 """The HTML + JSON report: sections, findings, omission and failure handling, escaping, CLI.
 
 Most tests build the report of a tiny freshly trained run with `ReportSizes.quick()`; the
-shipped runs (checkpoints/small-add, checkpoints/grok-mod113) are checked in slow tests that
+shipped runs (checkpoints/small-add, checkpoints/grok-mod113[-fast]) are checked in slow tests that
 also measure the time budget (<= 3 minutes for small-add).
 """
 
@@ -253,16 +253,25 @@ def test_cli_report_prints_the_path(tmp_path, tmp_path_factory, monkeypatch, cap
 
     calls = {}
 
-    def fake(run, out, compare=None):
-        calls.update(run=run, out=out, compare=compare)
+    def fake(run, out, compare=None, ablation=None):
+        calls.update(run=run, out=out, compare=compare, ablation=ablation)
         Path(out).mkdir(parents=True, exist_ok=True)
         (Path(out) / "index.html").write_text("<html></html>")
+        report = {"run": run, "sections": {
+            "evaluation": {"title": "Accuracy", "status": "ok", "findings": ["in 100%", "out 0%", "third"]},
+            "fixed_point": {"title": "Fixed point", "status": "ok", "findings": ["settles", "second"]},
+            "fourier": {"title": "Fourier", "status": "omitted", "findings": []}}}
+        (Path(out) / "report.json").write_text(json.dumps(report))
         return Path(out) / "index.html"
 
     monkeypatch.setattr("abacus_interp.report.build_report", fake)
     assert cli.main(["report", "some/run", "--compare", "other/run", "--out", str(tmp_path / "r")]) == 0
-    assert calls == {"run": "some/run", "out": str(tmp_path / "r"), "compare": "other/run"}
-    assert str(tmp_path / "r" / "index.html") in capsys.readouterr().out
+    assert calls == {"run": "some/run", "out": str(tmp_path / "r"), "compare": "other/run", "ablation": None}
+    printed = capsys.readouterr().out
+    # the digest: two evaluation findings, one per other analysis that ran, then the path
+    assert "[Accuracy] in 100%" in printed and "[Accuracy] out 0%" in printed and "third" not in printed
+    assert "[Fixed point] settles" in printed and "second" not in printed and "Fourier" not in printed
+    assert printed.strip().endswith(str(tmp_path / "r" / "index.html"))
 
 
 def test_report_of_a_missing_run_says_what_to_do(tmp_path):
@@ -366,7 +375,7 @@ def shipped(name: str) -> Path:
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("name", ["small-add", "grok-mod113"])
+@pytest.mark.parametrize("name", ["small-add", "grok-mod113", "grok-mod113-fast"])
 def test_report_of_shipped_run(name, tmp_path):
     run = shipped(name)
     t0 = time.perf_counter()
