@@ -63,6 +63,7 @@ def cmd_eval(args) -> int:
     from .checkpoints import load_model, load_task, read_run_config, step_path
     from .config import ModelConfig
     from .evaluation.suite import evaluate, format_report
+    from .scoring import run_readout
 
     run = Path(args.run)
     path = step_path(run, args.step) if args.step is not None else run
@@ -70,7 +71,8 @@ def cmd_eval(args) -> int:
     # more hook sets only when asked for deeper loops; never fewer than the model has
     model = load_model(path, max_loops=max([saved_capacity, *(args.loops or [])]))
     task = load_task(run if run.is_dir() else run.parent.parent)
-    report = evaluate(model, task, grid=args.grid, loops=args.loops, n_per_cell=args.n, seed=args.seed)
+    readout = run_readout(read_run_config(run)["train"], task)  # score it the way it was trained
+    report = evaluate(model, task, grid=args.grid, loops=args.loops, n_per_cell=args.n, seed=args.seed, **readout)
     print(format_report(report))
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
@@ -191,7 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("train", help="train a preset into a run directory (resumes if it has resume/)")
-    p.add_argument("--preset", help="demo-add, small-add, grok-mod113, paper-add-1x16, paper-add-8x2")
+    p.add_argument("--preset", help="demo-add, small-add, loop-add, grok-mod113, grok-mod113-fast, paper-add-1x16, paper-add-8x2")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field, e.g. train.lr=3e-4")
     p.add_argument("--out", required=True, help="run directory")
     p.set_defaults(func=cmd_train)

@@ -16,7 +16,33 @@ import torch.nn.functional as F
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from .tokens import Batch, encode_batch
+from .tokens import EOS_ID, Batch, encode_batch
+
+
+def without_eos(tokens: Int[Tensor, "batch pos"], loss_mask: Bool[Tensor, "batch pos"]) -> Bool[Tensor, "batch pos"]:
+    """`loss_mask` minus the positions whose next token is EOS: the answer tokens only."""
+    next_is_eos = torch.zeros_like(loss_mask)
+    next_is_eos[:, :-1] = tokens[:, 1:] == EOS_ID
+    return loss_mask & ~next_is_eos
+
+
+def restrict_readout(
+    logits: Float[Tensor, "n d_vocab"], targets: Tensor, allowed: Tensor
+) -> tuple[Float[Tensor, "n n_allowed"], Tensor]:
+    """Logits of the `allowed` token ids only (the others leave the softmax), and the targets
+    re-indexed into that list. A target outside `allowed` is a ValueError: its probability
+    under this readout is zero."""
+    allowed = allowed.to(logits.device)
+    index = torch.full((logits.shape[-1],), -1, dtype=torch.long, device=logits.device)
+    index[allowed] = torch.arange(len(allowed), device=logits.device)
+    new_targets = index[targets]
+    if (new_targets < 0).any():
+        bad = sorted(set(targets[new_targets < 0].tolist()))[:5]
+        raise ValueError(
+            f"target token ids {bad} are outside the restricted readout ({len(allowed)} ids); score "
+            "only the answer tokens (no EOS) with a readout restricted to the answer symbols"
+        )
+    return logits[:, allowed], new_targets
 
 
 def next_token_loss(
@@ -24,13 +50,29 @@ def next_token_loss(
     tokens: Int[Tensor, "batch pos"],
     loss_mask: Bool[Tensor, "batch pos"],
     dtype: torch.dtype = torch.float32,
+    allowed: Tensor | None = None,
 ) -> Float[Tensor, ""]:
     """Mean cross-entropy of the next token over the masked positions. `dtype=float64`
-    follows Nanda et al.: in float32, grokking's tiny losses underflow and stall."""
+    follows Nanda et al.: in float32, grokking's tiny losses underflow and stall.
+    `allowed` (token ids) restricts the softmax to those ids, as Nanda et al.'s readout over
+    the p residues; None: the whole vocabulary."""
     mask = loss_mask[:, :-1]
     logits = logits[:, :-1][mask].to(dtype)  # [n_scored d_vocab]
     targets = tokens[:, 1:][mask]  # [n_scored]
+    if allowed is not None:
+        logits, targets = restrict_readout(logits, targets, allowed)
     return F.cross_entropy(logits, targets)
+
+
+def run_readout(train: dict, task) -> dict:
+    """How a run was trained to answer, as `score_examples` keywords: `allowed` (the task's
+    answer token ids for `train.readout="answer_symbols"`, else None) and `eos` (False for
+    `train.loss_positions="answer_tokens"`: the EOS was never trained, so it is not scored).
+    `train` is config.json's "train" dict."""
+    allowed = None
+    if train.get("readout", "all") == "answer_symbols" and task.answer_token_ids is not None:
+        allowed = torch.tensor(task.answer_token_ids, dtype=torch.long)
+    return {"allowed": allowed, "eos": train.get("loss_positions", "answer") != "answer_tokens"}
 
 
 @dataclass
@@ -48,14 +90,30 @@ class Scores:
         return float(torch.exp(torch.tensor(self.loss)))
 
 
-def score_batch(model, batch: Batch, n_loops: int | None = None) -> Scores:
+def score_batch(
+    model, batch: Batch, n_loops: int | None = None, allowed: Tensor | None = None, eos: bool = True
+) -> Scores:
+    """Teacher-forced scores of one batch. `eos=False` scores the answer tokens without the
+    EOS; `allowed` restricts the readout to those token ids (needs `eos=False` unless EOS is
+    among them), matching a run trained with `train.readout="answer_symbols"`."""
     device = model.W_E.device
     tokens, loss_mask = batch.tokens.to(device), batch.loss_mask.to(device)
+    if not eos:
+        loss_mask = without_eos(tokens, loss_mask)
     logits = model(tokens, n_loops)  # [batch pos d_vocab]
-    logprobs = logits[:, :-1].float().log_softmax(-1)
     target = tokens[:, 1:]
     mask = loss_mask[:, :-1]
-    token_logprob = logprobs.gather(-1, target[..., None])[..., 0]  # [batch pos-1]
+    if allowed is None:
+        logprobs = logits[:, :-1].float().log_softmax(-1)
+    else:  # the readout over `allowed` only, in the full vocabulary's index space
+        allowed = allowed.to(device)
+        restricted = torch.full_like(logits[:, :-1], float("-inf"), dtype=torch.float32)
+        restricted[..., allowed] = logits[:, :-1, allowed].float()
+        logprobs = restricted.log_softmax(-1)
+        outside = mask & ~torch.isin(target, allowed)
+        if outside.any():
+            raise ValueError("a scored target token is outside the restricted readout; pass eos=False")
+    token_logprob = logprobs.gather(-1, target[..., None])[..., 0].masked_fill(~mask, 0.0)  # [batch pos-1]
     correct = (logprobs.argmax(-1) == target) | ~mask
     n_scored = mask.sum()
     return Scores(
@@ -68,8 +126,16 @@ def score_batch(model, batch: Batch, n_loops: int | None = None) -> Scores:
 
 
 @torch.no_grad()
-def score_examples(model, examples: Sequence, n_loops: int | None = None, batch_size: int = 512) -> Scores:
-    """Teacher-forced scores of task examples (objects with .prompt and .target)."""
+def score_examples(
+    model,
+    examples: Sequence,
+    n_loops: int | None = None,
+    batch_size: int = 512,
+    allowed: Tensor | None = None,
+    eos: bool = True,
+) -> Scores:
+    """Teacher-forced scores of task examples (objects with .prompt and .target); `allowed`
+    and `eos` as in `score_batch`."""
     was_training = model.training
     model.eval()
     parts: list[tuple[Scores, int]] = []
@@ -77,7 +143,8 @@ def score_examples(model, examples: Sequence, n_loops: int | None = None, batch_
         for start in range(0, len(examples), batch_size):
             chunk = examples[start : start + batch_size]
             batch = encode_batch(model.cfg.vocab, [e.prompt for e in chunk], [e.target for e in chunk])
-            parts.append((score_batch(model, batch, n_loops), int(batch.loss_mask.sum())))
+            mask = batch.loss_mask if eos else without_eos(batch.tokens, batch.loss_mask)
+            parts.append((score_batch(model, batch, n_loops, allowed, eos), int(mask.sum())))
     finally:
         model.train(was_training)
     if not parts:

@@ -284,8 +284,8 @@ def _stub_suite(calls: list):
         def to_dict(self):
             return {"stub": True}
 
-    def evaluate(model, task, grid, loops, n_per_cell, seed):
-        calls.append(dict(model=model, task=task, grid=grid, loops=loops, n=n_per_cell, seed=seed))
+    def evaluate(model, task, grid, loops, n_per_cell, seed, allowed=None, eos=True):
+        calls.append(dict(model=model, task=task, grid=grid, loops=loops, n=n_per_cell, seed=seed, eos=eos))
         return Report()
 
     return types.SimpleNamespace(evaluate=evaluate, format_report=lambda report: "stub report")

@@ -12,8 +12,9 @@ import torch
 
 from abacus_interp import LoopedTransformer
 from abacus_interp import checkpoints as ckpt
+from abacus_interp.report import findings as report_findings
 from abacus_interp.training import apply_overrides
-from abacus_interp.training.presets import grok_mod113
+from abacus_interp.training.presets import grok_mod113, grok_mod113_fast
 from analyses import fourier
 from analyses.fourier.circuit import grid_labels
 
@@ -60,13 +61,102 @@ def test_restricted_loss_equals_full_loss_for_key_frequency_logits():
     logits = planted_logits(p, key, [4.0, 2.5], offset)
     train = torch.arange(0, p * p, 3)
     out = fourier.restricted_and_excluded(logits, p, key, train)
-    assert out["restricted_loss"] == pytest.approx(out["full_loss"], abs=1e-9)
+    assert out["restricted_loss"] == pytest.approx(out["full_loss_train"], abs=1e-9)
+    assert out["restricted_loss_all"] == pytest.approx(out["full_loss"], abs=1e-9)
     # with the key components removed only the per-output offset is left: no better than chance
     assert out["excluded_accuracy"] < 0.2
     fit = fourier.logit_fit(logits - offset, p, key)
     assert fit["fraction_explained"] == pytest.approx(1.0, abs=1e-9)
     assert fourier.logit_fit(logits, p, key)["fraction_explained"] < 1  # the output offset is not a cos term
     assert fit["coefficients"][3] == pytest.approx(4.0) and fit["coefficients"][7] == pytest.approx(2.5)
+
+
+def test_restricted_loss_of_pure_key_frequency_logits_is_zero_and_excluded_is_chance():
+    """The metric definitions on a planted model whose logits are exactly the key-frequency
+    terms: keeping them loses nothing (loss ~0), removing them leaves a constant (log p)."""
+    p, key = 31, [4, 9, 13]
+    logits = planted_logits(p, key, [80.0, 80.0, 80.0])
+    train = torch.randperm(p * p, generator=torch.Generator().manual_seed(0))[: round(0.3 * p * p)]
+    out = fourier.restricted_and_excluded(logits, p, key, train)
+    assert out["restricted_loss"] < 1e-6 and out["restricted_accuracy"] == 1.0
+    assert out["excluded_loss"] == pytest.approx(math.log(p), abs=1e-9)
+    # a non-key frequency as "key" keeps nothing useful
+    assert fourier.restricted_and_excluded(logits, p, [5], train)["restricted_loss"] == pytest.approx(math.log(p))
+
+
+def test_restricted_and_excluded_loss_are_on_the_training_pairs():
+    p, key = 23, [3, 7]
+    g = torch.Generator().manual_seed(1)
+    logits = planted_logits(p, key, [3.0, 2.0]) + torch.randn(p * p, p, generator=g, dtype=torch.float64)
+    train = torch.arange(0, p * p, 4)
+    out = fourier.restricted_and_excluded(logits, p, key, train)
+    labels = grid_labels(p)
+    comps = fourier.key_components(logits, p, key)
+    restricted = logits.mean(0, keepdim=True) + comps
+    ce = torch.nn.functional.cross_entropy
+    assert out["restricted_loss"] == pytest.approx(float(ce(restricted[train], labels[train])))
+    assert out["restricted_loss_all"] == pytest.approx(float(ce(restricted, labels)))
+    assert out["excluded_loss"] == pytest.approx(float(ce((logits - comps)[train], labels[train])))
+    assert out["full_loss_train"] == pytest.approx(float(ce(logits[train], labels[train])))
+    assert out["restricted_loss"] != pytest.approx(out["restricted_loss_all"])
+
+
+def test_planted_single_frequency_neurons_give_share_one():
+    """Neurons built from one frequency each (linear and product terms, random phases) are
+    all single-frequency; an even mix of two frequencies is not."""
+    p, n = 29, 40
+    g = torch.Generator().manual_seed(0)
+    a = torch.arange(p).repeat_interleave(p).double()
+    b = torch.arange(p).repeat(p).double()
+    freqs = torch.randint(1, p // 2 + 1, (n,), generator=g)
+    cols = []
+    for k in freqs.tolist():
+        w = 2 * math.pi * k / p
+        ph = torch.rand(4, generator=g, dtype=torch.float64) * 2 * math.pi
+        amp = torch.rand(3, generator=g, dtype=torch.float64) + 0.5
+        cols.append(1.0 + amp[0] * torch.cos(w * a + ph[0]) * torch.cos(w * b + ph[1])
+                    + amp[1] * torch.cos(w * a + ph[2]) + amp[2] * torch.sin(w * b + ph[3]))
+    s = fourier.neuron_summary(torch.stack(cols, dim=1), p)
+    assert s["share_single_frequency"] == 1.0 and s["n_single_frequency"] == n
+    assert s["dominant_frequency"] == freqs.tolist()
+    assert sum(s["cluster_sizes"].values()) == n
+    w3, w5 = 2 * math.pi * 3 / p, 2 * math.pi * 5 / p
+    mixed = torch.stack([torch.cos(w3 * a) + torch.cos(w5 * b), torch.cos(w3 * a) * torch.cos(w5 * b)], dim=1)
+    assert fourier.neuron_summary(mixed, p)["share_single_frequency"] == 0.0
+
+
+def _synthetic_fourier_data():
+    return {
+        "kind": "modular", "p": 113, "key_threshold": 0.05, "key_source": "both",
+        "key_frequencies": [4, 32, 43], "embed_frequency_shares": [0.3 if k in (4, 32, 43) else 0.0005 for k in range(1, 57)],
+        "neurons": {"n_single_frequency": 440, "n_neurons": 512, "share_single_frequency": 440 / 512,
+                    "share_single_frequency_alive": 440 / 500, "threshold": 0.85, "cluster_sizes": {4: 200}},
+        "logit_fit": {"fraction_explained": 0.9},
+        "final_losses": {"restricted_loss": 2e-6, "excluded_loss": 9.5, "full_loss_train": 1e-6, "full_loss": 2e-6},
+        "phases": {"memorisation_end": 1400, "circuit_formation_end": 9000, "cleanup_end": 12000,
+                   "grokked": True, "plateau": 9500, "notes": [], "source": "metrics.jsonl"},
+        "restricted_vs_test": {"restricted_half_fall_step": 8000, "test_half_fall_step": 10000,
+                               "restricted_falls_first": True, "restricted_peak": 4.8, "restricted_peak_step": 2000,
+                               "restricted_final": 1e-3, "final_step": 15000, "restricted_peak_over_final": 4800.0,
+                               "excluded_at_peak": 2.7, "excluded_final": 12.6},
+        "paper": fourier.PAPER,
+    }
+
+
+def test_findings_state_the_papers_numbers_and_the_fall_from_the_peak():
+    d = _synthetic_fourier_data()
+    text = " ".join(report_findings.fourier(d))
+    assert "440/512 = 85.9%" in text and "433/512 = 84.6%" in text
+    assert "14, 35, 41, 42, 52" in text
+    assert "memorisation 0-1,400" in text and "circuit formation 0-1.4k" not in text and "1.4k-9.4k" in text
+    assert "4,800x below its post-memorisation peak" in text and "halved" not in text
+    assert "On the training pairs" in text and "log10 scale at step 8,000, before the test loss" in text
+    assert 2 <= len(report_findings.fourier(d)) <= 4
+    analysis_text = " ".join(fourier.summary.findings(d) + fourier.summary.headline(d))
+    assert "433/512" in analysis_text and "4,800x lower" in analysis_text and "training pairs" in analysis_text
+    # another modulus: no paper comparison
+    d.update(p=11, paper=None)
+    assert "433" not in " ".join(report_findings.fourier(d) + fourier.summary.findings(d) + fourier.summary.headline(d))
 
 
 def test_gini_uniform_and_one_hot():
@@ -139,12 +229,12 @@ def test_diagnose_names_the_differences(tmp_path):
     text = " ".join(diag.sentences)
     assert "weight_decay" in text and "train.batch_size=null" in text and "memorised" in text
     assert diag.grokked is False
-    # Nanda's exact recipe (lr 1e-3) stopped at 2,000 steps: too short for its lr * weight decay
-    nanda = apply_overrides(grok_mod113(), ["train.lr=1e-3", "task.train_fraction=0.3"]).to_dict()
-    short = fourier.diagnose(config=nanda, metrics=metrics)
+    # Nanda's exact recipe (grok-mod113: lr 1e-3, answer token only) stopped at 2,000 steps:
+    # too short for its lr * weight decay
+    short = fourier.diagnose(config=grok_mod113().to_dict(), metrics=metrics)
     assert short.differences == [] and any("raise train.steps" in s for s in short.sentences)
-    # the known-good recipe itself has no differences
-    assert fourier.diagnose(config=grok_mod113().to_dict(), metrics=[]).differences == []
+    # the known-good (fast) recipe itself has no differences
+    assert fourier.diagnose(config=grok_mod113_fast().to_dict(), metrics=[]).differences == []
     # and it reads a run directory
     ckpt.write_json(tmp_path / "config.json", config)
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in metrics))
@@ -184,6 +274,8 @@ def test_run_on_a_tiny_run(tmp_path, single_torch_thread, loops):
     assert d["phases"]["memorisation_end"] is None or d["phases"]["grokked"] is False
     assert len(d["neurons_per_loop"]) == (2 if loops == 2 else 0)
     assert res.findings and all(isinstance(s, str) for s in res.findings)
+    assert res.headline and all(isinstance(s, str) for s in res.headline)
+    assert d["paper"] is None  # p = 11: the paper's numbers are no yardstick
     figs = res.figures()
     assert {"embed_fourier", "neurons", "logit_fit", "progress_losses", "progress_gini", "clock_pizza"} <= set(figs)
     assert all(isinstance(f, go.Figure) for f in figs.values())

@@ -363,6 +363,107 @@ def test_full_batch_modular_addition_logs_test_exact_match(tmp_path):
     assert all(math.isfinite(r["loss"]) for r in rows)
 
 
+def _small_grok(*extra: str, preset: str = "grok-mod113") -> RunConfig:
+    cfg = apply_overrides(
+        get_preset(preset), ["task.p=13", "model.d_model=32", "model.d_head=8", "model.d_mlp=64", *extra]
+    )
+    return dataclasses.replace(cfg, model=cfg.model.replace(vocab=cfg.make_task().vocab))
+
+
+def test_answer_token_loss_with_a_residue_readout_matches_a_direct_computation():
+    """grok-mod113's loss (answer token only, softmax over the p residues) equals the
+    cross-entropy of the full forward's '=' logits restricted to the residue columns, although
+    the loop feeds the model only the prompt "a b =" (the model is causal)."""
+    from abacus_interp.model import LoopedTransformer
+    from abacus_interp.scoring import without_eos
+
+    cfg = _small_grok()
+    assert (cfg.train.loss_positions, cfg.train.readout) == ("answer_tokens", "answer_symbols")
+    task = cfg.make_task()
+    assert task.answer_token_ids == tuple(task.vocab.encode(" ".join(map(str, range(13)))))
+    torch.manual_seed(0)
+    model = LoopedTransformer(cfg.model).double()
+    batch = BatchSource(task, cfg.train, cfg.model.max_seq_len).batch(1)
+    allowed = loop_module.readout_ids(cfg, task)
+    loss, full, state, mask = loop_module.training_losses(
+        model, batch, torch.Generator(), cfg, torch.device("cpu"), loop_module.nullcontext(), allowed
+    )
+    assert state.shape[1] == 3  # "a b =": the answer and EOS inputs are not computed
+    assert torch.equal(mask, without_eos(batch.tokens, batch.loss_mask)) and int(mask.sum()) == len(batch.tokens)
+    logits = model(batch.tokens)[:, 2]  # at '=', predicting c
+    residues = torch.tensor(task.answer_token_ids)
+    targets = (batch.tokens[:, 3, None] == residues[None]).float().argmax(-1)
+    expected = torch.nn.functional.cross_entropy(logits[:, residues].double(), targets)
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-9)
+    # the whole-vocabulary readout differs (the softmax also covers '=', PAD and EOS)
+    every = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, readout="all"))
+    loss_all = loop_module.training_losses(
+        model, batch, torch.Generator(), every, torch.device("cpu"), loop_module.nullcontext(), None
+    )[0]
+    assert loss_all.item() == pytest.approx(torch.nn.functional.cross_entropy(logits.double(), batch.tokens[:, 3]).item())
+    assert loss_all.item() > loss.item()
+
+
+def test_readout_and_loss_position_options_are_validated():
+    with pytest.raises(ValueError, match="loss_positions=answer_tokens"):
+        TrainConfig(readout="answer_symbols")  # the default "answer" also scores the EOS
+    with pytest.raises(ValueError, match="train.readout='residues'; choose one of"):
+        TrainConfig(readout="residues")
+    with pytest.raises(ValueError, match="train.loss_positions='eos'; choose one of"):
+        TrainConfig(loss_positions="eos")
+    TrainConfig(loss_positions="answer_tokens", readout="answer_symbols")
+    with pytest.raises(ValueError, match="answer_token_ids"):  # addition declares no answer symbols
+        tiny_cfg("train.loss_positions=answer_tokens", "train.readout=answer_symbols")
+
+
+def test_restricted_readout_scoring():
+    from abacus_interp.scoring import next_token_loss, score_examples
+
+    logits = torch.randn(2, 3, 6)
+    tokens = torch.tensor([[2, 3, 1], [4, 5, 1]])  # answer then EOS (id 1)
+    mask = torch.tensor([[True, False, False], [True, False, False]])
+    allowed = torch.tensor([2, 3, 4, 5])
+    expected = torch.nn.functional.cross_entropy(logits[:, 0][:, allowed], torch.tensor([1, 3]))
+    assert float(next_token_loss(logits, tokens, mask, allowed=allowed)) == pytest.approx(float(expected))
+    with pytest.raises(ValueError, match="outside the restricted readout"):  # the EOS is not an answer symbol
+        next_token_loss(logits, tokens, torch.tensor([[True, True, False]] * 2), allowed=allowed)
+    # evaluation reads out the same way: answer token only, argmax over the residues
+    cfg = _small_grok()
+    task = cfg.make_task()
+    from abacus_interp.model import LoopedTransformer
+
+    model = LoopedTransformer(cfg.model)
+    examples = task.full_split("test")[:20]
+    residues = torch.tensor(task.answer_token_ids)
+    before = score_examples(model, examples, allowed=residues, eos=False)
+    with torch.no_grad():  # a shared shift of the residue logits: every full-vocabulary argmax is lost
+        model.b_U[residues] -= 50.0
+    after = score_examples(model, examples, allowed=residues, eos=False)
+    assert score_examples(model, examples).exact_match == 0.0
+    assert after.loss == pytest.approx(before.loss, rel=1e-5) and after.exact_match == before.exact_match
+    assert after.per_example_correct == before.per_example_correct
+    assert len(after.answer_logprob) == 20 and all(math.isfinite(x) for x in after.answer_logprob)
+
+
+def test_evaluation_scores_a_run_the_way_it_was_trained():
+    """`run_readout` turns config.json's train section into scoring keywords; the evaluation
+    suite then scores a residue-readout run on the answer token only (its EOS never trained)."""
+    from abacus_interp.evaluation.suite import evaluate
+    from abacus_interp.model import LoopedTransformer
+    from abacus_interp.scoring import run_readout
+
+    cfg = _small_grok()
+    task = cfg.make_task()
+    readout = run_readout(cfg.to_dict()["train"], task)
+    assert readout["eos"] is False and readout["allowed"].tolist() == list(task.answer_token_ids)
+    fast = _small_grok(preset="grok-mod113-fast")
+    assert run_readout(fast.to_dict()["train"], task) == {"allowed": None, "eos": True}
+    model = LoopedTransformer(cfg.model)
+    report = evaluate(model, task, progress=False, **readout).to_dict()
+    assert set(report["splits"]) == {"train", "test"}
+    assert report["agreement"]["n"] > 0
+
+
 def test_grok_preset_trains_a_step(tmp_path):
     cfg = apply_overrides(
         get_preset("grok-mod113"),

@@ -37,12 +37,13 @@ def _pick_from_cells(
 
 
 def _agreement(
-    model, task, examples: list[Example], verdicts: list[bool], n_loops: int
+    model, task, examples: list[Example], verdicts: list[bool], n_loops: int, eos: bool = True
 ) -> dict[str, Any]:
-    """Re-judge examples with greedy decoding; compare with the teacher-forced verdicts."""
+    """Re-judge examples with greedy decoding; compare with the teacher-forced verdicts.
+    `eos=False` (a run trained without the EOS): decode the answer's length, no EOS."""
     if not examples:
         return {"agreement": None, "n": 0, "disagreements": []}
-    max_new = max(len(task.vocab.split(e.target)) for e in examples) + 1
+    max_new = max(len(task.vocab.split(e.target)) for e in examples) + (1 if eos else 0)
     completions = model.generate(
         [e.prompt for e in examples], n_loops=n_loops, max_new_tokens=max_new
     )

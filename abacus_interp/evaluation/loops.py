@@ -58,14 +58,16 @@ def _digit_sets(model, task: BinaryOpTask, report, n_per_set: int, seed: int):
 
 
 def _scored_sets(
-    model, sets: dict[str, list[Example]], loops: list[int], eval_loops: int, bar: _Progress
+    model, sets: dict[str, list[Example]], loops: list[int], eval_loops: int, bar: _Progress,
+    allowed=None, eos: bool = True,
 ):
-    """Scores of every set at every R in loops (plus eval_loops): {(name, R): Scores}."""
+    """Scores of every set at every R in loops (plus eval_loops): {(name, R): Scores};
+    `allowed` and `eos` as in `score_examples` (the run's readout)."""
     results: dict[tuple[str, int], Scores] = {}
     for name, examples in sets.items():
         for r in sorted(set(loops) | {eval_loops}):
             bar.section(f"loops {name} R={r}")
-            results[(name, r)] = score_examples(model, examples, n_loops=r)
+            results[(name, r)] = score_examples(model, examples, n_loops=r, allowed=allowed, eos=eos)
             bar.step()
     return results
 

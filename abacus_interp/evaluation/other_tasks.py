@@ -17,14 +17,14 @@ from abacus_interp.evaluation.loops import _loops_section, _perplexity_section, 
 DIGIT_SECTIONS = ("grid", "lengths", "edge_cases", "carry")
 
 
-def _evaluate_modular(model, task, report, loops, eval_loops, progress):
+def _evaluate_modular(model, task, report, loops, eval_loops, progress, allowed=None, eos=True):
     sets = {"train": task.full_split("train"), "test": task.full_split("test")}
     if not sets["test"]:
         del sets["test"]
         report.notes.append("the test split is empty (train_fraction=1)")
     bar = _Progress(progress, len(sets) * len(set(loops) | {eval_loops}) + 1)
     try:
-        scored = _scored_sets(model, sets, loops, eval_loops, bar)
+        scored = _scored_sets(model, sets, loops, eval_loops, bar, allowed, eos)
         report.splits = {
             name: _summary(scored[(name, eval_loops)], len(ex)) for name, ex in sets.items()
         }
@@ -34,7 +34,7 @@ def _evaluate_modular(model, task, report, loops, eval_loops, progress):
         name = "test" if "test" in sets else "train"
         ex = sets[name][:AGREEMENT_PROBLEMS]
         verdicts = scored[(name, eval_loops)].per_example_correct[:AGREEMENT_PROBLEMS]
-        report.agreement = _agreement(model, task, ex, verdicts, eval_loops)
+        report.agreement = _agreement(model, task, ex, verdicts, eval_loops, eos)
         report.generate_agreement = report.agreement["agreement"]
         bar.step()
     finally:
@@ -44,7 +44,7 @@ def _evaluate_modular(model, task, report, loops, eval_loops, progress):
         report.skipped[section] = reason
 
 
-def _evaluate_generic(model, task, report, loops, eval_loops, n_per_set, seed, progress):
+def _evaluate_generic(model, task, report, loops, eval_loops, n_per_set, seed, progress, allowed=None, eos=True):
     examples = [
         e
         for e in task.sample(n_per_set, _rng(seed, "set", "id"))
@@ -58,7 +58,7 @@ def _evaluate_generic(model, task, report, loops, eval_loops, n_per_set, seed, p
     sets = {"in_distribution": examples}
     bar = _Progress(progress, len(set(loops) | {eval_loops}) + 1)
     try:
-        scored = _scored_sets(model, sets, loops, eval_loops, bar)
+        scored = _scored_sets(model, sets, loops, eval_loops, bar, allowed, eos)
         report.loops = _loops_section(sets, scored, loops, model.cfg.n_loops)
         report.perplexity = _perplexity_section(sets, scored, eval_loops)
         ex = examples[:AGREEMENT_PROBLEMS]
@@ -68,6 +68,7 @@ def _evaluate_generic(model, task, report, loops, eval_loops, n_per_set, seed, p
             ex,
             scored[("in_distribution", eval_loops)].per_example_correct[:AGREEMENT_PROBLEMS],
             eval_loops,
+            eos,
         )
         report.generate_agreement = report.agreement["agreement"]
         bar.step()

@@ -131,6 +131,8 @@ def evaluate(
     n_per_set: int | None = None,
     n_loops: int | None = None,
     max_length: int | None = None,
+    allowed=None,
+    eos: bool = True,
 ) -> EvalReport:
     """Run the evaluation suite (see the module docstring) and return an `EvalReport`.
 
@@ -144,6 +146,9 @@ def evaluate(
     n_loops:    loops used for every section except accuracy-vs-loops; default the trained depth.
     max_length: longest equal-length operands in `lengths`; default the longest that fits,
                 capped at max(4 * max_digits, grid hi).
+    allowed, eos: the run's readout for tasks without digit operands (modular addition and
+                the rest), as `scoring.run_readout(config["train"], task)` gives them: a
+                run trained on the answer token over the residues is scored that way.
     """
     cfg = model.cfg
     n_per_set = 4 * n_per_cell if n_per_set is None else n_per_set
@@ -178,7 +183,7 @@ def evaluate(
         },
     )
     if hasattr(task, "full_split"):
-        _evaluate_modular(model, task, report, loops, eval_loops, progress)
+        _evaluate_modular(model, task, report, loops, eval_loops, progress, allowed, eos)
     elif isinstance(task, BinaryOpTask):
         _evaluate_digits(
             model,
@@ -194,7 +199,7 @@ def evaluate(
             progress,
         )
     else:
-        _evaluate_generic(model, task, report, loops, eval_loops, n_per_set, seed, progress)
+        _evaluate_generic(model, task, report, loops, eval_loops, n_per_set, seed, progress, allowed, eos)
     for section, reason in report.skipped.items():
         logger.info("eval: skipped %s: %s", section, reason)
     return report

@@ -294,6 +294,8 @@ def report_loops(cfg, cap: int | None = None) -> list[int]:
 
 def build_evaluation(ctx: Context) -> Built:
     from abacus_interp.evaluation.suite import evaluate
+    from abacus_interp.scoring import run_readout
+    from abacus_interp.tasks.binary_op import BinaryOpTask
 
     cfg = ctx.model.cfg
     kwargs = dict(ctx.sizes.evaluation)
@@ -301,6 +303,8 @@ def build_evaluation(ctx: Context) -> Built:
     max_digits = getattr(ctx.task, "max_digits", None)
     if max_digits and "max_length" not in kwargs and not ctx.is_modular:
         kwargs["max_length"] = 3 * max_digits  # equal-length operands up to 3x the trained length
+    if not isinstance(ctx.task, BinaryOpTask):  # score the run the way it was trained (its readout)
+        kwargs.update(run_readout(ctx.config.get("train", {}), ctx.task))
     report = call_with_supported(evaluate, ctx.model, ctx.task, seed=ctx.seed, progress=False, **kwargs)
     data = report.to_dict()
     figs = report.figures()

@@ -14,7 +14,8 @@ from ..tasks import get_task
 
 SCHEDULES = ("cosine", "linear", "constant")
 PROGRESSIVE = ("none", "mcleish", "mix")
-LOSS_POSITIONS = ("answer", "all")
+LOSS_POSITIONS = ("answer", "answer_tokens", "all")
+READOUTS = ("all", "answer_symbols")
 LOSS_DTYPES = ("float32", "float64")
 DEVICES = ("auto", "cpu", "cuda")
 
@@ -33,8 +34,15 @@ class TrainConfig:
     min_lr_ratio: float = 0.1
     # None: no clipping. McLeish et al. clip at 0.5 for stability of deep loops.
     grad_clip: float | None = 1.0
-    # "answer": loss on answer tokens (and EOS) only, the default for every task.
+    # "answer": loss on answer tokens (and EOS) only, the default for every task;
+    # "answer_tokens": the answer tokens without the EOS (Nanda et al.'s loss); "all": every
+    # position whose next token is real.
     loss_positions: str = "answer"
+    # "all": softmax over the whole vocabulary; "answer_symbols": over the token ids the task
+    # declares as answers (`Task.answer_token_ids`: the p residues for modular addition, as
+    # Nanda et al.'s unembedding), which needs loss_positions="answer_tokens". Evaluation
+    # during training reads out the same way.
+    readout: str = "all"
     # "mcleish": (1-alpha)*full-depth loss + alpha*loss after n loops without gradient and k
     # with (McLeish et al.), which teaches the loop to improve any state, not only the one
     # it sees at a fixed depth; "mix": 0.5*(full + a random depth); "none".
@@ -70,11 +78,18 @@ class TrainConfig:
             ("schedule", self.schedule, SCHEDULES),
             ("progressive", self.progressive, PROGRESSIVE),
             ("loss_positions", self.loss_positions, LOSS_POSITIONS),
+            ("readout", self.readout, READOUTS),
             ("loss_dtype", self.loss_dtype, LOSS_DTYPES),
             ("device", self.device, DEVICES),
         ]:
             if value not in allowed:
                 raise ValueError(f"train.{name}={value!r}; choose one of {allowed}")
+        if self.readout == "answer_symbols" and self.loss_positions != "answer_tokens":
+            raise ValueError(
+                f"train.readout='answer_symbols' scores answer symbols only, but train.loss_positions="
+                f"{self.loss_positions!r} also scores {'EOS' if self.loss_positions == 'answer' else 'prompt tokens and EOS'}; "
+                "set train.loss_positions=answer_tokens, or train.readout=all"
+            )
         if self.steps < 1 or self.lr <= 0:
             raise ValueError("train.steps must be >= 1 and train.lr > 0")
         if self.batch_size is not None and self.batch_size < 1:
@@ -107,6 +122,12 @@ class RunConfig:
             raise ValueError(
                 f"train.mix_depths reaches {self.train.mix_depths[1]} loops but model.max_loops is "
                 f"{self.model.max_loops}; raise model.max_loops or lower the depth range"
+            )
+
+        if self.train.readout == "answer_symbols" and self.make_task().answer_token_ids is None:
+            raise ValueError(
+                f"train.readout='answer_symbols' needs a task that declares its answer tokens "
+                f"(Task.answer_token_ids); {self.task!r} does not, so use train.readout=all"
             )
 
     def make_task(self):

@@ -18,13 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from .. import checkpoints as ckpt
 from ..evaluation.heldout import heldout_sets
 from ..model import LoopedTransformer
 from ..positions import sample_offsets
-from ..scoring import next_token_loss, score_examples
+from ..scoring import next_token_loss, score_examples, without_eos
 from . import distributed as dist_utils
 from .config import RunConfig
 from .data import BatchSource
@@ -49,27 +50,48 @@ class TrainResult:
     is_writer: bool = True
 
 
-def training_losses(model, batch, generator, cfg, device, autocast):
-    """Full-depth loss, plus the progressive-loss term when configured."""
+def readout_ids(cfg: RunConfig, task, device=None) -> torch.Tensor | None:
+    """The token ids the loss and evaluation read out over: the task's answer symbols for
+    `train.readout="answer_symbols"`, None (the whole vocabulary) otherwise."""
+    if cfg.train.readout == "all":
+        return None
+    return torch.tensor(task.answer_token_ids, dtype=torch.long, device=device)
+
+
+def training_losses(model, batch, generator, cfg, device, autocast, allowed=None):
+    """Full-depth loss, plus the progressive-loss term when configured. `allowed`: the
+    readout's token ids (`readout_ids`), None for the whole vocabulary."""
     tcfg, R = cfg.train, cfg.model.n_loops
     tokens = batch.tokens.to(device)
-    if tcfg.loss_positions == "answer":
+    if tcfg.loss_positions in ("answer", "answer_tokens"):
         loss_mask = batch.loss_mask.to(device)
+        if tcfg.loss_positions == "answer_tokens":  # no EOS term (Nanda et al.)
+            loss_mask = without_eos(tokens, loss_mask)
     else:  # every position whose next token is real
         valid = batch.valid.to(device)
         loss_mask = torch.cat([valid[:, 1:], torch.zeros_like(valid[:, :1])], dim=1)
     dtype = torch.float64 if tcfg.loss_dtype == "float64" else torch.float32
+    # The model reads positions 0..n_in-1. The model is causal, so positions after the last
+    # scored one feed nothing the loss reads; with the answer tokens only (no EOS) they are
+    # not computed ("a b = c": the input "c" is dropped, 40% of a grokking step). The other
+    # modes score up to the last position and their step penalty reads every position.
+    n_in = tokens.shape[1]
+    if tcfg.loss_positions == "answer_tokens" and loss_mask.any():
+        n_in = int(loss_mask.any(0).nonzero().max()) + 1
     offsets = 0
     if cfg.model.positional == "abacus" and cfg.model.abacus_max_offset > 0:
         offsets = sample_offsets(
             tokens.shape[0], cfg.model.abacus_max_offset, cfg.model.abacus_offset_mode, generator, device
         )
 
-    def loss_of(state):
-        return next_token_loss(model.unembed(state), tokens, loss_mask, dtype)
+    def loss_of(state):  # state: [batch n_in d_model]
+        logits = model.unembed(state)
+        if n_in < tokens.shape[1]:  # a zero row for position n_in, which is never scored
+            logits = F.pad(logits, (0, 0, 0, 1))
+        return next_token_loss(logits, tokens[:, : n_in + 1], loss_mask[:, : n_in + 1], dtype, allowed)
 
     with autocast:
-        inputs = model.embed(tokens, abacus_offset=offsets)  # [batch pos d_model]
+        inputs = model.embed(tokens[:, :n_in], abacus_offset=offsets)  # [batch n_in d_model]
         r = None
         if tcfg.progressive == "mix":  # a random depth r, read out beside the full depth R
             lo, hi = tcfg.mix_depths or (1, R)
@@ -96,7 +118,7 @@ def training_losses(model, batch, generator, cfg, device, autocast):
         else:
             loss = full
         if tcfg.step_penalty and deepest > 1:
-            valid = batch.valid.to(device)[..., None]
+            valid = batch.valid.to(device)[:, :n_in, None]
             loss = loss + tcfg.step_penalty * relative_step(states[deepest], states[deepest - 1], valid).mean()
         return loss, full, state_full, loss_mask
 
@@ -117,16 +139,21 @@ def relative_step(state, previous, valid) -> torch.Tensor:
 
 
 @torch.no_grad()
-def _batch_accuracy(model, state, tokens, loss_mask) -> float:
-    predictions = model.unembed(state)[:, :-1].argmax(-1)
-    correct = (predictions == tokens[:, 1:]) | ~loss_mask[:, :-1]
+def _batch_accuracy(model, state, tokens, loss_mask, allowed=None) -> float:
+    k = min(state.shape[1], tokens.shape[1] - 1)  # positions whose next token is known
+    logits = model.unembed(state)[:, :k]
+    if allowed is None:
+        predictions = logits.argmax(-1)
+    else:  # argmax over the readout's ids, mapped back to token ids
+        predictions = allowed[logits[..., allowed].argmax(-1)]
+    correct = (predictions == tokens[:, 1 : k + 1]) | ~loss_mask[:, :k]
     return float(correct.all(-1).float().mean())
 
 
-def _evaluate(model, eval_sets: dict) -> dict:
+def _evaluate(model, eval_sets: dict, allowed=None, eos: bool = True) -> dict:
     out = {}
     for name, examples in eval_sets.items():
-        scores = score_examples(model, examples)
+        scores = score_examples(model, examples, allowed=allowed, eos=eos)
         out[f"{name}_loss"] = scores.loss
         out[f"{name}_exact_match"] = scores.exact_match
     return out
@@ -184,6 +211,8 @@ def train(cfg: RunConfig, run_dir: str | Path, progress: bool = True) -> TrainRe
     source = BatchSource(task, tcfg, cfg.model.max_seq_len, world.rank, world.world_size)
     eval_sets = heldout_sets(task, tcfg.eval_problems, cfg.model.max_seq_len) if is_writer else {}
     save_at = set(checkpoint_steps(tcfg))
+    allowed = readout_ids(cfg, task, device)  # the readout of the loss and the evaluation
+    eval_eos = tcfg.loss_positions != "answer_tokens"
     use_bf16 = tcfg.bf16 and device.type == "cuda"
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if use_bf16 else nullcontext()
 
@@ -221,7 +250,9 @@ def train(cfg: RunConfig, run_dir: str | Path, progress: bool = True) -> TrainRe
 
             # --- forward: full-depth (+ progressive) loss on this step's batch
             batch = source.batch(step)
-            loss, full_loss, state, loss_mask = training_losses(model, batch, source.generator(step), cfg, device, autocast)
+            loss, full_loss, state, loss_mask = training_losses(
+                model, batch, source.generator(step), cfg, device, autocast, allowed
+            )
             loss_value = dist_utils.mean_across_ranks(loss.item(), world)
             if not math.isfinite(loss_value):
                 raise TrainingDiverged(
@@ -253,14 +284,14 @@ def train(cfg: RunConfig, run_dir: str | Path, progress: bool = True) -> TrainRe
                     "step": step,
                     "loss": loss_value,
                     "full_depth_loss": full_loss.item(),
-                    "train_exact_match": _batch_accuracy(model, state, tokens, loss_mask),
+                    "train_exact_match": _batch_accuracy(model, state, tokens, loss_mask, allowed),
                     "lr": optimizer.param_groups[0]["lr"],
                     "grad_norm": grad_norm_value,
                     "tokens": tokens_seen,
                     "elapsed_s": round(time.time() - start_time, 3),
                 }
                 if is_writer and (step % tcfg.eval_every == 0 or step in save_at or step == tcfg.steps):
-                    row.update(_evaluate(model, eval_sets))
+                    row.update(_evaluate(model, eval_sets, allowed, eval_eos))
                 if is_writer:
                     metrics_file.write(json.dumps(row) + "\n")
                     metrics_file.flush()

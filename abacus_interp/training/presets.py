@@ -97,19 +97,25 @@ def grok_mod113() -> RunConfig:
     113^2 pairs; full batch; AdamW lr 1e-3, wd 1.0, betas (0.9, 0.98); constant lr after a
     10-step linear warmup; cross-entropy on the answer token only (no EOS term), in float64,
     with the softmax over the 113 residues (`readout="answer_symbols"`); init N(0, 1/d_model).
-    max_seq_len 5 holds "a b = c <eos>" (the EOS is never scored).
+    max_seq_len 5 holds "a b = c <eos>"; the EOS is never scored, and the loop feeds the model
+    only "a b =" (the positions after it feed nothing the loss reads), so a step costs 3/5 of
+    a full-sequence one.
 
-    STEPS_PLACEHOLDER"""
+    15,000 full-batch steps: the paper's phases end at 1.4k (memorisation), 9.4k (circuit
+    formation) and 13.3k (cleanup). Measured here: train accuracy 100% by step 200; a step
+    takes 0.6-1.1 s on one shared CPU core, so the run takes 3-4.5 hours on CPU (minutes on a
+    GPU; bf16 is off so a GPU run matches). 20 checkpoints of ~0.9 MB: 0, 1, 7, 45, 300, then
+    every 1,000 steps; the loss and test accuracy are logged every 50 / 100 steps."""
     return _run(
         "grok-mod113",
         "modular_addition",
         {"p": 113, "train_fraction": 0.3, "split_seed": 0},
         dict(_GROK_MODEL),
         TrainConfig(
-            steps=12000, batch_size=None, lr=1e-3, weight_decay=1.0, betas=(0.9, 0.98), warmup_steps=10,
+            steps=15000, batch_size=None, lr=1e-3, weight_decay=1.0, betas=(0.9, 0.98), warmup_steps=10,
             schedule="constant", grad_clip=None, loss_positions="answer_tokens", readout="answer_symbols",
-            loss_dtype="float64", log_every=50, eval_every=100,
-            checkpoint_every=750, dense_checkpoints=5, dense_until=400,
+            loss_dtype="float64", bf16=False, log_every=50, eval_every=100,
+            checkpoint_every=1000, dense_checkpoints=4, dense_until=300,
         ),
     )
 

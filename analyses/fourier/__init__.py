@@ -3,6 +3,7 @@
     from analyses import fourier
     res = fourier.run("checkpoints/grok-mod113")      # a run directory, checkpoint or model (+ task=)
     res.key_frequencies, res.phases, res.findings
+    res.headline                                       # verdict and measures beside Nanda et al.'s (PAPER)
     res.to_dict()                                      # JSON-safe numbers
     res.figures()["progress_losses"]                   # plotly figures, never shown
     fourier.diagnose("RUN").sentences                  # why a run did not grok, and what to change
@@ -32,10 +33,12 @@ from .circuit import (
     restricted_and_excluded,
 )
 from .diagnose import Diagnosis, diagnose
+from .paper import PAPER
 from .progress import detect_phases, progress_measures
 
 __all__ = [
     "KEY_THRESHOLD",
+    "PAPER",
     "SINGLE_FREQ_THRESHOLD",
     "Diagnosis",
     "FourierResult",

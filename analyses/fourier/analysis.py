@@ -31,6 +31,7 @@ from .circuit import (
     restricted_and_excluded,
 )
 from .diagnose import diagnose
+from .paper import PAPER, applies
 from .progress import (
     curves_for_phases,
     embed_residues,
@@ -39,7 +40,7 @@ from .progress import (
     phases_from,
     progress_measures,
 )
-from .summary import findings
+from .summary import findings, headline
 
 ZHONG_SYMMETRICITY, ZHONG_IRRELEVANCE = 0.98, 0.6  # the dividing lines of Zhong et al.'s Fig. 6
 
@@ -63,6 +64,11 @@ class FourierResult:
     @property
     def findings(self) -> list[str]:
         return list(self.data.get("findings") or [])
+
+    @property
+    def headline(self) -> list[str]:
+        """A few sentences: did it grok and when, and the measures beside Nanda et al.'s."""
+        return list(self.data.get("headline") or [])
 
     def to_dict(self) -> dict[str, Any]:
         return jsonable(self.data)
@@ -128,6 +134,26 @@ def _fall_by(series: dict, start: int | None, end: int | None) -> dict:
             "test_fall_factor": ratio["test_loss"]}
 
 
+def _loss_course(series: dict, start: int | None) -> dict:
+    """Where the restricted loss peaked after memorisation (`start`) and how far below that
+    peak it ended, on a linear scale (peak / final); the excluded loss at the same two
+    checkpoints. Both on the training pairs."""
+    steps = series["step"]
+    idx = [i for i, s in enumerate(steps) if start is None or s >= start]
+    if len(idx) < 2:
+        return {}
+    r, e = series["restricted_loss"], series["excluded_loss"]
+    i_peak = max(idx, key=lambda i: r[i])
+    i_min = min((i for i in idx if i >= i_peak), key=lambda i: r[i])
+    return {
+        "restricted_peak": r[i_peak], "restricted_peak_step": steps[i_peak],
+        "restricted_min": r[i_min], "restricted_min_step": steps[i_min],
+        "restricted_final": r[-1], "final_step": steps[-1],
+        "restricted_peak_over_final": r[i_peak] / max(r[-1], 1e-300),
+        "excluded_at_peak": e[i_peak], "excluded_final": e[-1],
+    }
+
+
 def _modular(subject, *, max_checkpoints, key_threshold, key_source, neuron_threshold, n_symmetricity, seed,
              progress, with_progress) -> FourierResult:
     model, task, run_dir = subject.model, subject.task, subject.run_dir
@@ -176,9 +202,12 @@ def _modular(subject, *, max_checkpoints, key_threshold, key_source, neuron_thre
                 "restricted_half_fall_step": r_half, "test_half_fall_step": t_half,
                 "restricted_falls_first": None if r_half is None or t_half is None else r_half < t_half,
                 **_fall_by(series, start, data["phases"].get("circuit_formation_end")),
+                **_loss_course(series, start),
             }
         data["diagnosis"] = diagnose(run_dir).to_dict()
+    data["paper"] = PAPER if applies(data) else None
     data["findings"] = findings(data)
+    data["headline"] = headline(data)
     return FourierResult(data=data, arrays=arrays)
 
 
@@ -203,6 +232,7 @@ def _base10(subject, max_checkpoints, progress) -> FourierResult:
     data["base10_series"] = series
     data["phases"] = None
     data["findings"] = findings(data)
+    data["headline"] = headline(data)
     return FourierResult(data=data)
 
 
@@ -225,7 +255,7 @@ def run(
     Modular addition: W_E Fourier norms and key frequencies: a frequency is key when it holds
     >= `key_threshold` (5%) of the non-constant squared Fourier norm of W_E and of the
     neuron-logit map W_out W_U (`key_source="both"`; or "embed" / "neuron_logit" alone), neurons at '=' in the 2D Fourier basis (per loop), the logit fit
-    to cos(w_k(a+b-c)), restricted / excluded loss, Gini coefficients, weight norm, phases,
+    to cos(w_k(a+b-c)), restricted / excluded loss (training pairs), Gini coefficients, weight norm, phases,
     clock-vs-pizza metrics and a grokking diagnosis. Digit tasks (addition): the base-10
     Fourier view (periods 10, 5, 2) of the digit embeddings, over the checkpoints too."""
     subject = resolve(model_or_run, task)

@@ -187,19 +187,27 @@ def key_components(logits: Float[Tensor, "pairs p"], p: int, key: list[int]) -> 
 def restricted_and_excluded(
     logits: Float[Tensor, "pairs p"], p: int, key: list[int], train_index: Int[Tensor, " n"]
 ) -> dict:
-    """Nanda et al.'s measures: restricted loss keeps only the key-frequency components plus
-    the mean over pairs (evaluated on all pairs); excluded loss removes the key components
-    (evaluated on the training pairs)."""
+    """Nanda et al.'s measures, both evaluated on the training pairs as in the paper.
+
+    Restricted loss keeps only the key-frequency components of the logits (per output c, the
+    projections on cos(w_k(a+b)) and sin(w_k(a+b))) plus the constant term (the mean of each
+    output over the pairs); excluded loss removes the key components. The components are
+    fitted over the whole p x p grid, which the 2D Fourier transform needs. Also returned:
+    `full_loss_train` (the unablated loss on the same pairs, the yardstick for both),
+    `full_loss` and `restricted_loss_all` (every pair)."""
     logits = logits.double()
     labels = grid_labels(p)
     comps = key_components(logits, p, key)
     restricted = logits.mean(0, keepdim=True) + comps
     excluded = logits - comps
+    train, train_labels = train_index, labels[train_index]
     return {
-        "restricted_loss": answer_loss(restricted, labels),
-        "restricted_accuracy": accuracy(restricted, labels),
-        "excluded_loss": answer_loss(excluded[train_index], labels[train_index]),
-        "excluded_accuracy": accuracy(excluded[train_index], labels[train_index]),
+        "restricted_loss": answer_loss(restricted[train], train_labels),
+        "restricted_accuracy": accuracy(restricted[train], train_labels),
+        "excluded_loss": answer_loss(excluded[train], train_labels),
+        "excluded_accuracy": accuracy(excluded[train], train_labels),
+        "full_loss_train": answer_loss(logits[train], train_labels),
+        "restricted_loss_all": answer_loss(restricted, labels),
         "full_loss": answer_loss(logits, labels),
     }
 

@@ -120,7 +120,7 @@ def _curves(series: dict, names: dict[str, str], title: str, ytitle: str, log_y:
 def progress_figures(series: dict) -> dict[str, go.Figure]:
     return {
         "progress_losses": _curves(series, {"train_loss": "train", "test_loss": "test",
-                                            "restricted_loss": "restricted (all pairs)",
+                                            "restricted_loss": "restricted (train)",
                                             "excluded_loss": "excluded (train)"},
                                    "Answer loss: train, test, restricted, excluded", "cross-entropy", True),
         "progress_accuracy": _curves(series, {"train_accuracy": "train", "test_accuracy": "test",

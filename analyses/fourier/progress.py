@@ -2,8 +2,8 @@
 of grokking detected from them.
 
 Per checkpoint: train / test answer loss and accuracy, restricted loss (key-frequency
-components of the logits plus their mean, all pairs), excluded loss (key components removed,
-training pairs), the Gini coefficient of the Fourier-component norms of W_E and of the
+components of the logits plus their mean) and excluded loss (key components removed), both
+on the training pairs as in the paper, the Gini coefficient of the Fourier-component norms of W_E and of the
 neuron-logit map W_out @ W_U, and the total sum of squared weights. The key frequencies are
 those of the *final* checkpoint, as in the paper.
 """

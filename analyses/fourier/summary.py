@@ -4,6 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from .paper import PAPER, applies, phase_ranges_text
+
+
+def _times(x: float) -> str:
+    """A ratio for prose: 3.09x, 4,800x, 1.2e7x (never 4.8e+03x)."""
+    if x < 100:
+        return f"{x:.3g}x"
+    if x < 1e5:
+        return f"{x:,.0f}x"
+    mantissa, exponent = f"{x:.1e}".split("e")
+    return f"{mantissa}e{int(exponent)}x"
+
 
 def _steps(v) -> str:
     return "-" if v is None else f"{v:,}"
@@ -26,6 +38,65 @@ def phase_sentence(ph: dict[str, Any] | None) -> str | None:
     return text + "."
 
 
+def paper_phases() -> str:
+    return f"{PAPER['source']}: {phase_ranges_text()}"
+
+
+def single_frequency_sentence(n: dict[str, Any], with_paper: bool) -> str:
+    """The single-frequency neuron count over all neurons (the paper's denominator)."""
+    text = (f"{n['n_single_frequency']}/{n['n_neurons']} = {n['share_single_frequency']:.1%} of the MLP neurons "
+            f"are single-frequency (>= {n['threshold']:.0%} of their variance at '=' from one frequency)")
+    if with_paper:
+        text += (f"; {PAPER['source']}: {PAPER['n_single_frequency']}/{PAPER['n_neurons']} = "
+                 f"{PAPER['share_single_frequency']:.1%}")
+    return text
+
+
+def restricted_sentence(fl: dict[str, Any], rv: dict[str, Any] | None) -> str:
+    """Restricted and excluded loss on the training pairs, and how far the restricted loss
+    fell from its post-memorisation peak (a linear ratio), with its log-scale half point."""
+    text = (f"On the training pairs, keeping only the key frequencies gives loss {fl['restricted_loss']:.3g} and "
+            f"removing them {fl['excluded_loss']:.3g} (unablated {fl.get('full_loss_train', fl.get('full_loss')):.3g})")
+    rv = rv or {}
+    if rv.get("restricted_peak") is not None:
+        text += (f"; the restricted loss fell from its post-memorisation peak {rv['restricted_peak']:.3g} "
+                 f"(step {rv['restricted_peak_step']:,}) to {rv['restricted_final']:.3g} at step {rv['final_step']:,}, "
+                 f"{_times(rv['restricted_peak_over_final'])} lower, while the excluded loss went from "
+                 f"{rv['excluded_at_peak']:.3g} to {rv['excluded_final']:.3g}")
+    if rv.get("restricted_half_fall_step") is not None and rv.get("test_half_fall_step") is not None:
+        r_step, t_step = rv["restricted_half_fall_step"], rv["test_half_fall_step"]
+        when = "before" if r_step < t_step else "after" if r_step > t_step else "at the same checkpoint as"
+        text += (f"; it was halfway down on a log10 scale (peak to final minimum) at step {r_step:,}, {when} "
+                 f"the test loss (step {t_step:,})")
+    return text
+
+
+def headline(d: dict[str, Any]) -> list[str]:
+    """Two or three sentences: the grokking verdict with its phases, and the measures that
+    say the Fourier circuit is complete, beside the paper's values when p = 113."""
+    if d.get("kind") == "base10":
+        b = d["base10"]
+        return [f"Digit embeddings: {b['share_10_5_2']:.0%} of their non-constant energy at periods 10, 5 and 2."]
+    out: list[str] = []
+    with_paper = applies(d)
+    ph = d.get("phases")
+    if ph and ph.get("grokked"):
+        text = phase_sentence(ph)[:-1]
+        out.append(text + (f" ({paper_phases()})." if with_paper else "."))
+    elif ph:
+        out.append(phase_sentence(ph))
+    n = d.get("neurons") or {}
+    if n:
+        out.append(single_frequency_sentence(n, with_paper) + ".")
+    fl = d.get("final_losses")
+    if fl:
+        key = d.get("key_frequencies") or []
+        text = f"{len(key)} key frequencies {key}" + (f" (paper: {PAPER['key_frequencies']})" if with_paper else "")
+        out.append(f"{text}; on the training pairs the restricted loss is {fl['restricted_loss']:.3g} and the "
+                   f"excluded loss {fl['excluded_loss']:.3g}.")
+    return out
+
+
 def findings(d: dict[str, Any]) -> list[str]:
     out: list[str] = []
     if d.get("kind") == "base10":
@@ -43,16 +114,18 @@ def findings(d: dict[str, Any]) -> list[str]:
     key = d.get("key_frequencies") or []
     shares = d.get("embed_frequency_shares") or []
     held = sum(shares[k - 1] for k in key) if shares else 0.0
+    with_paper = applies(d)
+    paper_key = (f" ({PAPER['source']}: {len(PAPER['key_frequencies'])} key frequencies, "
+                 f"{PAPER['key_frequencies']}; which ones is seed-dependent)") if with_paper else ""
     out.append(f"Key frequencies {key} (each >= {d.get('key_threshold', 0):.0%} of the non-constant Fourier "
                f"energy of W_E{' and of W_out W_U' if d.get('key_source') == 'both' else ''}) hold {held:.0%} "
-               f"of W_E's." if key else
+               f"of W_E's{paper_key}." if key else
                "No key frequencies: W_E's Fourier energy is spread out (no frequency holds "
                f">= {d.get('key_threshold', 0):.0%}).")
     n = d.get("neurons") or {}
     if n:
         sizes = ", ".join(f"{k}: {v}" for k, v in (n.get("cluster_sizes") or {}).items())
-        out.append(f"{n['share_single_frequency']:.0%} of the {n['n_neurons']} MLP neurons are single-frequency "
-                   f"(>= {n['threshold']:.0%} of variance from one frequency at '='); clusters {{{sizes}}}.")
+        out.append(f"{single_frequency_sentence(n, with_paper)}; clusters {{{sizes}}}.")
     for s in d.get("neurons_per_loop") or []:
         out.append(f"Loop {s['loop']} layer {s['layer']}: {s['share_single_frequency']:.0%} single-frequency neurons.")
     fit = d.get("logit_fit")
@@ -61,23 +134,16 @@ def findings(d: dict[str, Any]) -> list[str]:
                    f"logit variance.")
     fl = d.get("final_losses")
     if fl:
-        out.append(f"Final losses: full {fl['full_loss']:.3g}, restricted {fl['restricted_loss']:.3g}, "
-                   f"excluded (train) {fl['excluded_loss']:.3g}.")
+        out.append(restricted_sentence(fl, d.get("restricted_vs_test")) + ".")
+    rv = d.get("restricted_vs_test") or {}
+    if rv.get("restricted_fall_factor") is not None:
+        a, b = rv["circuit_formation_steps"]
+        out.append(f"Over circuit formation (steps {a:,}-{b:,}) the restricted loss fell "
+                   f"{_times(rv['restricted_fall_factor'])} and the test loss {_times(rv['test_fall_factor'])}.")
     sent = phase_sentence(d.get("phases"))
     if sent:
-        out.append(sent)
-    rv = d.get("restricted_vs_test")
-    if rv and rv.get("restricted_falls_first") is not None:
-        r_step, t_step = rv["restricted_half_fall_step"], rv["test_half_fall_step"]
-        when = "before" if r_step < t_step else "after" if r_step > t_step else "at the same checkpoint as"
-        text = (f"Restricted loss fell {when} test loss "
-                f"(halfway down, on a log scale, at step {rv['restricted_half_fall_step']:,} vs "
-                f"{rv['test_half_fall_step']:,})")
-        if rv.get("restricted_fall_factor") is not None:
-            a, b = rv["circuit_formation_steps"]
-            text += (f"; over circuit formation (steps {a:,}-{b:,}) restricted loss fell "
-                     f"{rv['restricted_fall_factor']:.3g}x, test loss {rv['test_fall_factor']:.3g}x")
-        out.append(text + ".")
+        out.append(sent[:-1] + (f" ({paper_phases()})." if with_paper and (d.get("phases") or {}).get("grokked")
+                                else "."))
     cp = d.get("clock_pizza")
     if cp:
         out.append(f"Clock vs pizza: gradient symmetricity {cp['gradient_symmetricity']:.2f}, distance irrelevance "
