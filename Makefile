@@ -41,7 +41,11 @@ browser:
 		($$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium) \
 		|| echo "note: could not install chromium; the browser tests will be skipped" >&2; }
 
+# Lint first: it takes a second and fails on what the tests would not catch.
+LINTED := abacus_interp analyses tests benchmarks
+
 test: $(DEV_STAMP) browser
+	$(PY) -m ruff check $(LINTED)
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q
 
 test-fast: $(DEV_STAMP)

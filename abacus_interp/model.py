@@ -157,7 +157,7 @@ class LoopedTransformer(HookedRootModule):
         self,
         tokens: Int[Tensor, "batch pos"],
         valid: Bool[Tensor, "batch pos"] | None = None,
-        abacus_offset: Int[Tensor, "batch"] | int = 0,
+        abacus_offset: Int[Tensor, " batch"] | int = 0,
         last: int | None = None,
     ) -> Float[Tensor, "batch pos d_model"]:
         """Token + position embedding: the input injected at every loop.
@@ -216,7 +216,7 @@ class LoopedTransformer(HookedRootModule):
             else:
                 x = state + inputs
             x = hooks.hook_state_pre(x)
-            for layer, (block, block_hooks) in enumerate(zip(self.blocks, hooks.blocks)):
+            for layer, (block, block_hooks) in enumerate(zip(self.blocks, hooks.blocks, strict=True)):
                 entry = cache[t][layer] if cache is not None else None
                 x, kv = block(x, block_hooks, key_valid, entry)
                 if cache is not None:
@@ -261,7 +261,7 @@ class LoopedTransformer(HookedRootModule):
         n_loops: int | None = None,
         *,
         valid: Bool[Tensor, "batch pos"] | None = None,
-        abacus_offset: Int[Tensor, "batch"] | int = 0,
+        abacus_offset: Int[Tensor, " batch"] | int = 0,
         return_type: str | None = "logits",
         loss_mask: Bool[Tensor, "batch pos"] | None = None,
     ) -> Float[Tensor, "batch pos d_vocab"] | Float[Tensor, "batch pos d_model"] | Float[Tensor, ""]:

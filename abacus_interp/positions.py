@@ -25,7 +25,7 @@ def digit_mask(tokens: Int[Tensor, "batch pos"], digit_ids: Tensor) -> Bool[Tens
 def abacus_indices(
     tokens: Int[Tensor, "batch pos"],
     digit_ids: Tensor,
-    offset: Int[Tensor, "batch"] | int = 0,
+    offset: Int[Tensor, " batch"] | int = 0,
 ) -> Int[Tensor, "batch pos"]:
     """Index of each digit inside its run of consecutive digits (1-based) plus `offset`;
     0 for every non-digit token, padding included. Vectorised: no loop over examples."""
@@ -56,7 +56,7 @@ def abacus_indices_reference(tokens: list[list[int]], digit_ids: set[int], offse
 
 def sample_offsets(
     batch: int, max_offset: int, mode: str, generator: torch.Generator | None, device=None
-) -> Int[Tensor, "batch"]:
+) -> Int[Tensor, " batch"]:
     """Training offsets from U{0..max_offset}: one for the whole batch or one per example."""
     n = 1 if mode == "batch" else batch
     draws = torch.randint(0, max_offset + 1, (n,), generator=generator)

@@ -90,7 +90,7 @@ class Batch:
     loss_mask: Bool[Tensor, "batch pos"]
     # True at every real (non-pad) token.
     valid: Bool[Tensor, "batch pos"]
-    prompt_lengths: Int[Tensor, "batch"]
+    prompt_lengths: Int[Tensor, " batch"]
 
 
 def encode_batch(
@@ -105,7 +105,7 @@ def encode_batch(
     if len(prompts) != len(targets):
         raise ValueError(f"{len(prompts)} prompts but {len(targets)} targets")
     rows, prompt_lens = [], []
-    for p, t in zip(prompts, targets):
+    for p, t in zip(prompts, targets, strict=True):
         p_ids, t_ids = vocab.encode(p), vocab.encode(t)
         rows.append(p_ids + t_ids + ([EOS_ID] if append_eos else []))
         prompt_lens.append(len(p_ids))

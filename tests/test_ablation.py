@@ -8,7 +8,14 @@ import json
 import plotly.graph_objects as go
 import pytest
 
-from abacus_interp.ablation import AblationSpec, Variant, ablation_figure, extrapolation_limit, get_spec, run_ablation
+from abacus_interp.ablation import (
+    AblationSpec,
+    Variant,
+    ablation_figure,
+    extrapolation_limit,
+    get_spec,
+    run_ablation,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("single_torch_thread")]
 

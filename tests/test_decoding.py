@@ -78,7 +78,7 @@ def test_cached_generate_equals_naive_generate(tiny_model, positional, n_loops, 
     assert len(cached) == len(PROMPTS)
     # the outputs depend on the prompt, so the comparison means something
     assert len(set(cached)) > 3
-    for prompt, completion in zip(PROMPTS, cached):
+    for prompt, completion in zip(PROMPTS, cached, strict=True):
         budget = max_new_tokens or model.cfg.max_seq_len - len(prompt)
         assert len(completion) <= budget
 
