@@ -26,7 +26,7 @@ from transformer_lens.hook_points import HookPoint
 
 from .attention import Attention, AttentionHooks, KVEntry
 from .config import ModelConfig
-from .positions import abacus_indices, learned_indices
+from .positions import abacus_indices, digit_table, learned_indices
 from .scoring import next_token_loss
 from .tokens import PAD_ID
 
@@ -147,6 +147,8 @@ class LoopedTransformer(HookedRootModule):
         self.hook_input = HookPoint()  # [batch pos d_model]
         self.loops = nn.ModuleList([LoopHooks(cfg.n_layers) for _ in range(cfg.max_loops)])
         self.register_buffer("digit_ids", torch.tensor(cfg.vocab.digit_ids, dtype=torch.long), persistent=False)
+        # the same ids as a lookup table by token id: Abacus indices without a host read
+        self.register_buffer("digit_table", digit_table(cfg.vocab.digit_ids), persistent=False)
         if cfg.answer_slots:
             self.equals_id, self.slot_id = cfg.vocab.encode("=_")
         self.setup()
@@ -169,19 +171,29 @@ class LoopedTransformer(HookedRootModule):
         if self.cfg.positional == "none":
             return self.hook_input(embed)
         if self.cfg.positional == "abacus":
-            index = abacus_indices(tokens, self.digit_ids, abacus_offset)
+            index = abacus_indices(tokens, self.digit_table, abacus_offset)
             limit = self.W_pos.shape[0]
+            # a digit's index is at most its 1-based position plus the offset
+            largest_offset = _largest_offset(abacus_offset)
+            largest_possible = None if largest_offset is None else tokens.shape[1] + largest_offset
         else:
             index = learned_indices(valid if valid is not None else tokens != PAD_ID)
             limit = self.cfg.max_seq_len
+            largest_possible = tokens.shape[1] - 1
+        # Reading index.max() waits for the device and breaks a compiled graph, so it is
+        # read only when the bound from shapes and offsets alone does not rule an overflow out.
+        if largest_possible is None or largest_possible >= limit:
+            self._check_position_range(index, limit)
+        pos_embed = self.hook_pos_embed(self.W_pos[index[:, keep]])  # [batch pos d_model]
+        return self.hook_input(embed + pos_embed)
+
+    def _check_position_range(self, index: Int[Tensor, "batch pos"], limit: int) -> None:
         if int(index.max()) >= limit:
             raise ValueError(
                 f"position index {int(index.max())} exceeds the {limit} trained positions "
                 f"(max_seq_len={self.cfg.max_seq_len}, abacus_max_offset={self.cfg.abacus_max_offset}); "
                 "use shorter inputs or train a model with a larger max_seq_len"
             )
-        pos_embed = self.hook_pos_embed(self.W_pos[index[:, keep]])  # [batch pos d_model]
-        return self.hook_input(embed + pos_embed)
 
     def read_tokens(self, tokens: Int[Tensor, "batch pos"]) -> Int[Tensor, "batch pos"]:
         """The token ids the embedding reads. With `cfg.answer_slots`, every real token after
@@ -340,6 +352,16 @@ class LoopedTransformer(HookedRootModule):
 
     def new_cache(self, n_loops: int) -> KVCache:
         return [[None] * self.cfg.n_layers for _ in range(n_loops)]
+
+
+def _largest_offset(offset: Int[Tensor, " batch"] | int) -> int | None:
+    """The largest Abacus offset, when known without waiting for a device: a Python int, or
+    a tensor in host memory (the training loop draws its offsets there). None otherwise."""
+    if not isinstance(offset, Tensor):
+        return offset
+    if offset.device.type != "cpu" or torch.compiler.is_compiling():
+        return None
+    return int(offset.max()) if offset.numel() else 0
 
 
 def act_name(name: str, layer: int | None = None, loop: int | None = None) -> str:

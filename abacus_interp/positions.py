@@ -8,18 +8,34 @@ the embeddings of high indices trained too, so the model extrapolates to longer 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from jaxtyping import Bool, Int
 from torch import Tensor
 
 
+def digit_table(digit_ids: Sequence[int] | Tensor, device=None) -> Bool[Tensor, "table"]:
+    """A lookup table indexed by token id, True at the digit ids; one False entry past the
+    largest digit id, onto which `digit_mask` clamps every larger id. Built once from host
+    integers (the model keeps one as a buffer), so reading it never syncs with the device."""
+    ids = digit_ids.tolist() if isinstance(digit_ids, Tensor) else list(digit_ids)
+    table = torch.zeros(max(ids, default=-1) + 2, dtype=torch.bool, device=device)
+    table[ids] = True
+    return table
+
+
 def digit_mask(tokens: Int[Tensor, "batch pos"], digit_ids: Tensor) -> Bool[Tensor, "batch pos"]:
-    # a lookup table indexed by token id (about 2x faster than torch.isin on CPU); every id
-    # above the largest digit id is clamped onto the table's last entry, which is False
-    size = (int(digit_ids.max()) if digit_ids.numel() else 0) + 2
-    table = torch.zeros(size, dtype=torch.bool, device=tokens.device)
-    table[digit_ids.to(tokens.device)] = True
-    return table[tokens.clamp(max=size - 1)]
+    """True where a token is a digit. `digit_ids`: the digit token ids, or (bool) the lookup
+    table `digit_table` builds from them."""
+    if digit_ids.dtype != torch.bool:
+        if torch.compiler.is_compiling():
+            # sizing a table would read the ids on the host, a graph break; compare instead
+            return (tokens[..., None] == digit_ids.to(tokens.device)).any(-1)
+        # a lookup table is about 2x faster than torch.isin on CPU, 5x faster than comparing
+        digit_ids = digit_table(digit_ids, tokens.device)
+    table = digit_ids.to(tokens.device)
+    return table[tokens.clamp(max=table.shape[0] - 1)]
 
 
 def abacus_indices(
@@ -28,7 +44,9 @@ def abacus_indices(
     offset: Int[Tensor, " batch"] | int = 0,
 ) -> Int[Tensor, "batch pos"]:
     """Index of each digit inside its run of consecutive digits (1-based) plus `offset`;
-    0 for every non-digit token, padding included. Vectorised: no loop over examples."""
+    0 for every non-digit token, padding included. Vectorised: no loop over examples, and no
+    read of tensor values on the host when `digit_ids` is a `digit_table`, so it compiles
+    into one graph with the model."""
     is_digit = digit_mask(tokens, digit_ids)  # [batch pos]
     pos = torch.arange(tokens.shape[1], device=tokens.device).expand_as(tokens)
     # a run starts at a digit whose left neighbour is not a digit
