@@ -17,13 +17,18 @@ import logging
 import os
 import re
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TypeVar
 
+import numpy as np
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 STEP_FILE = re.compile(r"^step_(\d+)\.safetensors$")
 
@@ -32,7 +37,9 @@ class CheckpointError(RuntimeError):
     """A checkpoint or run directory that cannot be read; the message names the file."""
 
 
-def _atomic_write(path: Path, write) -> None:
+def atomic_write(path: Path, write) -> None:
+    """Call `write(tmp)` on a temporary file beside `path`, then rename it onto `path`: a
+    reader sees the old file or the new one, never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
@@ -50,7 +57,7 @@ def write_json(path: Path, obj) -> None:
         with open(tmp, "w") as f:
             json.dump(obj, f, indent=2)
 
-    _atomic_write(Path(path), write)
+    atomic_write(Path(path), write)
 
 
 def read_json(path: Path) -> dict:
@@ -66,7 +73,7 @@ def read_json(path: Path) -> dict:
 
 def save_tensors(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None) -> None:
     tensors = {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
-    _atomic_write(Path(path), lambda tmp: save_file(tensors, tmp, metadata=metadata))
+    atomic_write(Path(path), lambda tmp: save_file(tensors, tmp, metadata=metadata))
 
 
 def load_tensors(path: Path) -> dict[str, torch.Tensor]:
@@ -87,11 +94,32 @@ def step_path(run_dir: Path, step: int) -> Path:
 
 
 def save_checkpoint(run_dir: Path, model, step: int, info: dict) -> Path:
-    """Weights as safetensors plus a JSON sidecar (step, tokens seen, metrics)."""
+    """Weights as safetensors plus a JSON sidecar (step, tokens seen, metrics). A module
+    wrapped by `torch.compile(model)` is saved as the model it wraps, so the keys never
+    carry the wrapper's `_orig_mod.` prefix."""
     path = step_path(run_dir, step)
+    model = getattr(model, "_orig_mod", model)
     save_tensors(path, dict(model.state_dict()), metadata={"step": str(step)})
     write_json(path.with_suffix(".json"), {"step": step, **info})
     return path
+
+
+def run_dir_of(path: str | Path) -> Path:
+    """The run directory of a run directory (itself) or of one of its checkpoint files
+    (RUN/checkpoints/step_*.safetensors)."""
+    path = Path(path)
+    return path if path.is_dir() else path.parent.parent
+
+
+def subsample_evenly(items: Sequence[T], max_items: int | None) -> list[T]:
+    """At most `max_items` of `items`, evenly spaced by index, always keeping the first and
+    the last (evolution analyses need both ends of training)."""
+    if max_items is None or len(items) <= max_items:
+        return list(items)
+    if max_items < 2:
+        raise ValueError(f"max_checkpoints={max_items}: keep at least 2 (the first and the last checkpoint)")
+    keep = sorted({round(i) for i in np.linspace(0, len(items) - 1, max_items)})
+    return [items[i] for i in keep]
 
 
 def list_checkpoints(run_dir: str | Path) -> list[tuple[int, Path]]:
@@ -132,11 +160,18 @@ def read_metrics(run_dir: str | Path) -> list[dict]:
     return rows
 
 
-def load_model(path: str | Path, max_loops: int | None = None, device: str | torch.device = "cpu"):
+def load_model(
+    path: str | Path,
+    max_loops: int | None = None,
+    device: str | torch.device = "cpu",
+    compile: bool | str = False,
+):
     """A model from a `.safetensors` checkpoint or a run directory (its latest checkpoint).
 
     `max_loops` rebuilds with more hook sets (to run deeper than the stored capacity); hook
-    sets hold no parameters, so the weights load unchanged."""
+    sets hold no parameters, so the weights load unchanged. `compile=True` runs the looped
+    block through torch.compile (`LoopedTransformer.compile_loops`); a string names the
+    backend, e.g. "aot_eager"."""
     from .config import ModelConfig
     from .model import LoopedTransformer
 
@@ -147,7 +182,7 @@ def load_model(path: str | Path, max_loops: int | None = None, device: str | tor
             raise CheckpointError(f"{path} has no checkpoints yet")
         run_dir, weights = path, checkpoints[-1][1]
     elif path.suffix == ".safetensors":
-        run_dir, weights = path.parent.parent, path
+        run_dir, weights = run_dir_of(path), path
     else:
         raise CheckpointError(f"{path} is neither a run directory nor a .safetensors checkpoint")
     model_cfg = read_run_config(run_dir)["model"]
@@ -155,12 +190,16 @@ def load_model(path: str | Path, max_loops: int | None = None, device: str | tor
         model_cfg = {**model_cfg, "max_loops": max_loops}
     cfg = ModelConfig.from_dict(model_cfg)
     model = LoopedTransformer(cfg)
-    state = load_tensors(weights)
+    # weights saved from a torch.compile wrapper by other code carry its "_orig_mod." prefix
+    state = {key.removeprefix("_orig_mod."): value for key, value in load_tensors(weights).items()}
     missing, unexpected = model.load_state_dict(state, strict=False)
     if missing or unexpected:
         raise CheckpointError(f"{weights} does not match its config: missing {missing}, unexpected {unexpected}")
     model.checkpoint_path = str(weights)
-    return model.to(device).eval()
+    model = model.to(device).eval()
+    if compile:
+        model.compile_loops(compile if isinstance(compile, str) else None)
+    return model
 
 
 # ---------------------------------------------------------------- resume state

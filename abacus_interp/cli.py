@@ -60,7 +60,7 @@ def cmd_train(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from .checkpoints import load_model, load_task, read_run_config, step_path
+    from .checkpoints import load_model, load_task, read_run_config, run_dir_of, step_path
     from .config import ModelConfig
     from .evaluation.suite import evaluate, format_report
     from .scoring import run_readout
@@ -70,7 +70,7 @@ def cmd_eval(args) -> int:
     saved_capacity = ModelConfig.from_dict(read_run_config(run)["model"]).max_loops
     # more hook sets only when asked for deeper loops; never fewer than the model has
     model = load_model(path, max_loops=max([saved_capacity, *(args.loops or [])]))
-    task = load_task(run if run.is_dir() else run.parent.parent)
+    task = load_task(run_dir_of(run))
     readout = run_readout(read_run_config(run)["train"], task)  # score it the way it was trained
     report = evaluate(model, task, grid=args.grid, loops=args.loops, n_per_cell=args.n, seed=args.seed, **readout)
     print(format_report(report))

@@ -216,7 +216,7 @@ class LoopedTransformer(HookedRootModule):
         """Apply the block for loop indices `loops` (e.g. range(2, 5)) starting from `state`
         (the state leaving loop loops.start - 1; None at the start). With `cache`, keys and
         values are read from and appended to cache[t][l]."""
-        self._check_loops(loops.stop)
+        self.check_loops(loops.stop)
         for t in loops:
             hooks = self.loops[t]
             if state is None:
@@ -286,7 +286,7 @@ class LoopedTransformer(HookedRootModule):
         n_loops = self.cfg.n_loops if n_loops is None else n_loops
         if n_loops < 1:
             raise ValueError(f"n_loops must be >= 1, got {n_loops}")
-        self._check_loops(n_loops)
+        self.check_loops(n_loops)
         key_valid = None if valid is None or bool(valid.all()) else valid
         inputs = self.embed(tokens, valid, abacus_offset)
         state = self.run_loops(inputs, range(n_loops), key_valid=key_valid)
@@ -301,7 +301,8 @@ class LoopedTransformer(HookedRootModule):
             return next_token_loss(self.unembed(state), tokens, loss_mask)
         raise ValueError(f"return_type must be 'logits', 'state' or 'loss', got {return_type!r}")
 
-    def _check_loops(self, n_loops: int) -> None:
+    def check_loops(self, n_loops: int) -> None:
+        """Raise a ValueError that says how to rebuild when `n_loops` exceeds the hook sets."""
         if n_loops > self.cfg.max_loops:
             raise ValueError(
                 f"n_loops={n_loops} exceeds max_loops={self.cfg.max_loops}, the number of hook "

@@ -15,7 +15,7 @@ from jaxtyping import Bool, Int
 from torch import Tensor
 
 
-def digit_table(digit_ids: Sequence[int] | Tensor, device=None) -> Bool[Tensor, "table"]:
+def digit_table(digit_ids: Sequence[int] | Tensor, device=None) -> Bool[Tensor, " table"]:
     """A lookup table indexed by token id, True at the digit ids; one False entry past the
     largest digit id, onto which `digit_mask` clamps every larger id. Built once from host
     integers (the model keeps one as a buffer), so reading it never syncs with the device."""

@@ -18,7 +18,12 @@ from pathlib import Path
 import numpy as np
 from sklearn.decomposition import PCA
 
-from abacus_interp.checkpoints import CheckpointError, list_checkpoints
+from abacus_interp.checkpoints import (
+    CheckpointError,
+    list_checkpoints,
+    run_dir_of,
+    subsample_evenly,
+)
 
 ALIGN_MODES = ("chain", "final", "project", "none")
 
@@ -41,16 +46,11 @@ def checkpoint_series(
             raise ValueError("pass a run directory or a list of (step, path) pairs, e.g. list_checkpoints(run)") from e
         if not series:
             raise ValueError("the list of checkpoints is empty")
-        run_dir = series[0][1].parent.parent
+        run_dir = run_dir_of(series[0][1])
     steps = [s for s, _ in series]
     if len(set(steps)) != len(steps):
         raise ValueError(f"duplicate steps in the checkpoint list: {steps}")
-    if max_checkpoints is not None and len(series) > max_checkpoints:
-        if max_checkpoints < 2:
-            raise ValueError("max_checkpoints must be >= 2 (the first and the last checkpoint)")
-        keep = np.unique(np.round(np.linspace(0, len(series) - 1, max_checkpoints)).astype(int))
-        series = [series[i] for i in keep]
-    return run_dir, series
+    return run_dir, subsample_evenly(series, max_checkpoints)
 
 
 def value_tokens(vocab) -> tuple[list[int], list[int], list[str]]:

@@ -25,6 +25,7 @@ import math
 import random
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
@@ -34,14 +35,16 @@ from tqdm.auto import tqdm
 
 from abacus_interp.checkpoints import CheckpointError, load_tensors, read_metrics, read_run_config
 from abacus_interp.config import ModelConfig
+from abacus_interp.jsonsafe import json_safe
 from abacus_interp.model import LoopedTransformer
+from abacus_interp.prose import finite, first_step_at, limit, num, pct
 from abacus_interp.scoring import next_token_loss
 from abacus_interp.tasks import task_from_config
 from abacus_interp.tokens import encode_batch
+from analyses.contract import RunContext
 
 from ._alignment import checkpoint_series
 from ._cka import change_points, cka_matrix, compress, moved_parameters, param_group, rates
-from .common import jsonable
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +74,7 @@ class RunScan:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__}
         d["cka_vs_final"] = self.cka[:, :, -1]
         d["cka_to_previous"] = np.stack([np.diagonal(c, 1) for c in self.cka])
-        return jsonable(d)
+        return json_safe(d)
 
 
 @dataclass
@@ -86,6 +89,7 @@ class CheckpointComparison:
     per: str
     problems: dict
     notes: list[str] = field(default_factory=list)
+    compare_skipped: str | None = None  # why a second run given was not compared
 
     @property
     def change_steps(self) -> list[int]:
@@ -93,15 +97,19 @@ class CheckpointComparison:
         return [c["step"] for c in self.a.change_points.get(self.signal, [])]
 
     def to_dict(self) -> dict:
-        return jsonable({
+        return json_safe({
             "signal": self.signal, "per": self.per, "change_points": self.a.change_points, "change_steps": self.change_steps,
             "a": self.a.to_dict(), "b": self.b.to_dict() if self.b else None,
             "cross_cka": self.cross_cka, "matched_cka": self.matched_cka, "matched_steps_b": self.matched_steps_b,
             "moved": self.moved, "problems": self.problems, "notes": self.notes,
+            **({"compare_skipped": self.compare_skipped} if self.compare_skipped else {}),
         })
 
     def figures(self) -> dict:
         return _figures(self)
+
+    def findings(self) -> list[str]:
+        return findings(self.to_dict())
 
 
 def run(
@@ -196,7 +204,7 @@ def _problems(problems, task_cfg: dict, n: int, seed: int) -> list[tuple[str, st
     task = task_from_config(task_cfg)
     if problems is None:
         rng = random.Random(seed)
-        held_out = getattr(task, "n_train", None) is not None and task.n_train < task.p**2
+        held_out = task.has_fixed_split and len(task.full_split("test")) > 0
         problems = task.sample(n, rng, split="test") if held_out else task.sample(n, rng)
     out = []
     for p in problems:
@@ -391,3 +399,97 @@ def _moved_bar(moved: dict) -> go.Figure:
     fig.update_layout(title=f"parameters that moved most, step {a} -> {b} ({rank_by})", xaxis_title=rank_by,
                       height=max(300, 24 * len(rows) + 120))
     return fig
+
+
+# --------------------------------------------------------------------------- findings
+
+
+def findings(d: dict[str, Any]) -> list[str]:
+    """Up to four sentences from the numbers of `to_dict()`, written once here."""
+    out: list[str | None] = []
+    a = d.get("a") or {}
+    steps = a.get("steps") or []
+    signal = d.get("signal", "representation")
+    cps = (d.get("change_points") or {}).get(signal) or []
+    if cps:
+        first = cps[0]
+        others = ", ".join(f"{c['from_step']:,}-{c['step']:,}" for c in cps[1:3])
+        out.append(
+            f"The {signal} changed fastest between steps {first['from_step']:,} and {first['step']:,}"
+            + (f" (next: {others})" if others else "") + "."
+        )
+    vs_final = a.get("cka_vs_final") or []
+    if vs_final and steps:
+        last_loop = vs_final[-1]
+        s90 = first_step_at(steps, last_loop, 0.9)
+        out.append(
+            f"The last loop's state at step {steps[0]:,} has linear CKA {num(last_loop[0], 2)} with the final checkpoint's"
+            + (f"; it passes 0.9 at step {s90:,}" if s90 is not None and s90 != steps[-1] else "") + "."
+        )
+    em = finite(a.get("problem_exact_match"))
+    if em and steps:
+        s50 = first_step_at(steps, a.get("problem_exact_match"), 0.5)
+        out.append(
+            f"On the fixed problem set exact match goes from {pct(em[0])} to {pct(em[-1])} over {len(steps)} checkpoints"
+            + (f", first reaching 50% at step {s50:,}" if s50 is not None else "") + "."
+        )
+    moved = d.get("moved") or {}
+    groups = moved.get("groups") or []
+    if groups and moved.get("steps"):
+        g = groups[0]
+        rel = g.get("relative_change")
+        out.append(
+            f"Between steps {moved['steps'][0]:,} and {moved['steps'][1]:,} the {g['group']} weights moved most"
+            + (f" (relative change {num(rel, 2)})" if rel is not None else "") + "."
+        )
+    matched = d.get("matched_cka")
+    b = d.get("b") or {}
+    if matched and b:
+        final = matched[-1][-1] if matched[-1] else None
+        out.insert(1, f"Against the comparison run {b.get('run_dir')}, the last loop's states at the final checkpoints have CKA {num(final, 2)}.")
+    return limit(out)
+
+
+# --------------------------------------------------------------------------- as the report runs it
+
+
+@dataclass(frozen=True)
+class CheckpointCompareConfig:
+    n_problems: int = 24
+    max_samples: int = 512
+    max_checkpoints: int = 16
+
+    @classmethod
+    def quick(cls) -> CheckpointCompareConfig:
+        return cls(n_problems=8, max_samples=128, max_checkpoints=5)
+
+
+class CheckpointCompareAnalysis:
+    key = "checkpoint_compare"
+    title = "Checkpoint comparison"
+    Config = CheckpointCompareConfig
+
+    def skip_reason(self, ctx: RunContext) -> str | None:
+        if ctx.n_checkpoints < 2 and ctx.compare_dir is None:
+            return "the run has a single checkpoint; comparison needs at least two"
+        return None
+
+    def run(self, ctx: RunContext, config: CheckpointCompareConfig) -> CheckpointComparison:
+        run_b, skipped = ctx.compare_dir, None
+        if run_b is not None:
+            other = read_run_config(run_b)
+            if (other.get("model") or {}).get("vocab") != read_run_config(ctx.run_dir)["model"].get("vocab"):
+                skipped = (f"{run_b} uses a different vocabulary (task {(other.get('task') or {}).get('name')}), so "
+                           "its states cannot be compared on the same inputs; only this run's checkpoints are compared")
+                run_b = None
+        result = run(ctx.run_dir, str(run_b) if run_b is not None else None, n_problems=config.n_problems,
+                     max_samples=config.max_samples, max_checkpoints=config.max_checkpoints, seed=ctx.seed,
+                     progress=False)
+        if skipped:
+            result.compare_skipped = skipped
+            result.notes.append(skipped)
+        ctx.change_steps = list(result.change_steps)
+        return result
+
+
+ANALYSIS = CheckpointCompareAnalysis()

@@ -26,6 +26,7 @@ import logging
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
@@ -36,6 +37,9 @@ from tqdm.auto import tqdm
 
 from abacus_interp.checkpoints import CheckpointError, read_run_config
 from abacus_interp.config import ModelConfig
+from abacus_interp.jsonsafe import json_safe
+from abacus_interp.prose import limit, num, pct
+from analyses.contract import RunContext
 
 from ._alignment import (
     ALIGN_MODES,
@@ -48,7 +52,6 @@ from ._alignment import (
     spearman_abs,
     value_tokens,
 )
-from .common import jsonable
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +73,7 @@ class EmbeddingSeries:
     norms: dict[str, np.ndarray]  # "mean_norm", "mean_vector_norm", "frobenius" -> [C]
 
     def to_dict(self) -> dict:
-        return jsonable({k: getattr(self, k) for k in self.__dataclass_fields__})
+        return json_safe({k: getattr(self, k) for k in self.__dataclass_fields__})
 
 
 @dataclass
@@ -84,7 +87,7 @@ class EmbeddingEvolution:
     mark_steps: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        return jsonable({
+        return json_safe({
             "run_dir": self.run_dir, "steps": self.steps, "align": self.align, "notes": self.notes,
             "mark_steps": self.mark_steps,
             "tokens": self.tokens.to_dict() if self.tokens else None,
@@ -101,6 +104,9 @@ class EmbeddingEvolution:
             figs["structure"] = _structure(present, self.steps, self.mark_steps)
             figs["norms"] = _norms(present, self.steps, self.mark_steps)
         return figs
+
+    def findings(self) -> list[str]:
+        return findings(self.to_dict())
 
 
 def run(
@@ -286,3 +292,75 @@ def _norms(present, steps, mark_steps) -> go.Figure:
     fig.update_layout(title="embedding norms", xaxis_title="step", yaxis_title="L2 norm")
     _mark(fig, mark_steps)
     return fig
+
+
+# --------------------------------------------------------------------------- findings
+
+
+def _series_sentence(what: str, s: dict[str, Any], steps: list[int]) -> str | None:
+    rho, circ = s.get("spearman_pc1") or [], s.get("circularity") or []
+    if not rho or not steps:
+        return None
+    sentence = (f"{what}: PC1 orders them by value with |Spearman rho| {num(rho[0], 2)} at step {steps[0]:,} "
+                f"and {num(rho[-1], 2)} at step {steps[-1]:,}")
+    if circ and circ[-1] is not None:
+        freq = (s.get("circularity_frequency") or [None])[-1]
+        sentence += f"; circularity {num(circ[0], 2)} -> {num(circ[-1], 2)} (1 = a ring ordered by value" + (
+            f", dominant frequency {freq})" if freq is not None else ")")
+    return sentence + "."
+
+
+def findings(d: dict[str, Any]) -> list[str]:
+    """Up to four sentences from the numbers of `to_dict()`, written once here."""
+    out: list[str | None] = []
+    steps = d.get("steps") or []
+    for key, what in (("tokens", "Number-token embeddings"), ("positions", "Position embeddings")):
+        s = d.get(key)
+        if s:
+            out.append(_series_sentence(what, s, steps))
+    t = d.get("tokens") or {}
+    evr = t.get("explained_variance_ratio") or []
+    if evr and evr[-1] and len(evr[-1]) >= 2:
+        out.append(f"At the last checkpoint the first two principal components explain "
+                   f"{pct((evr[-1][0] or 0) + (evr[-1][1] or 0))} of the number-token embeddings' variance.")
+    for key, what in (("tokens", "number-token"), ("positions", "position")):
+        s = d.get(key) or {}
+        rho = s.get("spearman_pc1") or []
+        if len(rho) >= 3 and len(steps) == len(rho):
+            jumps = [(abs((rho[i + 1] or 0) - (rho[i] or 0)), i) for i in range(len(rho) - 1)]
+            jump, i = max(jumps)
+            if jump >= 0.2:
+                out.append(f"The {what} ordering changed most between steps {steps[i]:,} and {steps[i + 1]:,} "
+                           f"(|rho| {num(rho[i], 2)} -> {num(rho[i + 1], 2)}).")
+                break
+    return limit(out)
+
+
+# --------------------------------------------------------------------------- as the report runs it
+
+
+@dataclass(frozen=True)
+class EmbeddingEvolutionConfig:
+    max_checkpoints: int = 24
+
+    @classmethod
+    def quick(cls) -> EmbeddingEvolutionConfig:
+        return cls(max_checkpoints=6)
+
+
+class EmbeddingEvolutionAnalysis:
+    key = "embedding_evolution"
+    title = "Embedding evolution"
+    Config = EmbeddingEvolutionConfig
+
+    def skip_reason(self, ctx: RunContext) -> str | None:
+        if ctx.n_checkpoints < 2:
+            return "the run has a single checkpoint; evolution needs at least two"
+        return None
+
+    def run(self, ctx: RunContext, config: EmbeddingEvolutionConfig) -> EmbeddingEvolution:
+        return run(ctx.run_dir, max_checkpoints=config.max_checkpoints, mark_steps=ctx.change_steps or None,
+                   progress=False)
+
+
+ANALYSIS = EmbeddingEvolutionAnalysis()

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from abacus_interp import LoopedTransformer, ModelConfig, Vocab
+from abacus_interp.runtime import torch_threads
 
 ADDITION_VOCAB = Vocab(tuple("0123456789+="))
 
@@ -33,14 +34,12 @@ def fixed_seed():
     random.seed(0)
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True, scope="session")
 def single_torch_thread():
-    """Tiny models run several times faster on one thread, above all on a shared machine
-    where intra-op threads of concurrent processes fight over the cores."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+    """One intra-op thread for the whole session: every test model is tiny, and on a shared
+    machine the intra-op threads of concurrent processes fight over the cores (10x slower)."""
+    with torch_threads(1):
+        yield
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from abacus_interp.ablation import (
     run_ablation,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("single_torch_thread")]
+pytestmark = pytest.mark.slow
 
 TINY = ("task.max_digits=2", "model.d_model=16", "model.d_head=4", "model.d_mlp=32", "model.max_seq_len=24",
         "train.steps=4", "train.batch_size=8", "train.eval_problems=8", "train.eval_every=4",

@@ -18,8 +18,6 @@ from abacus_interp.tasks import get_task
 from abacus_interp.tokens import encode_batch
 from abacus_interp.training import apply_overrides, get_preset, train
 
-pytestmark = pytest.mark.usefixtures("single_torch_thread")
-
 
 def slot_task(**kw):
     return get_task("addition", answer_format="slots", **kw)

@@ -29,8 +29,6 @@ from analyses.carry_attention.patching import PairSet, make_carry_pairs, patch_p
 from analyses.carry_attention.probes import carry_probes, probe_accuracy
 from analyses.carry_attention.runner import LoopRunner
 
-pytestmark = pytest.mark.usefixtures("single_torch_thread")
-
 TASK = get_task("addition", max_digits=4)
 
 

@@ -49,7 +49,7 @@ def random_orthogonal(d, seed):
 
 
 # --------------------------------------------------------------------------------------- CKA
-def test_cka_with_itself_is_one_and_invariant_to_orthogonal_maps_and_scaling(single_torch_thread):
+def test_cka_with_itself_is_one_and_invariant_to_orthogonal_maps_and_scaling():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(200, 24)) @ rng.normal(size=(24, 24))  # anisotropic
     Y = rng.normal(size=(200, 24))
@@ -64,7 +64,7 @@ def test_cka_with_itself_is_one_and_invariant_to_orthogonal_maps_and_scaling(sin
     assert linear_cka(X * np.linspace(0.1, 3, 24), X) < 0.999
 
 
-def test_cka_matrix_matches_pairwise_and_compression_is_exact(single_torch_thread):
+def test_cka_matrix_matches_pairwise_and_compression_is_exact():
     rng = np.random.default_rng(0)
     reps = [torch.tensor(rng.normal(size=(40, 64)), dtype=torch.float64) for _ in range(4)]  # wider than samples
     compressed = torch.stack([compress(r) for r in reps])
@@ -89,7 +89,7 @@ def test_change_points_name_the_fastest_intervals():
         change_points(steps, speed[:-1])
 
 
-def test_moved_parameters_ranks_and_splits_heads(single_torch_thread):
+def test_moved_parameters_ranks_and_splits_heads():
     a = {"W_E": torch.ones(4, 8), "blocks.0.attn.W_Q": torch.ones(2, 8, 4), "blocks.0.ln1.w": torch.ones(8)}
     b = {k: v.clone() for k, v in a.items()}
     b["blocks.0.attn.W_Q"][1] += 1.0
@@ -102,7 +102,7 @@ def test_moved_parameters_ranks_and_splits_heads(single_torch_thread):
 
 
 # -------------------------------------------------------------------------------------- runs
-def test_run_finds_the_jump_and_what_moved(tmp_path, single_torch_thread):
+def test_run_finds_the_jump_and_what_moved(tmp_path):
     steps = [0, 1, 2, 5, 10, 20]
 
     def set_weights(model, i):
@@ -131,7 +131,7 @@ def test_run_finds_the_jump_and_what_moved(tmp_path, single_torch_thread):
     assert len(figs["cka_steps"].data) == L and figs["cka_steps"].layout.updatemenus
 
 
-def test_two_runs_and_a_run_against_itself(tmp_path, single_torch_thread):
+def test_two_runs_and_a_run_against_itself(tmp_path):
     def noise(model, i):
         for p in model.parameters():
             p.add_(0.01 * torch.randn_like(p))
@@ -147,7 +147,7 @@ def test_two_runs_and_a_run_against_itself(tmp_path, single_torch_thread):
     np.testing.assert_allclose(np.diagonal(same.cross_cka, axis1=1, axis2=2), 1.0, atol=1e-5)
 
 
-def test_modular_addition_run(tmp_path, single_torch_thread):
+def test_modular_addition_run(tmp_path):
     run_dir = write_run(tmp_path / "grok", [0, 5], task=("modular_addition", {"p": 11}), max_seq_len=4,
                         norm="none", input_injection="none", n_loops=1)
     cmp = checkpoint_compare.run(run_dir, n_problems=16, progress=False)
@@ -157,7 +157,7 @@ def test_modular_addition_run(tmp_path, single_torch_thread):
     cmp.figures()
 
 
-def test_bad_arguments_say_what_to_do(tmp_path, single_torch_thread):
+def test_bad_arguments_say_what_to_do(tmp_path):
     run_dir = write_run(tmp_path / "run", [0, 4])
     with pytest.raises(ValueError, match=r"not among \[0, 4\]"):
         checkpoint_compare.run(run_dir, steps=(0, 3), progress=False)

@@ -32,16 +32,6 @@ TINY = [
 ]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One intra-op thread: tiny models, and a shared 2-core machine where spinning OpenMP
-    threads are an order of magnitude slower."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
     """A finished tiny run; tests that damage files work on a copy (see `run_copy`)."""

@@ -11,7 +11,6 @@ import types
 from pathlib import Path
 
 import pytest
-import torch
 
 from abacus_interp import checkpoints as ckpt
 from abacus_interp.cli import main
@@ -34,15 +33,6 @@ TINY_SETS = [
 
 def set_args(assignments: list[str]) -> list[str]:
     return [arg for a in assignments for arg in ("--set", a)]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One intra-op thread: tiny models on a shared 2-core machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

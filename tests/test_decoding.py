@@ -13,8 +13,6 @@ import torch
 from abacus_interp.decoding import naive_generate
 from abacus_interp.tokens import EOS, EOS_ID, PAD, PAD_ID
 
-pytestmark = pytest.mark.usefixtures("single_torch_thread")
-
 # Larger initial weights than training uses, so greedy outputs depend on the prompt, and a
 # small EOS bias, so some rows stop at once, some after a few tokens and some never.
 INIT_STD = 0.5

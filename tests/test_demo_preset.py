@@ -15,7 +15,7 @@ from abacus_interp import checkpoints as ckpt
 from abacus_interp.scoring import score_examples
 from abacus_interp.training import apply_overrides, get_preset, train
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("single_torch_thread")]
+pytestmark = pytest.mark.slow
 
 SHORT = ["train.steps=600", "train.eval_every=600", "train.checkpoint_every=600", "train.dense_checkpoints=1",
          "train.dense_until=1", "train.eval_problems=64"]

@@ -63,7 +63,7 @@ def test_rotated_or_flipped_ring_aligns_to_identical_coordinates(mode):
     assert max(np.abs(f - frames[-1]).max() for f in frames) > 0.1
 
 
-def test_run_aligns_a_rotating_digit_ring(tmp_path, single_torch_thread):
+def test_run_aligns_a_rotating_digit_ring(tmp_path):
     X0 = ring(radius=0.5)
 
     def set_weights(model, i):
@@ -119,7 +119,7 @@ def test_helix_fit_and_spearman():
 
 
 # ------------------------------------------------------------------------------------- runs
-def test_result_is_json_and_figures_animate(tmp_path, single_torch_thread):
+def test_result_is_json_and_figures_animate(tmp_path):
     steps = [0, 2, 10, 50]
 
     def set_weights(model, i):
@@ -142,7 +142,7 @@ def test_result_is_json_and_figures_animate(tmp_path, single_torch_thread):
     assert sub.steps == [0, 50]
 
 
-def test_modular_addition_uses_residues_and_learned_positions(tmp_path, single_torch_thread):
+def test_modular_addition_uses_residues_and_learned_positions(tmp_path):
     run_dir = write_run(tmp_path / "grok", [0, 10], task=("modular_addition", {"p": 13}), max_seq_len=4,
                         norm="none", input_injection="none", n_loops=1)
     result = embedding_evolution.run(run_dir, progress=False)
@@ -153,7 +153,7 @@ def test_modular_addition_uses_residues_and_learned_positions(tmp_path, single_t
     assert "tokens_pca" in result.figures()
 
 
-def test_no_positions_is_skipped_with_a_reason(tmp_path, single_torch_thread):
+def test_no_positions_is_skipped_with_a_reason(tmp_path):
     run_dir = write_run(tmp_path / "nopos", [0, 1], positional="none")
     result = embedding_evolution.run(run_dir, progress=False)
     assert result.positions is None and any("positional='none'" in n for n in result.notes)

@@ -15,24 +15,15 @@ from abacus_interp.evaluation import EvalReport, evaluate, format_report, sample
 from abacus_interp.evaluation.cascades import cascade_bucket
 from abacus_interp.evaluation.edge_cases import edge_cases, run_edge_cases
 from abacus_interp.evaluation.suite import (
-    _json_safe,
     cell_examples,
     cell_fits,
     cell_length,
     default_grid,
     default_loops,
 )
+from abacus_interp.jsonsafe import json_safe
 from abacus_interp.tasks import get_task
 from abacus_interp.tasks.carries import carry_in, longest_cascade
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models are dominated by thread overhead on a shared 2-core machine (10x here)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def tiny(task, **kw) -> LoopedTransformer:
@@ -261,7 +252,7 @@ def test_evaluate_rejects_bad_arguments_with_a_fix():
 
 
 def test_json_safe_drops_non_finite_floats():
-    assert _json_safe({"a": float("inf"), "b": [float("nan"), 1.5, True], 3: (1, None)}) == {
+    assert json_safe({"a": float("inf"), "b": [float("nan"), 1.5, True], 3: (1, None)}) == {
         "a": None,
         "b": [None, 1.5, True],
         "3": [1, None],

@@ -30,8 +30,6 @@ from analyses.fixed_point.collect import (
 from analyses.fixed_point.dynamics import first_below, quantiles
 from analyses.fixed_point.summary import halting_section, lock_in_loops, lock_in_section
 
-pytestmark = pytest.mark.usefixtures("single_torch_thread")
-
 
 # ------------------------------------------------------------- maps with known answers
 def nonnormal_contraction(n: int = 8, seed: int = 1) -> torch.Tensor:
@@ -133,8 +131,6 @@ def test_model_spectrum_matches_dense_jacobian():
 def trained_tiny():
     """A tiny model trained briefly on 1-digit addition: right on some problems, wrong on
     others, so agreement with generation is not trivial."""
-    prev = torch.get_num_threads()
-    torch.set_num_threads(1)
     torch.manual_seed(0)
     model = make_tiny_model(n_layers=1, n_loops=2, max_loops=5).train()
     task = get_task("addition", max_digits=1)
@@ -146,7 +142,6 @@ def trained_tiny():
         opt.zero_grad()
         loss.backward()
         opt.step()
-    torch.set_num_threads(prev)
     return model.eval(), task, examples
 
 

@@ -12,11 +12,11 @@ import torch
 
 from abacus_interp import LoopedTransformer
 from abacus_interp import checkpoints as ckpt
-from abacus_interp.report import findings as report_findings
 from abacus_interp.training import apply_overrides
 from abacus_interp.training.presets import grok_mod113, grok_mod113_fast
 from analyses import fourier
 from analyses.fourier.circuit import grid_labels
+from analyses.fourier.findings import findings as fourier_findings
 
 PLANTED = [14, 35, 41]
 
@@ -145,18 +145,18 @@ def _synthetic_fourier_data():
 
 def test_findings_state_the_papers_numbers_and_the_fall_from_the_peak():
     d = _synthetic_fourier_data()
-    text = " ".join(report_findings.fourier(d))
+    text = " ".join(fourier_findings(d))
     assert "440/512 = 85.9%" in text and "433/512 = 84.6%" in text
     assert "14, 35, 41, 42, 52" in text
     assert "memorisation 0-1,400" in text and "circuit formation 0-1.4k" not in text and "1.4k-9.4k" in text
     assert "4,800x below its post-memorisation peak" in text and "halved" not in text
     assert "On the training pairs" in text and "log10 scale at step 8,000, before the test loss" in text
-    assert 2 <= len(report_findings.fourier(d)) <= 4
-    analysis_text = " ".join(fourier.summary.findings(d) + fourier.summary.headline(d))
+    assert 2 <= len(fourier_findings(d)) <= 4
+    analysis_text = " ".join(fourier.summary.details(d))
     assert "433/512" in analysis_text and "4,800x lower" in analysis_text and "training pairs" in analysis_text
     # another modulus: no paper comparison
     d.update(p=11, paper=None)
-    assert "433" not in " ".join(report_findings.fourier(d) + fourier.summary.findings(d) + fourier.summary.headline(d))
+    assert "433" not in " ".join(fourier_findings(d) + fourier.summary.details(d))
 
 
 def test_gini_uniform_and_one_hot():
@@ -259,7 +259,7 @@ def _tiny_run(path, extra=()):
 
 
 @pytest.mark.parametrize("loops", [1, 2])
-def test_run_on_a_tiny_run(tmp_path, single_torch_thread, loops):
+def test_run_on_a_tiny_run(tmp_path, loops):
     extra = ["model.n_loops=2", "model.input_injection=add"] if loops == 2 else []
     _tiny_run(tmp_path, extra)
     res = fourier.run(tmp_path, progress=False, n_symmetricity=16)
@@ -273,7 +273,8 @@ def test_run_on_a_tiny_run(tmp_path, single_torch_thread, loops):
     assert -1 <= d["clock_pizza"]["gradient_symmetricity"] <= 1
     assert d["phases"]["memorisation_end"] is None or d["phases"]["grokked"] is False
     assert len(d["neurons_per_loop"]) == (2 if loops == 2 else 0)
-    assert res.findings and all(isinstance(s, str) for s in res.findings)
+    assert res.findings() and all(isinstance(s, str) for s in res.findings())
+    assert res.details and all(isinstance(s, str) for s in res.details)
     assert res.headline and all(isinstance(s, str) for s in res.headline)
     assert d["paper"] is None  # p = 11: the paper's numbers are no yardstick
     figs = res.figures()

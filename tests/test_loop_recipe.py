@@ -14,8 +14,6 @@ from abacus_interp import checkpoints as ckpt
 from abacus_interp.training import apply_overrides, get_preset, train
 from abacus_interp.training.loop import relative_step
 
-pytestmark = pytest.mark.usefixtures("single_torch_thread")
-
 
 def loop_map(model, tokens):
     inputs = model.embed(tokens)

@@ -26,8 +26,6 @@ from abacus_interp.positions import (
 from abacus_interp.summary import COMPONENTS
 from abacus_interp.tokens import PAD_ID, left_pad
 
-pytestmark = pytest.mark.usefixtures("single_torch_thread")
-
 ADDITION_VOCAB = Vocab(tuple("0123456789+="))  # the vocabulary of the `tiny_model` fixture
 TOP_LEVEL_HOOKS = ("hook_embed", "hook_pos_embed", "hook_input", "ln_final.hook_normalized")
 LOOP_HOOKS = ("hook_state_pre", "hook_state_post")

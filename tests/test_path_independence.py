@@ -17,8 +17,6 @@ from analyses.fixed_point.path_independence import (
     trajectories_agree,
 )
 
-pytestmark = pytest.mark.usefixtures("single_torch_thread")
-
 
 def test_contractive_map_forgets_its_start():
     g = torch.Generator().manual_seed(0)

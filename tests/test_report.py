@@ -15,13 +15,14 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
 
 from abacus_interp.report import SECTIONS, ReportSizes, build_report, load_report_json
 from abacus_interp.report import findings as F
 from abacus_interp.report import html as H
-from abacus_interp.report import sections as S
 from abacus_interp.training import apply_overrides, get_preset, train
+from analyses.carry_attention.findings import findings as carry_attention_findings
+from analyses.fixed_point.findings import findings as fixed_point_findings
+from analyses.registry import ANALYSES
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "checkpoints"
@@ -39,14 +40,6 @@ TINY_MOD = [
 ]
 
 _CACHE: dict[str, Path] = {}
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def tiny_add_run(base: Path) -> Path:
@@ -307,12 +300,14 @@ def test_section_html_shows_status_and_escapes():
     assert "Omitted: no &lt;carry&gt;" in H.section_html(sec, "")
 
 
-def test_call_with_supported_drops_unknown_keywords(caplog):
-    def run(x, *, n_problems=5, progress=True):
-        return x, n_problems, progress
-
-    assert S.call_with_supported(run, 1, n_problems=2, progress=False, nonsense=3) == (1, 2, False)
-    assert "nonsense" in caplog.text
+def test_every_registered_analysis_is_a_section_with_typed_sizes():
+    keys = [a.key for a in ANALYSES]
+    assert [s.key for s in SECTIONS] == ["model_card", "evaluation", *keys, "ablation"]
+    for analysis in ANALYSES:
+        config = ReportSizes().analyses[analysis.key]
+        assert dataclasses.is_dataclass(config) and isinstance(config, analysis.Config)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            config.__setattr__(dataclasses.fields(config)[0].name, 0)
 
 
 def test_evaluation_findings_from_numbers():
@@ -345,16 +340,15 @@ def test_fixed_point_findings_lock_in_and_chain():
         "behaviour": {"overall": "converging", "fractions": {"converging": 0.9}, "exact_match_at_trained": 0.99,
                       "exact_match_at_horizon": 0.98, "step_decay_rate": {"median": 0.6}},
     }
-    out = F.fixed_point(data)
+    out = fixed_point_findings(data)
     assert out[0].startswith("Answer digits lock in by loop 5") and "adds ~1.0 loops" in out[0]
     assert "falls below 0.03 at loop 7" in out[1]
     assert "converging for 90%" in out[2]
 
 
-def test_findings_survive_a_changed_layout(caplog):
-    assert F.findings_for("carry_attention", {"attention": {"top_heads": {"alignment": [{"loop": 0}]}}}) == []
-    assert "could not be generated" in caplog.text
-    assert F.findings_for("no_such_section", {}) == []
+def test_findings_of_a_changed_layout_raise_instead_of_emptying_the_section():
+    with pytest.raises(KeyError):
+        carry_attention_findings({"attention": {"top_heads": {"alignment": [{"loop": 0}]}}})
 
 
 def test_quick_sizes_are_smaller_than_the_defaults():

@@ -268,3 +268,22 @@ def test_expressions_match_independent_evaluation() -> None:
         assert _ast_eval(human) == ex.answer
         assert task.from_human(human) == ex  # the parser re-renders the same prompt
         assert task.to_human(ex.target) == str(ex.answer)
+
+
+# ----------------------------------------------------------------------------- capabilities
+def test_capabilities_are_declared_on_every_task():
+    """What callers ask of a task is a declared flag, consistent with what the task does."""
+    from abacus_interp.tasks import TASKS
+
+    for name in TASKS:
+        task = get_task(name)
+        assert task.has_carries == (name == "addition")
+        if task.has_fixed_split:
+            assert task.full_split("train") and task.modulus == task.p
+        else:
+            with pytest.raises(NotImplementedError, match="no fixed"):
+                task.full_split("test")
+            assert task.modulus is None
+        if task.digit_range is not None:
+            lo, hi = task.digit_range
+            assert task.sample(3, random.Random(0), min_digits=lo, max_digits=hi)

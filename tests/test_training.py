@@ -56,16 +56,6 @@ TINY = [
 TINY_CHECKPOINTS = [0, 1, 2, 4, 6, 12]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models gain nothing from intra-op threads, and on a shared 2-core machine OpenMP
-    threads spin against other processes: one thread is 10x faster here."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def tiny_cfg(*extra: str, preset: str = "demo-add") -> RunConfig:
     return apply_overrides(get_preset(preset), [*TINY, *extra])
 

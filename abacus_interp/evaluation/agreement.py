@@ -3,7 +3,7 @@
 Every section scores problems teacher-forced (`score_examples`: all answer argmaxes right
 counts as exact match). This module owns the cross-check of that shortcut: choosing up to
 `AGREEMENT_PROBLEMS` problems (for the digit grid, round robin over cells with both
-verdicts represented, `_pick_from_cells`), decoding them greedily, and reporting the
+verdicts represented, `pick_from_cells`), decoding them greedily, and reporting the
 fraction of matching verdicts with a few disagreements for `EvalReport.agreement`.
 """
 
@@ -19,7 +19,7 @@ logger = logging.getLogger(__name__)
 AGREEMENT_PROBLEMS = 64  # greedy re-check of teacher-forced verdicts: problems decoded
 
 
-def _pick_from_cells(
+def pick_from_cells(
     cell_ex: dict[tuple[int, int], list[Example]],
     cell_verdicts: dict[tuple[int, int], list[bool]],
     fitting: list[tuple[int, int]],
@@ -36,7 +36,7 @@ def _pick_from_cells(
     return picked
 
 
-def _agreement(
+def measure_agreement(
     model, task, examples: list[Example], verdicts: list[bool], n_loops: int, eos: bool = True
 ) -> dict[str, Any]:
     """Re-judge examples with greedy decoding; compare with the teacher-forced verdicts.

@@ -12,19 +12,19 @@ from __future__ import annotations
 from typing import Any
 
 from abacus_interp.evaluation.cascades import CASCADE_BUCKETS, cascade_bucket, sample_with_cascade
-from abacus_interp.evaluation.common import _fits, _rng
+from abacus_interp.evaluation.common import fits_context, section_rng
 from abacus_interp.scoring import score_examples
 from abacus_interp.tasks.carries import longest_cascade
 
 
-def _carry_section(model, task, id_set, n, seed, eval_loops, bar, max_seq_len) -> dict[str, Any]:
+def carry_section(model, task, id_set, n, seed, eval_loops, bar, max_seq_len) -> dict[str, Any]:
     natural = {b: 0 for b in CASCADE_BUCKETS}
     for e in id_set:
         natural[cascade_bucket(longest_cascade(*e.operands))] += 1
     out = []
     for bucket in CASCADE_BUCKETS:
         bar.section(f"carry {bucket}")
-        rng = _rng(seed, "carry", bucket)
+        rng = section_rng(seed, "carry", bucket)
         min_len = 5 if bucket == "5+" else int(bucket)
         lo_digits = max(task.min_digits, min_len, 1)
         row: dict[str, Any] = {
@@ -44,7 +44,7 @@ def _carry_section(model, task, id_set, n, seed, eval_loops, bar, max_seq_len) -
                 d = rng.randint(lo_digits, task.max_digits)
                 length = min_len if bucket != "5+" else rng.randint(5, d)
                 examples.append(task.make(*sample_with_cascade(length, d, rng)))
-            examples = [e for e in examples if _fits(e, task.vocab, max_seq_len)]
+            examples = [e for e in examples if fits_context(e, task.vocab, max_seq_len)]
             if examples:
                 s = score_examples(model, examples, n_loops=eval_loops)
                 row.update(n=len(examples), exact_match=s.exact_match, loss=s.loss)

@@ -12,6 +12,7 @@ import logging
 import random
 from dataclasses import dataclass, field
 
+from abacus_interp.evaluation.common import fits_context
 from abacus_interp.tasks.base import Example, random_with_digits
 
 logger = logging.getLogger(__name__)
@@ -49,10 +50,6 @@ def _cycle_digits(n: int, start: int = 1) -> int:
     return int("".join(str((start - 1 + k) % 4 + 1) for k in range(n)))
 
 
-def _fits(example: Example, vocab, max_seq_len: int) -> bool:
-    return len(vocab.encode(example.prompt)) + len(vocab.encode(example.target)) + 1 <= max_seq_len
-
-
 def edge_cases(
     task, lengths: list[int], rng: random.Random, max_seq_len: int | None = None
 ) -> list[EdgeCase]:
@@ -64,12 +61,12 @@ def edge_cases(
     Both: zeros (0 OP 0, n OP 0, 0 OP n), unequal lengths, commutativity.
     """
     lengths = sorted({int(n) for n in lengths if n >= 1})
-    is_add = task.name == "addition"
+    is_add = task.has_carries
     cases: list[EdgeCase] = []
 
     def add(group: str, pairs: list[tuple[int, int]], kind: str = "correct") -> None:
         problems = tuple(task.make(a, b) for a, b in pairs)
-        if max_seq_len is not None and not all(_fits(p, task.vocab, max_seq_len) for p in problems):
+        if max_seq_len is not None and not all(fits_context(p, task.vocab, max_seq_len) for p in problems):
             return
         longest = max(len(str(x)) for a, b in pairs for x in (a, b))
         ops = sorted({len(str(x)) for a, b in pairs for x in (a, b)})

@@ -4,14 +4,14 @@ This module owns the grid's geometry and its section of the report: how long a c
 sequences are and whether they fit the model (`cell_length`, `cell_fits`), which problems
 a cell holds (`cell_examples`, keyed by seed and cell so a cell is the same in any grid),
 the default operand range (`default_grid`), and scoring every fitting cell teacher-forced
-into `EvalReport.grid` with its in- and out-of-distribution means (`_grid_section`).
+into `EvalReport.grid` with its in- and out-of-distribution means (`grid_section`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from abacus_interp.evaluation.common import _mean, _Progress, _rng
+from abacus_interp.evaluation.common import SectionProgress, mean_or_none, section_rng
 from abacus_interp.scoring import score_examples
 from abacus_interp.tasks.base import Example
 from abacus_interp.tasks.binary_op import BinaryOpTask
@@ -31,7 +31,7 @@ def cell_fits(task: BinaryOpTask, i: int, j: int, max_seq_len: int) -> bool:
 def cell_examples(task: BinaryOpTask, i: int, j: int, n: int, seed: int = 0) -> list[Example]:
     """The `n` problems of grid cell (i, j): operands of exactly i and j digits, from a
     stream keyed by (seed, i, j), so a cell is the same whatever grid it is part of."""
-    return task.sample_cell(n, _rng(seed, "cell", i, j), i, j)
+    return task.sample_cell(n, section_rng(seed, "cell", i, j), i, j)
 
 
 def default_grid(task: BinaryOpTask, max_seq_len: int) -> tuple[int, int]:
@@ -42,7 +42,7 @@ def default_grid(task: BinaryOpTask, max_seq_len: int) -> tuple[int, int]:
     return 1, hi
 
 
-def _grid_section(
+def grid_section(
     model,
     task: BinaryOpTask,
     digits: list[int],
@@ -51,7 +51,7 @@ def _grid_section(
     n_per_cell: int,
     seed: int,
     eval_loops: int,
-    bar: _Progress,
+    bar: SectionProgress,
 ) -> tuple[dict[str, Any], dict[Cell, float], dict[Cell, list[Example]], dict[Cell, list[bool]]]:
     """Score every fitting cell at eval_loops. Returns the report's `grid` section and, per
     cell, its exact match, its problems and their teacher-forced verdicts (for the lengths
@@ -78,7 +78,7 @@ def _grid_section(
         "trained_digits": [task.min_digits, task.max_digits],
         "n_per_cell": n_per_cell,
         "n_loops": eval_loops,
-        "in_distribution_exact_match": _mean(in_dist),
-        "out_of_distribution_exact_match": _mean(ood),
+        "in_distribution_exact_match": mean_or_none(in_dist),
+        "out_of_distribution_exact_match": mean_or_none(ood),
     }
     return section, em, cell_ex, cell_verdicts

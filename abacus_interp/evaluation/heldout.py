@@ -14,11 +14,11 @@ def heldout_sets(task, n: int, max_seq_len: int, seed: int = HELDOUT_SEED) -> di
     """Named sets: the test split for modular tasks; for digit tasks the training lengths
     ("in_distribution") and lengths up to twice the longest trained ("2x_length")."""
     rng = random.Random(seed)
-    if hasattr(task, "full_split"):
+    if task.has_fixed_split:
         return {"test": task.full_split("test")}
     sets = {"in_distribution": task.sample(n, rng)}
-    max_digits = getattr(task, "max_digits", None)
-    if max_digits is not None:
+    if task.digit_range is not None:
+        max_digits = task.digit_range[1]
         longer = 2 * max_digits
         if task.max_sequence_length(max_digits=longer) <= max_seq_len:
             sets["2x_length"] = task.sample(n, rng, min_digits=max_digits + 1, max_digits=longer)

@@ -2,9 +2,9 @@
 
 This module owns the evaluation sets these sweeps run on and their report sections: the
 default loop counts (`default_loops`), the in- and out-of-distribution sets of a digit task
-(`_digit_sets`, the latter with operands longer than trained, up to 2x), scoring every set
-at every loop count (`_scored_sets`) into `EvalReport.loops` and `EvalReport.perplexity`,
-and exact match by equal operand length (`_equal_lengths`, `_lengths_section`) into
+(`digit_sets`, the latter with operands longer than trained, up to 2x), scoring every set
+at every loop count (`scored_sets`) into `EvalReport.loops` and `EvalReport.perplexity`,
+and exact match by equal operand length (`equal_lengths`, `lengths_section`) into
 `EvalReport.lengths`, with the grid's exact match by longer operand alongside.
 """
 
@@ -12,7 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from abacus_interp.evaluation.common import _fits, _mean, _Progress, _rng, _summary
+from abacus_interp.evaluation.common import (
+    SectionProgress,
+    fits_context,
+    mean_or_none,
+    scores_summary,
+    section_rng,
+)
 from abacus_interp.evaluation.grid import Cell, cell_fits
 from abacus_interp.scoring import Scores, score_examples
 from abacus_interp.tasks.base import Example
@@ -32,14 +38,14 @@ def default_loops(cfg) -> list[int]:
     return sorted(loops)
 
 
-def _digit_sets(model, task: BinaryOpTask, report, n_per_set: int, seed: int):
+def digit_sets(model, task: BinaryOpTask, report, n_per_set: int, seed: int):
     """The in-distribution set (problems that fit) and, when longer operands fit, the
     out-of-distribution set; records `ood_digits` in report.settings or a note why not."""
     cfg = model.cfg
     L = cfg.max_seq_len
     sets: dict[str, list[Example]] = {
         "in_distribution": [
-            e for e in task.sample(n_per_set, _rng(seed, "set", "id")) if _fits(e, cfg.vocab, L)
+            e for e in task.sample(n_per_set, section_rng(seed, "set", "id")) if fits_context(e, cfg.vocab, L)
         ]
     }
     ood_hi = 2 * task.max_digits
@@ -47,7 +53,7 @@ def _digit_sets(model, task: BinaryOpTask, report, n_per_set: int, seed: int):
         ood_hi -= 1
     if ood_hi > task.max_digits:
         sets["out_of_distribution"] = task.sample(
-            n_per_set, _rng(seed, "set", "ood"), min_digits=task.max_digits + 1, max_digits=ood_hi
+            n_per_set, section_rng(seed, "set", "ood"), min_digits=task.max_digits + 1, max_digits=ood_hi
         )
         report.settings["ood_digits"] = [task.max_digits + 1, ood_hi]
     else:
@@ -57,8 +63,8 @@ def _digit_sets(model, task: BinaryOpTask, report, n_per_set: int, seed: int):
     return sets
 
 
-def _scored_sets(
-    model, sets: dict[str, list[Example]], loops: list[int], eval_loops: int, bar: _Progress,
+def scored_sets(
+    model, sets: dict[str, list[Example]], loops: list[int], eval_loops: int, bar: SectionProgress,
     allowed=None, eos: bool = True,
 ):
     """Scores of every set at every R in loops (plus eval_loops): {(name, R): Scores};
@@ -72,7 +78,7 @@ def _scored_sets(
     return results
 
 
-def _loops_section(sets, scored, loops, trained) -> dict[str, Any]:
+def loops_section(sets, scored, loops, trained) -> dict[str, Any]:
     return {
         "loops": list(loops),
         "trained_loops": trained,
@@ -87,11 +93,11 @@ def _loops_section(sets, scored, loops, trained) -> dict[str, Any]:
     }
 
 
-def _perplexity_section(sets, scored, eval_loops) -> dict[str, Any]:
-    return {name: _summary(scored[(name, eval_loops)], len(ex)) for name, ex in sets.items()}
+def perplexity_section(sets, scored, eval_loops) -> dict[str, Any]:
+    return {name: scores_summary(scored[(name, eval_loops)], len(ex)) for name, ex in sets.items()}
 
 
-def _equal_lengths(
+def equal_lengths(
     task: BinaryOpTask, max_length: int | None, grid_hi: int, max_seq_len: int
 ) -> list[int]:
     """1..the longest equal-length operands that fit, capped at max_length (default
@@ -103,7 +109,7 @@ def _equal_lengths(
     return list(range(1, length_hi + 1))
 
 
-def _lengths_section(
+def lengths_section(
     model,
     task: BinaryOpTask,
     lengths: list[int],
@@ -112,7 +118,7 @@ def _lengths_section(
     n_per_cell: int,
     seed: int,
     eval_loops: int,
-    bar: _Progress,
+    bar: SectionProgress,
 ) -> dict[str, Any]:
     """Exact match and loss on equal-length operands, plus the grid's exact match by the
     longer operand (`em` of the fitting cells)."""
@@ -121,7 +127,7 @@ def _lengths_section(
         bar.section(f"length {n}")
         s = score_examples(
             model,
-            task.sample_cell(n_per_cell, _rng(seed, "length", n), n, n),
+            task.sample_cell(n_per_cell, section_rng(seed, "length", n), n, n),
             n_loops=eval_loops,
         )
         len_em.append(s.exact_match)
@@ -136,6 +142,6 @@ def _lengths_section(
         "trained_max": task.max_digits,
         "from_grid": {
             "max_operand_digits": by_max,
-            "exact_match": [_mean([em[c] for c in fitting if max(c) == m]) for m in by_max],
+            "exact_match": [mean_or_none([em[c] for c in fitting if max(c) == m]) for m in by_max],
         },
     }

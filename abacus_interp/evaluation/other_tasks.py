@@ -10,31 +10,36 @@ loss and perplexity vs loops on a sampled in-distribution set. Both re-check up 
 
 from __future__ import annotations
 
-from abacus_interp.evaluation.agreement import AGREEMENT_PROBLEMS, _agreement
-from abacus_interp.evaluation.common import _fits, _Progress, _rng, _summary
-from abacus_interp.evaluation.loops import _loops_section, _perplexity_section, _scored_sets
+from abacus_interp.evaluation.agreement import AGREEMENT_PROBLEMS, measure_agreement
+from abacus_interp.evaluation.common import (
+    SectionProgress,
+    fits_context,
+    scores_summary,
+    section_rng,
+)
+from abacus_interp.evaluation.loops import loops_section, perplexity_section, scored_sets
 
 DIGIT_SECTIONS = ("grid", "lengths", "edge_cases", "carry")
 
 
-def _evaluate_modular(model, task, report, loops, eval_loops, progress, allowed=None, eos=True):
+def evaluate_modular(model, task, report, loops, eval_loops, progress, allowed=None, eos=True):
     sets = {"train": task.full_split("train"), "test": task.full_split("test")}
     if not sets["test"]:
         del sets["test"]
         report.notes.append("the test split is empty (train_fraction=1)")
-    bar = _Progress(progress, len(sets) * len(set(loops) | {eval_loops}) + 1)
+    bar = SectionProgress(progress, len(sets) * len(set(loops) | {eval_loops}) + 1)
     try:
-        scored = _scored_sets(model, sets, loops, eval_loops, bar, allowed, eos)
+        scored = scored_sets(model, sets, loops, eval_loops, bar, allowed, eos)
         report.splits = {
-            name: _summary(scored[(name, eval_loops)], len(ex)) for name, ex in sets.items()
+            name: scores_summary(scored[(name, eval_loops)], len(ex)) for name, ex in sets.items()
         }
-        report.loops = _loops_section(sets, scored, loops, model.cfg.n_loops)
-        report.perplexity = _perplexity_section(sets, scored, eval_loops)
+        report.loops = loops_section(sets, scored, loops, model.cfg.n_loops)
+        report.perplexity = perplexity_section(sets, scored, eval_loops)
         bar.section("generate agreement")
         name = "test" if "test" in sets else "train"
         ex = sets[name][:AGREEMENT_PROBLEMS]
         verdicts = scored[(name, eval_loops)].per_example_correct[:AGREEMENT_PROBLEMS]
-        report.agreement = _agreement(model, task, ex, verdicts, eval_loops, eos)
+        report.agreement = measure_agreement(model, task, ex, verdicts, eval_loops, eos)
         report.generate_agreement = report.agreement["agreement"]
         bar.step()
     finally:
@@ -44,11 +49,11 @@ def _evaluate_modular(model, task, report, loops, eval_loops, progress, allowed=
         report.skipped[section] = reason
 
 
-def _evaluate_generic(model, task, report, loops, eval_loops, n_per_set, seed, progress, allowed=None, eos=True):
+def evaluate_generic(model, task, report, loops, eval_loops, n_per_set, seed, progress, allowed=None, eos=True):
     examples = [
         e
-        for e in task.sample(n_per_set, _rng(seed, "set", "id"))
-        if _fits(e, task.vocab, model.cfg.max_seq_len)
+        for e in task.sample(n_per_set, section_rng(seed, "set", "id"))
+        if fits_context(e, task.vocab, model.cfg.max_seq_len)
     ]
     if not examples:
         raise ValueError(
@@ -56,13 +61,13 @@ def _evaluate_generic(model, task, report, loops, eval_loops, n_per_set, seed, p
             "evaluate the model on the task configuration it was trained with"
         )
     sets = {"in_distribution": examples}
-    bar = _Progress(progress, len(set(loops) | {eval_loops}) + 1)
+    bar = SectionProgress(progress, len(set(loops) | {eval_loops}) + 1)
     try:
-        scored = _scored_sets(model, sets, loops, eval_loops, bar, allowed, eos)
-        report.loops = _loops_section(sets, scored, loops, model.cfg.n_loops)
-        report.perplexity = _perplexity_section(sets, scored, eval_loops)
+        scored = scored_sets(model, sets, loops, eval_loops, bar, allowed, eos)
+        report.loops = loops_section(sets, scored, loops, model.cfg.n_loops)
+        report.perplexity = perplexity_section(sets, scored, eval_loops)
         ex = examples[:AGREEMENT_PROBLEMS]
-        report.agreement = _agreement(
+        report.agreement = measure_agreement(
             model,
             task,
             ex,

@@ -2,16 +2,17 @@
 
 This module owns the report's shape and serialisation: one field per section (None when a
 task does not support it, with the reason in `skipped`), the in/out-of-distribution
-shortcuts, the JSON-safe `to_dict` (with its `_json_safe` converter) and the hook to the
+shortcuts, the JSON-safe `to_dict` and the hook to the
 Plotly figures in `figures.py`. It computes nothing itself; `suite.evaluate` builds it.
 """
 
 from __future__ import annotations
 
 import copy
-import math
 from dataclasses import dataclass, field
 from typing import Any
+
+from abacus_interp.jsonsafe import json_safe
 
 
 @dataclass
@@ -79,7 +80,7 @@ class EvalReport:
                 "notes",
             )
         }
-        return _json_safe(out)
+        return json_safe(out)
 
     def figures(self) -> dict[str, Any]:
         """Plotly figures keyed by section (never shown): grid, loops, lengths, edge_cases,
@@ -88,16 +89,3 @@ class EvalReport:
 
         return figures.report_figures(self)
 
-
-def _json_safe(x: Any) -> Any:
-    if isinstance(x, dict):
-        return {str(k): _json_safe(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_json_safe(v) for v in x]
-    if isinstance(x, bool) or x is None or isinstance(x, (str, int)):
-        return x
-    if isinstance(x, float):
-        return x if math.isfinite(x) else None
-    if hasattr(x, "item"):  # numpy / torch scalars
-        return _json_safe(x.item())
-    return str(x)

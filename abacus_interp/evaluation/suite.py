@@ -41,33 +41,37 @@ from __future__ import annotations
 
 import logging
 
-from abacus_interp.evaluation.agreement import AGREEMENT_PROBLEMS, _agreement, _pick_from_cells
-from abacus_interp.evaluation.carry import _carry_section
+from abacus_interp.evaluation.agreement import (
+    AGREEMENT_PROBLEMS,
+    measure_agreement,
+    pick_from_cells,
+)
+from abacus_interp.evaluation.carry import carry_section
 from abacus_interp.evaluation.cascades import CASCADE_BUCKETS
-from abacus_interp.evaluation.common import _mean, _Progress, _rng
+from abacus_interp.evaluation.common import SectionProgress, mean_or_none, section_rng
 from abacus_interp.evaluation.edge_cases import edge_cases, run_edge_cases
 from abacus_interp.evaluation.grid import (
-    _grid_section,
     cell_examples,
     cell_fits,
     cell_length,
     default_grid,
+    grid_section,
 )
 from abacus_interp.evaluation.loops import (
-    _digit_sets,
-    _equal_lengths,
-    _lengths_section,
-    _loops_section,
-    _perplexity_section,
-    _scored_sets,
     default_loops,
+    digit_sets,
+    equal_lengths,
+    lengths_section,
+    loops_section,
+    perplexity_section,
+    scored_sets,
 )
 from abacus_interp.evaluation.other_tasks import (
     DIGIT_SECTIONS,
-    _evaluate_generic,
-    _evaluate_modular,
+    evaluate_generic,
+    evaluate_modular,
 )
-from abacus_interp.evaluation.report import EvalReport, _json_safe
+from abacus_interp.evaluation.report import EvalReport
 from abacus_interp.evaluation.text import format_report
 from abacus_interp.tasks.binary_op import BinaryOpTask
 
@@ -78,7 +82,6 @@ __all__ = [
     # re-exported from their modules for existing importers
     "AGREEMENT_PROBLEMS",
     "DIGIT_SECTIONS",
-    "_json_safe",
     "cell_examples",
     "cell_fits",
     "cell_length",
@@ -182,8 +185,8 @@ def evaluate(
             "grid": list(grid) if grid is not None else None,
         },
     )
-    if hasattr(task, "full_split"):
-        _evaluate_modular(model, task, report, loops, eval_loops, progress, allowed, eos)
+    if task.has_fixed_split:
+        evaluate_modular(model, task, report, loops, eval_loops, progress, allowed, eos)
     elif isinstance(task, BinaryOpTask):
         _evaluate_digits(
             model,
@@ -199,7 +202,7 @@ def evaluate(
             progress,
         )
     else:
-        _evaluate_generic(model, task, report, loops, eval_loops, n_per_set, seed, progress, allowed, eos)
+        evaluate_generic(model, task, report, loops, eval_loops, n_per_set, seed, progress, allowed, eos)
     for section, reason in report.skipped.items():
         logger.info("eval: skipped %s: %s", section, reason)
     return report
@@ -226,10 +229,10 @@ def _evaluate_digits(
         logger.info(msg)
 
     # in- and out-of-distribution sets
-    sets = _digit_sets(model, task, report, n_per_set, seed)
+    sets = digit_sets(model, task, report, n_per_set, seed)
 
     # equal-length operands, 1..length_hi
-    lengths = _equal_lengths(task, max_length, hi, L)
+    lengths = equal_lengths(task, max_length, hi, L)
     length_hi = len(lengths)
 
     # edge cases
@@ -238,10 +241,10 @@ def _evaluate_digits(
         for n in sorted({1, 2, 3, task.max_digits, task.max_digits + 1, 2 * task.max_digits})
         if n <= max(length_hi, 1)
     ]
-    cases = edge_cases(task, edge_lengths, _rng(seed, "edge"), max_seq_len=L)
+    cases = edge_cases(task, edge_lengths, section_rng(seed, "edge"), max_seq_len=L)
 
     # carry buckets (addition only)
-    is_add = task.name == "addition"
+    is_add = task.has_carries
     buckets = list(CASCADE_BUCKETS) if is_add else []
 
     total = (
@@ -252,29 +255,29 @@ def _evaluate_digits(
         + len(buckets)
         + 1
     )
-    bar = _Progress(progress, total)
+    bar = SectionProgress(progress, total)
     try:
         # 1. grid
-        report.grid, em, cell_ex, cell_verdicts = _grid_section(
+        report.grid, em, cell_ex, cell_verdicts = grid_section(
             model, task, digits, fitting, skipped_cells, n_per_cell, seed, eval_loops, bar
         )
 
         # greedy re-check of a round-robin pick of grid problems
         bar.section("generate agreement")
-        picked = _pick_from_cells(cell_ex, cell_verdicts, fitting, n_per_cell)
-        report.agreement = _agreement(
+        picked = pick_from_cells(cell_ex, cell_verdicts, fitting, n_per_cell)
+        report.agreement = measure_agreement(
             model, task, [p[0] for p in picked], [p[1] for p in picked], eval_loops
         )
         report.generate_agreement = report.agreement["agreement"]
         bar.step()
 
         # 2. loops and 6. perplexity
-        scored = _scored_sets(model, sets, loops, eval_loops, bar)
-        report.loops = _loops_section(sets, scored, loops, cfg.n_loops)
-        report.perplexity = _perplexity_section(sets, scored, eval_loops)
+        scored = scored_sets(model, sets, loops, eval_loops, bar)
+        report.loops = loops_section(sets, scored, loops, cfg.n_loops)
+        report.perplexity = perplexity_section(sets, scored, eval_loops)
 
         # 3. lengths
-        report.lengths = _lengths_section(
+        report.lengths = lengths_section(
             model, task, lengths, fitting, em, n_per_cell, seed, eval_loops, bar
         )
 
@@ -289,14 +292,14 @@ def _evaluate_digits(
         report.edge_cases = {
             "cases": [r.__dict__ for r in results],
             "by_group": by_group,
-            "pass_rate": _mean([float(r.passed) for r in results]),
+            "pass_rate": mean_or_none([float(r.passed) for r in results]),
             "lengths": edge_lengths,
         }
         bar.step()
 
         # 5. carry complexity
         if is_add:
-            report.carry = _carry_section(
+            report.carry = carry_section(
                 model, task, sets["in_distribution"], n_per_set, seed, eval_loops, bar, L
             )
         else:

@@ -11,7 +11,8 @@ Writes `OUT/index.html` (plotly.js inlined once, nothing fetched when viewed) an
      "sections": {key: {"title", "status": "ok" | "omitted" | "failed", "reason", "error",
                         "findings": [...], "figures": [names], "elapsed_s", "data": {...}}}}
 
-Each section opens with findings sentences generated from its numbers (`findings.py`); a
+Each section opens with findings sentences generated from its numbers (an analysis's
+`findings()`, or `findings.py` for the model card and the evaluation); a
 section that does not apply is omitted with the reason; one whose analysis raises is shown
 as "section failed: <error>" and recorded in the JSON, and the rest of the report is built.
 """
@@ -21,58 +22,24 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import logging
-import math
 import time
 import traceback
 from collections.abc import Sequence
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import plotly.io as pio
-import torch
 from tqdm.auto import tqdm
 
+from abacus_interp.jsonsafe import json_safe
+from abacus_interp.runtime import torch_threads as limit_threads
+
 from . import html as H
-from .findings import findings_for
 from .sections import SECTIONS, Built, Context, Omitted, ReportSizes, SectionSpec
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["build_report", "ReportSizes", "SECTIONS", "load_report_json"]
-
-
-@contextmanager
-def _torch_threads(n: int | None):
-    """Small models run many times faster on one intra-op thread, above all on a shared
-    machine (measured: 25x on the evaluation suite with two busy cores)."""
-    if n is None:
-        yield
-        return
-    previous = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
-
-
-def _json_safe(x: Any) -> Any:
-    if isinstance(x, dict):
-        return {str(k): _json_safe(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_json_safe(v) for v in x]
-    if isinstance(x, float):
-        return x if math.isfinite(x) else None
-    if x is None or isinstance(x, (str, int, bool)):
-        return x
-    if isinstance(x, Path):
-        return str(x)
-    if hasattr(x, "tolist"):
-        return _json_safe(x.tolist())
-    if hasattr(x, "item"):
-        return _json_safe(x.item())
-    return str(x)
 
 
 def _resolve_run(run) -> Path:
@@ -126,7 +93,7 @@ def build_report(
     results: list[dict[str, Any]] = []
     figures: dict[str, dict[str, str]] = {}  # section -> figure name -> plotly JSON
     extra_html: dict[str, str] = {}
-    with _torch_threads(torch_threads):
+    with limit_threads(torch_threads):
         model = load_model(run_dir)
         ctx = Context(run_dir=run_dir, config=config, model=model, task=task, compare_dir=compare_dir,
                       sizes=sizes, seed=seed, ablation_dir=Path(ablation) if ablation is not None else None)
@@ -156,7 +123,7 @@ def build_report(
         "failed_sections": [r["key"] for r in results if r["status"] == "failed"],
         "sections": {r["key"]: r for r in results},
     }
-    report = _json_safe(report)
+    report = json_safe(report)
     json_path = out / "report.json"
     json_path.write_text(json.dumps(report, indent=1, allow_nan=False))
     html_path = out / "index.html"
@@ -175,8 +142,8 @@ def _run_section(spec: SectionSpec, ctx: Context) -> tuple[dict[str, Any], dict,
     t0 = time.perf_counter()
     try:
         built: Built = spec.build(ctx)
-        data = _json_safe(built.data)
-        findings = built.findings if built.findings is not None else findings_for(spec.key, data)
+        data = json_safe(built.data)
+        findings = built.findings
     except Omitted as e:
         return _entry(spec, "omitted", reason=str(e), elapsed_s=time.perf_counter() - t0), {}, ""
     except Exception as e:  # a failing analysis must not take the report down

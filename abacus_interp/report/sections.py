@@ -1,8 +1,10 @@
 """The report's sections: what each computes, with which (reduced) sizes, and when it applies.
 
 A section function takes the `Context` and returns a `Built` (JSON-safe data, figures,
-optional extra HTML tables), or raises `Omitted(reason)` when it does not apply to the
-run. `build_report` times each, catches failures and turns them into "section failed".
+findings, optional extra HTML tables), or raises `Omitted(reason)` when it does not apply
+to the run. `build_report` times each, catches failures and turns them into "section failed".
+The model card, the evaluation and the ablation are the report's own; every other section is
+an analysis from `analyses.registry.ANALYSES`, run with its typed config from `ReportSizes`.
 
 Sizes are chosen so the whole report of `checkpoints/small-add` takes well under three
 minutes on two CPU cores; `ReportSizes.quick()` is smaller still, for tests.
@@ -11,9 +13,6 @@ minutes on two CPU cores; `ReportSizes.quick()` is smaller still, for tests.
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import inspect
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,9 +20,12 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from . import html as H
+from abacus_interp.jsonsafe import json_safe
+from analyses.contract import Analysis, RunContext
+from analyses.registry import ANALYSES
 
-logger = logging.getLogger(__name__)
+from . import findings as F
+from . import html as H
 
 
 class Omitted(Exception):
@@ -32,36 +34,26 @@ class Omitted(Exception):
 
 @dataclass
 class ReportSizes:
-    """Problem counts and loop ranges handed to each analysis (keyword arguments of its
-    `run`, filtered to the ones it accepts)."""
+    """Problem counts and loop ranges: keyword arguments of `evaluate`, and one typed config
+    per registered analysis (its `Config()`, the report's default sizes)."""
 
     evaluation: dict[str, Any] = field(default_factory=lambda: {"n_per_cell": 10, "n_per_set": 64})
-    fixed_point: dict[str, Any] = field(default_factory=lambda: {
-        "n_problems": 96, "n_jacobian": 4, "jacobian_iters": 40, "n_trajectories": 4})
-    carry_attention: dict[str, Any] = field(default_factory=lambda: {
-        "n_problems": 64, "n_pairs": 16, "n_probe_problems": 128, "patch_heads": False})
-    embedding_evolution: dict[str, Any] = field(default_factory=lambda: {"max_checkpoints": 24})
-    checkpoint_compare: dict[str, Any] = field(default_factory=lambda: {
-        "n_problems": 24, "max_samples": 512, "max_checkpoints": 16})
-    fourier: dict[str, Any] = field(default_factory=lambda: {"max_checkpoints": 24})
     # the largest loop count in accuracy-vs-loops (None: the model's max_loops)
     max_eval_loops: int | None = None
+    analyses: dict[str, Any] = field(default_factory=lambda: {a.key: a.Config() for a in ANALYSES})
 
     @classmethod
     def quick(cls) -> ReportSizes:
         """Tiny sizes for tests: every section runs, in seconds, on a tiny model."""
         return cls(
             evaluation={"n_per_cell": 3, "n_per_set": 16, "grid": (1, 4)},
-            fixed_point={"n_problems": 16, "n_jacobian": 1, "jacobian_iters": 5, "n_trajectories": 2},
-            carry_attention={"n_problems": 12, "n_pairs": 4, "n_probe_problems": 24, "patch_heads": False},
-            embedding_evolution={"max_checkpoints": 6},
-            checkpoint_compare={"n_problems": 8, "max_samples": 128, "max_checkpoints": 5},
-            fourier={"max_checkpoints": 6},
             max_eval_loops=8,
+            analyses={a.key: a.Config.quick() for a in ANALYSES},
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: (dict(v) if isinstance(v, dict) else v) for k, v in dataclasses.asdict(self).items()}
+        return {"evaluation": dict(self.evaluation), "max_eval_loops": self.max_eval_loops,
+                **{key: dataclasses.asdict(config) for key, config in self.analyses.items()}}
 
 
 @dataclass
@@ -73,24 +65,24 @@ class Context:
     compare_dir: Path | None
     sizes: ReportSizes
     seed: int = 0
-    shared: dict[str, Any] = field(default_factory=dict)  # results later sections reuse
     ablation_dir: Path | None = None  # written by `abacus-interp ablate`
+    run: RunContext = field(init=False)  # what the analyses see of the run
+
+    def __post_init__(self) -> None:
+        self.run = RunContext(run_dir=self.run_dir, model=self.model, task=self.task,
+                              compare_dir=self.compare_dir, seed=self.seed)
 
     @property
     def is_modular(self) -> bool:
-        return hasattr(self.task, "full_split")
-
-    @property
-    def is_addition(self) -> bool:
-        return getattr(self.task, "name", None) == "addition"
+        return self.task.modulus is not None
 
 
 @dataclass
 class Built:
-    data: dict[str, Any]
+    data: dict[str, Any]  # JSON-safe
+    findings: list[str]
     figures: dict[str, go.Figure] = field(default_factory=dict)
     tables: str = ""  # extra HTML, already escaped
-    findings: list[str] | None = None  # None: generated by findings.findings_for
 
 
 @dataclass
@@ -100,47 +92,8 @@ class SectionSpec:
     build: Callable[[Context], Built]
 
 
-# --------------------------------------------------------------------------- helpers
-
-
-GENERIC_KWARGS = ("seed", "progress")  # passed where accepted, silently dropped elsewhere
-
-
-def call_with_supported(fn: Callable, *args, **kwargs):
-    """Call `fn` with the keyword arguments it accepts; log (not fail on) the others, so a
-    renamed size parameter costs time, not the section."""
-    params = inspect.signature(fn).parameters
-    if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        dropped = sorted(k for k in kwargs if k not in params and k not in GENERIC_KWARGS)
-        if dropped:
-            logger.warning("%s.%s does not accept %s; using its defaults", fn.__module__, fn.__name__, dropped)
-        kwargs = {k: v for k, v in kwargs.items() if k in params}
-    return fn(*args, **kwargs)
-
-
-def analysis_module(name: str):
-    try:
-        return importlib.import_module(f"analyses.{name}")
-    except ModuleNotFoundError as e:
-        if e.name and e.name.startswith("analyses"):
-            raise RuntimeError(f"the analysis module analyses.{name} is not installed") from e
-        raise
-
-
-def n_checkpoints(ctx: Context) -> int:
-    from abacus_interp.checkpoints import list_checkpoints
-
-    return len(list_checkpoints(ctx.run_dir))
-
-
-def _run_analysis(ctx: Context, name: str, subject, **extra) -> Any:
-    mod = analysis_module(name)
-    kwargs = {**getattr(ctx.sizes, name), "seed": ctx.seed, "progress": False, **extra}
-    return call_with_supported(mod.run, subject, **kwargs)
-
-
-def _built(result, **kw) -> Built:
-    return Built(data=result.to_dict(), figures=dict(result.figures()), **kw)
+def _notes_html(notes: list[str]) -> str:
+    return "".join(f'<p class="note">{H.esc(n)}</p>' for n in notes)
 
 
 # --------------------------------------------------------------------------- model card
@@ -157,9 +110,8 @@ def _series(rows: list[dict], key: str) -> tuple[list[int], list[float | None]]:
 
 def build_model_card(ctx: Context) -> Built:
     from abacus_interp.checkpoints import list_checkpoints, read_metrics, read_run_config
+    from abacus_interp.prose import first_step_at
     from abacus_interp.summary import parameter_summary
-
-    from .findings import first_step_at
 
     cfg = ctx.config
     params = parameter_summary(ctx.model)
@@ -261,7 +213,8 @@ def build_model_card(ctx: Context) -> Built:
         rows_ = [[k, a, b] for k, (a, b) in diff.items()] or [["(none)", "", ""]]
         tables.append(H.grid_table(["setting", "this run", data["compare"]["run_dir"]], rows_,
                                    caption="Config differences with the comparison run"))
-    return Built(data=data, figures=figures, tables="".join(tables))
+    data = json_safe(data)
+    return Built(data=data, findings=F.model_card(data), figures=figures, tables="".join(tables))
 
 
 def _flatten(d: Any, prefix: str = "") -> dict[str, Any]:
@@ -300,12 +253,12 @@ def build_evaluation(ctx: Context) -> Built:
     cfg = ctx.model.cfg
     kwargs = dict(ctx.sizes.evaluation)
     kwargs.setdefault("loops", report_loops(cfg, ctx.sizes.max_eval_loops))
-    max_digits = getattr(ctx.task, "max_digits", None)
-    if max_digits and "max_length" not in kwargs and not ctx.is_modular:
-        kwargs["max_length"] = 3 * max_digits  # equal-length operands up to 3x the trained length
+    digit_range = ctx.task.digit_range
+    if digit_range is not None and "max_length" not in kwargs:
+        kwargs["max_length"] = 3 * digit_range[1]  # equal-length operands up to 3x the trained length
     if not isinstance(ctx.task, BinaryOpTask):  # score the run the way it was trained (its readout)
         kwargs.update(run_readout(ctx.config.get("train", {}), ctx.task))
-    report = call_with_supported(evaluate, ctx.model, ctx.task, seed=ctx.seed, progress=False, **kwargs)
+    report = evaluate(ctx.model, ctx.task, seed=ctx.seed, progress=False, **kwargs)
     data = report.to_dict()
     figs = report.figures()
     # the issue's order: the grid and accuracy vs loops first
@@ -316,65 +269,27 @@ def build_evaluation(ctx: Context) -> Built:
     if data.get("skipped"):
         tables = H.grid_table(["part", "skipped because"], [[k, v] for k, v in data["skipped"].items()],
                               caption="Parts of the evaluation that do not apply")
-    if data.get("notes"):
-        tables += "".join(f'<p class="note">{H.esc(n)}</p>' for n in data["notes"])
-    return Built(data=data, figures=figures, tables=tables)
+    tables += _notes_html(data.get("notes") or [])
+    return Built(data=data, findings=F.evaluation(data), figures=figures, tables=tables)
 
 
 # --------------------------------------------------------------------------- analyses
 
 
-def build_fixed_point(ctx: Context) -> Built:
-    cfg = ctx.model.cfg
-    if cfg.n_loops == 1 and cfg.input_injection == "none":
-        raise Omitted("the model is not looped (n_loops=1, no input injection): there is no loop whose state "
-                      "could converge to a fixed point")
-    result = _run_analysis(ctx, "fixed_point", ctx.model, task=ctx.task)
-    data = result.to_dict(per_example=False) if "per_example" in inspect.signature(result.to_dict).parameters \
-        else result.to_dict()
-    return Built(data=data, figures=dict(result.figures()))
+def analysis_section(analysis: Analysis) -> SectionSpec:
+    """The section of a registered analysis: omitted with its reason where it does not
+    apply, else its numbers, figures and findings, and its notes (caveats) under them."""
 
+    def build(ctx: Context) -> Built:
+        reason = analysis.skip_reason(ctx.run)
+        if reason is not None:
+            raise Omitted(reason)
+        result = analysis.run(ctx.run, ctx.sizes.analyses[analysis.key])
+        data = json_safe(result.to_dict())
+        notes = [n for n in data.get("notes") or [] if isinstance(n, str)]
+        return Built(data=data, findings=result.findings(), figures=dict(result.figures()), tables=_notes_html(notes))
 
-def build_carry_attention(ctx: Context) -> Built:
-    if not ctx.is_addition:
-        raise Omitted(f"carry attention is defined for multi-digit addition; this run's task is "
-                      f"{getattr(ctx.task, 'name', '?')}")
-    return _built(_run_analysis(ctx, "carry_attention", ctx.model, task=ctx.task))
-
-
-def build_checkpoint_compare(ctx: Context) -> Built:
-    if n_checkpoints(ctx) < 2 and ctx.compare_dir is None:
-        raise Omitted("the run has a single checkpoint; comparison needs at least two")
-    run_b, skipped = ctx.compare_dir, None
-    if run_b is not None:
-        from abacus_interp.checkpoints import read_run_config
-
-        other = read_run_config(run_b)
-        if (other.get("model") or {}).get("vocab") != (ctx.config.get("model") or {}).get("vocab"):
-            skipped = (f"{run_b} uses a different vocabulary (task {(other.get('task') or {}).get('name')}), so its "
-                       "states cannot be compared on the same inputs; only this run's checkpoints are compared")
-            run_b = None
-    result = _run_analysis(ctx, "checkpoint_compare", ctx.run_dir, run_b=str(run_b) if run_b is not None else None)
-    ctx.shared["change_steps"] = list(getattr(result, "change_steps", []) or [])
-    built = _built(result)
-    if skipped:
-        built.data["compare_skipped"] = skipped
-        built.tables = f'<p class="note">{H.esc(skipped)}</p>'
-    return built
-
-
-def build_embedding_evolution(ctx: Context) -> Built:
-    if n_checkpoints(ctx) < 2:
-        raise Omitted("the run has a single checkpoint; evolution needs at least two")
-    extra = {"mark_steps": ctx.shared["change_steps"]} if ctx.shared.get("change_steps") else {}
-    return _built(_run_analysis(ctx, "embedding_evolution", ctx.run_dir, **extra))
-
-
-def build_fourier(ctx: Context) -> Built:
-    if not ctx.is_modular:
-        raise Omitted(f"Fourier / grokking analysis applies to modular tasks; this run's task is "
-                      f"{getattr(ctx.task, 'name', '?')}")
-    return _built(_run_analysis(ctx, "fourier", ctx.run_dir))
+    return SectionSpec(analysis.key, analysis.title, build)
 
 
 def build_ablation(ctx: Context) -> Built:
@@ -399,10 +314,6 @@ def build_ablation(ctx: Context) -> Built:
 SECTIONS: list[SectionSpec] = [
     SectionSpec("model_card", "Model card", build_model_card),
     SectionSpec("evaluation", "Accuracy: grid and loops", build_evaluation),
-    SectionSpec("fixed_point", "Fixed-point convergence", build_fixed_point),
-    SectionSpec("carry_attention", "Carry attention", build_carry_attention),
-    SectionSpec("checkpoint_compare", "Checkpoint comparison", build_checkpoint_compare),
-    SectionSpec("embedding_evolution", "Embedding evolution", build_embedding_evolution),
-    SectionSpec("fourier", "Fourier structure and grokking", build_fourier),
+    *(analysis_section(a) for a in ANALYSES),
     SectionSpec("ablation", "Ablation: what makes it extrapolate", build_ablation),
 ]

@@ -23,6 +23,7 @@ class AdditionTask(BinaryOpTask):
     """
 
     name: ClassVar[str] = "addition"
+    has_carries: ClassVar[bool] = True
     op_symbol: ClassVar[str] = "+"
 
     def __init__(

@@ -41,6 +41,30 @@ class Task(ABC):
     positional: ClassVar[str]
     vocab: Vocab
 
+    # Capabilities: what the evaluation and the analyses may ask of a task. Callers test
+    # these, never hasattr() or the task's name, so a new task opts in by declaring them.
+    has_carries: ClassVar[bool] = False
+    """Digit addition: carry chains and cascades exist (carry buckets, carry attention,
+    lock-in by carry chain)."""
+    has_fixed_split: ClassVar[bool] = False
+    """A finite problem set split once into train and test (`full_split`), as in grokking;
+    otherwise problems are generated."""
+
+    @property
+    def digit_range(self) -> tuple[int, int] | None:
+        """(min, max) digits of the numbers in a sampled problem, when `sample` takes
+        `min_digits`/`max_digits` (length generalisation sets); None otherwise."""
+        return None
+
+    @property
+    def modulus(self) -> int | None:
+        """p when every answer is a residue mod p (its Fourier analysis applies); else None."""
+        return None
+
+    def full_split(self, split: str = "train") -> list[Example]:
+        """Every example of `split` ("train" or "test"); only when `has_fixed_split`."""
+        raise NotImplementedError(f"task {self.name!r} generates problems; it has no fixed {split!r} split")
+
     @property
     def answer_slots(self) -> bool:
         """True when the model must read a placeholder instead of each answer token (the

@@ -63,6 +63,10 @@ class BinaryOpTask(Task):
         self.vocab = Vocab(symbols=tuple(symbols), separator="")
 
     @property
+    def digit_range(self) -> tuple[int, int]:
+        return (self.min_digits, self.max_digits)
+
+    @property
     def answer_slots(self) -> bool:
         """True when a model of this task must read placeholders instead of its own answer
         digits (ModelConfig.answer_slots follows it)."""

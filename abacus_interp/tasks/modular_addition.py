@@ -25,6 +25,11 @@ class ModularAdditionTask(Task):
 
     name: ClassVar[str] = "modular_addition"
     positional: ClassVar[str] = "learned"
+    has_fixed_split: ClassVar[bool] = True
+
+    @property
+    def modulus(self) -> int:
+        return self.p
 
     def __init__(self, p: int = 113, train_fraction: float = 0.3, split_seed: int = 0) -> None:
         if isinstance(p, bool) or not isinstance(p, int) or p < 2:

@@ -55,6 +55,10 @@ class SortingTask(Task):
         self.labels = LETTERS[:max_numbers]
         self.vocab = Vocab(symbols=tuple(DIGIT_SYMBOLS + self.labels + ":,="), separator="")
 
+    @property
+    def digit_range(self) -> tuple[int, int]:
+        return (self.min_digits, self.max_digits)
+
     def make(self, *operands: Any) -> Example:
         if not 1 <= len(operands) <= self.max_numbers:
             raise ValueError(

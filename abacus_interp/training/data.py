@@ -25,7 +25,7 @@ class BatchSource:
         self.rank, self.world_size = rank, world_size
         self.full_batch: Batch | None = None
         if cfg.batch_size is None:
-            if not hasattr(task, "full_split"):
+            if not task.has_fixed_split:
                 raise ValueError(
                     f"train.batch_size=null (full batch) needs a task with a fixed training split; "
                     f"{task.name!r} generates problems, so set train.batch_size"

@@ -188,7 +188,7 @@ def _start(run_dir: Path, cfg: RunConfig, model, optimizer, is_writer: bool) -> 
 
 def _rewrite_metrics(run_dir: Path, rows: list[dict]) -> None:
     text = "".join(json.dumps(r) + "\n" for r in rows)
-    ckpt._atomic_write(run_dir / "metrics.jsonl", lambda tmp: Path(tmp).write_text(text))
+    ckpt.atomic_write(run_dir / "metrics.jsonl", lambda tmp: Path(tmp).write_text(text))
 
 
 def train(cfg: RunConfig, run_dir: str | Path, progress: bool = True) -> TrainResult:

@@ -17,11 +17,11 @@ import logging
 import random
 import time
 from collections.abc import Sequence
-from contextlib import contextmanager
 
 import torch
 from tqdm.auto import tqdm
 
+from abacus_interp.runtime import torch_threads
 from analyses.common import resolve
 
 from .ablation import KINDS, ablate_heads
@@ -80,24 +80,13 @@ def run(
     is fastest for the many small forward passes here, by far on a busy machine (a 50x
     difference measured on 2 shared cores); None keeps the current setting.
     """
-    with _cpu_threads(threads, model_or_run):
+    on_cpu = not isinstance(model_or_run, torch.nn.Module) or model_or_run.W_E.device.type == "cpu"
+    with torch_threads(threads if on_cpu else None):
         return _run(model_or_run, task, n_problems=n_problems, n_pairs=n_pairs,
                     n_probe_problems=n_probe_problems, n_loops=n_loops, max_digits=max_digits,
                     sections=sections, ablation_kinds=ablation_kinds, patch_positions=patch_positions,
                     patch_heads=patch_heads, probe_threshold=probe_threshold, example=example, seed=seed,
                     batch_size=batch_size, progress=progress)
-
-
-@contextmanager
-def _cpu_threads(threads: int | None, model_or_run):
-    on_cpu = not hasattr(model_or_run, "W_E") or model_or_run.W_E.device.type == "cpu"
-    previous = torch.get_num_threads()
-    if threads is not None and on_cpu:
-        torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 def _run(model_or_run, task, *, n_problems, n_pairs, n_probe_problems, n_loops, max_digits, sections,
@@ -116,10 +105,10 @@ def _run(model_or_run, task, *, n_problems, n_pairs, n_probe_problems, n_loops, 
     if n_loops is not None and n_loops > subject.model.cfg.max_loops and not hasattr(model_or_run, "cfg"):
         subject = resolve(model_or_run, task, max_loops=n_loops)  # rebuild with more hook sets
     model, task = subject.model, subject.task
-    if getattr(task, "name", None) != "addition":
+    if not task.has_carries:
         raise ValueError(f"carry_attention analyses addition models; this one was trained on {task!r}")
     n_loops = model.cfg.n_loops if n_loops is None else n_loops
-    model._check_loops(n_loops)
+    model.check_loops(n_loops)
     d = _max_digits(model, task, max_digits)
     model.eval()
     vocab = model.cfg.vocab

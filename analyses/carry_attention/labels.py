@@ -177,7 +177,7 @@ def balanced_problems(task, n: int, rng: random.Random, max_digits: int | None =
     (cascades are rare under uniform sampling), plus `uniform_fraction` of them from
     `task.sample` (unequal operand lengths, natural carry statistics). Shuffled by `rng`."""
     d = max_digits if max_digits is not None else task.max_digits
-    lo = getattr(task, "min_digits", 1)
+    lo = task.digit_range[0]
     n_uniform = int(round(n * uniform_fraction))
     out = task.sample(n_uniform, rng, min_digits=min(lo, d), max_digits=d) if n_uniform else []
     buckets = list(range(min(d, 5) + 1))

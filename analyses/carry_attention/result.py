@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from analyses.common import jsonable
+from abacus_interp.jsonsafe import json_safe
 
 from . import figures as F
+from .findings import findings
 
 
 @dataclass
@@ -41,8 +42,11 @@ class CarryAttentionResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe: plain lists/dicts, NaN as None."""
-        return jsonable({name: getattr(self, name) for name in (
+        return json_safe({name: getattr(self, name) for name in (
             "model", "settings", "labels", "attention", "example", "ablation", "patching", "probes", "timings")})
+
+    def findings(self) -> list[str]:
+        return findings(self.to_dict())
 
     def figures(self) -> dict[str, Any]:
         """Plotly figures keyed by name (never shown)."""
@@ -80,4 +84,4 @@ class CarryAttentionResult:
             out["carry_present"] = {g: v["carry_present"] for g, v in self.patching["groups"].items()}
         if self.probes is not None:
             out["first_decodable"] = self.probes["first_decodable"]
-        return jsonable(out)
+        return json_safe(out)

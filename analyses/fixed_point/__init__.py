@@ -9,7 +9,7 @@ the relative step is below a tolerance, as in Huginn) buys.
 
     from analyses import fixed_point
     res = fixed_point.run("checkpoints/small-add")       # or a LoopedTransformer + task=
-    res.headline                                         # a few sentences of findings
+    res.findings()                                       # a few sentences of findings
     res.figures()["lock_in"]                             # plotly figures, never shown
     res.to_dict()                                        # JSON-safe numbers
 

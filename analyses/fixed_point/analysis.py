@@ -12,12 +12,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from abacus_interp.jsonsafe import json_safe
 from abacus_interp.model import LoopedTransformer
-from analyses.common import jsonable, resolve
+from analyses.common import resolve
 
 from . import figures as _figures
 from .collect import Collected, collect, model_spectrum
 from .dynamics import quantiles
+from .findings import findings
 from .path_independence import STARTS, path_independence
 from .problems import CLASSES, as_examples, balanced_problems, chain_lengths
 from .summary import (
@@ -48,11 +50,13 @@ class FixedPointResult:
     examples: list
     collected: Collected = field(repr=False)
     chains: list[list[int]] | None = field(repr=False, default=None)
+    per_example_in_dict: bool = field(repr=False, default=True)  # what to_dict() gives by default
 
     # -- convenience views -------------------------------------------------------------
     @property
     def headline(self) -> list[str]:
-        return self.data["headline"]
+        """The findings: a few sentences on convergence, lock-in, contraction and paths."""
+        return self.findings()
 
     @property
     def relative_step(self) -> np.ndarray:
@@ -74,17 +78,21 @@ class FixedPointResult:
         """[N, L] lock-in loop per answer token (digits then EOS), NaN if never / padding."""
         return lock_in_loops(self.collected)
 
-    def to_dict(self, per_example: bool = True) -> dict[str, Any]:
-        """JSON-safe: the summary sections, plus per-example arrays unless `per_example=False`."""
+    def to_dict(self, per_example: bool | None = None) -> dict[str, Any]:
+        """JSON-safe: the summary sections, plus per-example arrays unless `per_example=False`
+        (default: `per_example_in_dict`)."""
         out = dict(self.data)
-        if per_example:
-            out["per_example"] = jsonable(self._per_example())
+        if self.per_example_in_dict if per_example is None else per_example:
+            out["per_example"] = json_safe(self._per_example())
         return out
 
     def figures(self) -> dict[str, Any]:
         """Plotly figures (never shown): step_sizes, logit_lens, lock_in, exact_match,
         halting, orbit and contraction."""
         return _figures.all_figures(self.data)
+
+    def findings(self) -> list[str]:
+        return findings(self.data)
 
     def _per_example(self) -> dict[str, Any]:
         c = self.collected
@@ -247,10 +255,10 @@ def run(
         "peak_rss_increase_mb": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) / 1024,
         "cuda_peak_mb": torch.cuda.max_memory_allocated() / 2**20 if model.W_E.is_cuda else None,
     }
-    data["headline"] = _headline(data)
-    for line in data["headline"]:
+    result = FixedPointResult(data=json_safe(data), examples=list(examples), collected=c, chains=chains)
+    for line in result.findings():
         logger.info("fixed point: %s", line)
-    return FixedPointResult(data=jsonable(data), examples=list(examples), collected=c, chains=chains)
+    return result
 
 
 def _contraction(model, examples, chains, c, trained, horizon, n_jacobian, iters, tol, seed) -> dict | None:
@@ -272,42 +280,3 @@ def _contraction(model, examples, chains, c, trained, horizon, n_jacobian, iters
         }
     return out
 
-
-def _headline(d: dict[str, Any]) -> list[str]:
-    lines = []
-    tol = d["settings"]["halt_tol"]
-    below = d["steps"]["first_loop_below"]["all"].get(str(tol))
-    read = d["steps"]["first_loop_below"]["readout"].get(str(tol))
-    lines.append(
-        f"Median relative step (all positions) falls below {tol} at loop {below} (readout positions: {read}); "
-        f"trained depth {d['trained_loops']}, horizon {d['horizon']}."
-        if below is not None else
-        f"Median relative step never falls below {tol} within {d['horizon']} loops (trained depth {d['trained_loops']})."
-    )
-    if d["lock_in"].get("headline"):
-        lines.append(d["lock_in"]["headline"])
-    b = d["behaviour"]
-    if b.get("fractions"):
-        f = b["fractions"]
-        lines.append(
-            f"Past the trained depth the state is {b['overall']} ({100 * f['converging']:.0f}% converging, "
-            f"{100 * f['cycling']:.0f}% cycling, {100 * f['drifting']:.0f}% drifting); exact match "
-            f"{b['exact_match_at_trained']:.3f} at {d['trained_loops']} loops, {b['exact_match_at_horizon']:.3f} at {d['horizon']}."
-        )
-    con = d.get("contraction")
-    if con:
-        last = con["at"][str(d["horizon"])]
-        lines.append(
-            f"Jacobian of the loop map at the last state: spectral radius median "
-            f"{last['radius_quantiles']['median']:.3f} (IQR {last['radius_quantiles']['q25']:.3f}-"
-            f"{last['radius_quantiles']['q75']:.3f}), largest singular value median {last['sigma_quantiles']['median']:.3f}; "
-            f"{100 * last['contracting_fraction']:.0f}% of sampled examples contract (radius < 1)."
-        )
-    if d.get("path_independence"):
-        lines.append(d["path_independence"]["headline"])
-    h = d["halting"]["default"]
-    lines.append(
-        f"Adaptive halting at tol {h['tol']}: {h['mean_loops']:.2f} loops on average, exact match "
-        f"{h['exact_match']:.3f} vs {h['fixed_depth_exact_match']:.3f} at the same fixed depth."
-    )
-    return lines

@@ -93,6 +93,40 @@ def _unit(v: Tensor, mask: Tensor | None) -> Tensor:
     return v / n.view(-1, *[1] * (v.dim() - 1)).to(v.dtype)
 
 
+@dataclass
+class _PowerIteration:
+    estimate: Tensor  # per example
+    iterations: int
+    converged: bool
+    v: Tensor  # the last unit input and its image, for a Rayleigh quotient
+    w: Tensor
+
+
+def _power_iteration(
+    apply: Callable[[Tensor], Tensor], v: Tensor, n_iter: int, tol: float, window: int, root: int = 1
+) -> _PowerIteration:
+    """Power iteration of the linear map `apply` from the unit vector `v`.
+
+    The per-example growth ||apply(v)|| is averaged geometrically over the last `window`
+    iterations (the ratio oscillates when the top eigenvalues are complex), and its
+    `root`-th root is the estimate (2 for J^T J gives sigma). Every `window` iterations the
+    estimate is compared with the previous check; it stops once no example moved by more
+    than `tol` (relative)."""
+    logs: list[Tensor] = []
+    previous = None
+    for k in range(n_iter):
+        w = apply(v)
+        logs.append(batch_norm(w).clamp_min(1e-30).log() / root)
+        if len(logs) >= window and (k + 1) % window == 0:
+            estimate = torch.stack(logs[-window:]).mean(0).exp()
+            if previous is not None and bool(((estimate - previous).abs() <= tol * previous.clamp_min(1e-12)).all()):
+                return _PowerIteration(estimate, k + 1, True, v, w)
+            previous = estimate
+        if k + 1 < n_iter:
+            v = _unit(w, None)
+    return _PowerIteration(torch.stack(logs[-window:]).mean(0).exp(), n_iter, False, v, w)
+
+
 def spectrum(
     f: LoopMap,
     state: Tensor,
@@ -115,56 +149,21 @@ def spectrum(
     gen = torch.Generator().manual_seed(seed)
     start = torch.randn(state.shape, generator=gen, dtype=torch.float32).to(state)
 
-    # power iteration on J: log-norm ratios, windowed geometric mean
-    v = _unit(start, mask)
-    logs: list[Tensor] = []
-    estimate_prev = None
-    radius_iters = n_iter
-    radius_done = False
-    for k in range(n_iter):
-        w = lin.jvp(v)
-        if mask is not None:
-            w = w * mask
-        ratio = batch_norm(w).clamp_min(1e-30)
-        rayleigh = (v.float() * w.float()).flatten(1).sum(1)
-        logs.append(ratio.log())
-        v = _unit(w, None)
-        if len(logs) >= window:
-            estimate = torch.stack(logs[-window:]).mean(0).exp()
-            if (k + 1) % window == 0:
-                if estimate_prev is not None and bool(
-                    ((estimate - estimate_prev).abs() <= tol * estimate_prev.clamp_min(1e-12)).all()
-                ):
-                    radius_iters, radius_done = k + 1, True
-                    break
-                estimate_prev = estimate
-    radius = torch.stack(logs[-window:]).mean(0).exp()
+    def masked(x: Tensor) -> Tensor:
+        return x if mask is None else x * mask
 
-    # power iteration on J^T J: sigma^2 = ||J^T J u|| for unit u
-    u = _unit(start, mask)
-    sigma_prev = None
-    sigma_iters = n_iter
-    sigma_done = False
-    for k in range(n_iter):
-        w = lin.jvp(u)
-        if mask is not None:
-            w = w * mask
-        z = lin.vjp(w)
-        if mask is not None:
-            z = z * mask
-        sigma = batch_norm(z).clamp_min(1e-30).sqrt()
-        u = _unit(z, None)
-        if sigma_prev is not None and bool(((sigma - sigma_prev).abs() <= tol * sigma_prev.clamp_min(1e-12)).all()):
-            sigma_iters, sigma_done = k + 1, True
-            break
-        sigma_prev = sigma
+    on_j = _power_iteration(lambda v: masked(lin.jvp(v)), _unit(start, mask), n_iter, tol, window)
+    # sigma^2 = ||J^T J u|| for unit u; the estimate is checked per iteration (window 1)
+    on_jtj = _power_iteration(lambda u: masked(lin.vjp(masked(lin.jvp(u)))), _unit(start, mask), n_iter, tol,
+                              window=1, root=2)
+    rayleigh = (on_j.v.float() * on_j.w.float()).flatten(1).sum(1)
     return SpectrumEstimate(
-        spectral_radius=radius.detach().cpu().double().numpy(),
+        spectral_radius=on_j.estimate.detach().cpu().double().numpy(),
         rayleigh=rayleigh.detach().cpu().double().numpy(),
-        sigma_max=sigma.detach().cpu().double().numpy(),
-        radius_iterations=radius_iters,
-        sigma_iterations=sigma_iters,
-        converged=radius_done and sigma_done,
+        sigma_max=on_jtj.estimate.detach().cpu().double().numpy(),
+        radius_iterations=on_j.iterations,
+        sigma_iterations=on_jtj.iterations,
+        converged=on_j.converged and on_jtj.converged,
     )
 
 

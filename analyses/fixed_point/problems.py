@@ -33,10 +33,6 @@ from abacus_interp.tokens import Batch
 CLASSES = ("operand", "operator", "answer", "readout", "all")
 
 
-def is_addition(task: Any) -> bool:
-    return getattr(task, "name", None) == "addition"
-
-
 def balanced_problems(task: Any, n: int = 300, seed: int = 0, max_chain: int = 5,
                       min_digits: int | None = None, max_digits: int | None = None) -> list[Example]:
     """`n` addition problems within the task's trained digit range, cycling over longest
@@ -45,7 +41,7 @@ def balanced_problems(task: Any, n: int = 300, seed: int = 0, max_chain: int = 5
 
     Non-addition tasks get `task.sample(n, rng)`."""
     rng = random.Random(seed)
-    if not is_addition(task):
+    if not task.has_carries:
         return task.sample(n, rng)
     lo = task.min_digits if min_digits is None else min_digits
     hi = task.max_digits if max_digits is None else max_digits
@@ -83,7 +79,7 @@ def as_examples(task: Any, problems: Sequence) -> list[Example]:
 
 def chain_lengths(task: Any, examples: Sequence[Example]) -> list[list[int]] | None:
     """Carry-chain length reaching each answer digit (LSD first), for addition; else None."""
-    if not is_addition(task):
+    if not task.has_carries:
         return None
     return [carry_chain_lengths(*e.operands) for e in examples]
 

@@ -2,8 +2,9 @@
 
     from analyses import fourier
     res = fourier.run("checkpoints/grok-mod113")      # a run directory, checkpoint or model (+ task=)
-    res.key_frequencies, res.phases, res.findings
-    res.headline                                       # verdict and measures beside Nanda et al.'s (PAPER)
+    res.key_frequencies, res.phases
+    res.findings()                                     # verdict and measures beside Nanda et al.'s (PAPER)
+    res.details                                        # every measure in a sentence
     res.to_dict()                                      # JSON-safe numbers
     res.figures()["progress_losses"]                   # plotly figures, never shown
     fourier.diagnose("RUN").sentences                  # why a run did not grok, and what to change

@@ -8,9 +8,10 @@ from typing import Any
 
 import torch
 
-from abacus_interp.checkpoints import list_checkpoints, load_tensors
+from abacus_interp.checkpoints import list_checkpoints, load_tensors, subsample_evenly
+from abacus_interp.jsonsafe import json_safe
 
-from ..common import jsonable, resolve
+from ..common import resolve
 from . import figures as _figures
 from .basis import (
     KEY_THRESHOLD,
@@ -31,6 +32,7 @@ from .circuit import (
     restricted_and_excluded,
 )
 from .diagnose import diagnose
+from .findings import findings
 from .paper import PAPER, applies
 from .progress import (
     curves_for_phases,
@@ -40,7 +42,7 @@ from .progress import (
     phases_from,
     progress_measures,
 )
-from .summary import findings, headline
+from .summary import details
 
 ZHONG_SYMMETRICITY, ZHONG_IRRELEVANCE = 0.98, 0.6  # the dividing lines of Zhong et al.'s Fig. 6
 
@@ -62,16 +64,21 @@ class FourierResult:
         return self.data.get("phases")
 
     @property
-    def findings(self) -> list[str]:
-        return list(self.data.get("findings") or [])
+    def details(self) -> list[str]:
+        """Every measure in a sentence (clusters, per-loop neurons, clock vs pizza, the
+        diagnosis), for a notebook; `findings()` is the short account the report shows."""
+        return list(self.data.get("details") or [])
 
     @property
     def headline(self) -> list[str]:
-        """A few sentences: did it grok and when, and the measures beside Nanda et al.'s."""
-        return list(self.data.get("headline") or [])
+        """The findings: did it grok and when, and the measures beside Nanda et al.'s."""
+        return self.findings()
+
+    def findings(self) -> list[str]:
+        return findings(self.data)
 
     def to_dict(self) -> dict[str, Any]:
-        return jsonable(self.data)
+        return json_safe(self.data)
 
     def figures(self) -> dict[str, Any]:
         """Plotly figures (never shown); every one carries the detected phase boundaries."""
@@ -90,7 +97,7 @@ KEY_SOURCES = ("both", "embed", "neuron_logit")
 def _embedding_section(model, task, threshold: float, key_source: str) -> dict:
     if key_source not in KEY_SOURCES:
         raise ValueError(f"key_source must be one of {KEY_SOURCES}, got {key_source!r}")
-    p = task.p
+    p = task.modulus
     w_e = embed_residues(model, task.vocab, p)
     norms, const = frequency_norms(w_e)
     w_l = neuron_logit_map(model, task.vocab, p)
@@ -159,7 +166,7 @@ def _modular(subject, *, max_checkpoints, key_threshold, key_source, neuron_thre
     model, task, run_dir = subject.model, subject.task, subject.run_dir
     p = task.p
     data: dict[str, Any] = {"kind": "modular", "task": {"name": task.name, "p": p,
-                                                         "train_fraction": getattr(task, "train_fraction", None)}}
+                                                         "train_fraction": task.train_fraction}}
     data.update(_embedding_section(model, task, key_threshold, key_source))
     key = data["key_frequencies"]
     hooks = _hook_names(model)
@@ -206,8 +213,7 @@ def _modular(subject, *, max_checkpoints, key_threshold, key_source, neuron_thre
             }
         data["diagnosis"] = diagnose(run_dir).to_dict()
     data["paper"] = PAPER if applies(data) else None
-    data["findings"] = findings(data)
-    data["headline"] = headline(data)
+    data["details"] = details(data)
     return FourierResult(data=data, arrays=arrays)
 
 
@@ -220,10 +226,8 @@ def _base10(subject, max_checkpoints, progress) -> FourierResult:
     data["base10"] = base10_power(model.W_E.detach()[digit_ids.to(model.W_E.device)].double().cpu())
     series = None
     if run_dir is not None:
-        from .progress import subsample
-
         rows = []
-        for step, path in subsample(list_checkpoints(run_dir), max_checkpoints):
+        for step, path in subsample_evenly(list_checkpoints(run_dir), max_checkpoints):
             w_e = load_tensors(path)["W_E"][digit_ids].double()
             view = base10_power(w_e)
             rows.append({"step": step, **view["period_shares"], "share_10_5_2": view["share_10_5_2"]})
@@ -231,8 +235,7 @@ def _base10(subject, max_checkpoints, progress) -> FourierResult:
             series = {k: [r[k] for r in rows] for k in rows[0]}
     data["base10_series"] = series
     data["phases"] = None
-    data["findings"] = findings(data)
-    data["headline"] = headline(data)
+    data["details"] = details(data)
     return FourierResult(data=data)
 
 
@@ -259,7 +262,7 @@ def run(
     clock-vs-pizza metrics and a grokking diagnosis. Digit tasks (addition): the base-10
     Fourier view (periods 10, 5, 2) of the digit embeddings, over the checkpoints too."""
     subject = resolve(model_or_run, task)
-    if hasattr(subject.task, "full_split") and hasattr(subject.task, "p"):
+    if subject.task.modulus is not None:
         return _modular(subject, max_checkpoints=max_checkpoints, key_threshold=key_threshold,
                         key_source=key_source, neuron_threshold=neuron_threshold, n_symmetricity=n_symmetricity, seed=seed,
                         progress=progress, with_progress=with_progress)

@@ -17,7 +17,13 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from abacus_interp.checkpoints import list_checkpoints, load_tensors, read_metrics, read_run_config
+from abacus_interp.checkpoints import (
+    list_checkpoints,
+    load_tensors,
+    read_metrics,
+    read_run_config,
+    subsample_evenly,
+)
 from abacus_interp.config import ModelConfig
 from abacus_interp.model import LoopedTransformer
 
@@ -45,14 +51,6 @@ def neuron_logit_map(model, vocab, p: int) -> torch.Tensor:
     w_out = model.blocks[-1].mlp.W_out.detach().double()  # [d_mlp d_model]
     w_u = model.W_U_effective.detach().double()[:, residue_ids(vocab, p).to(w_out.device)]  # [d_model p]
     return (w_out @ w_u).T.cpu()
-
-
-def subsample(items: list, max_items: int | None) -> list:
-    """At most `max_items`, evenly spaced by index, always keeping the first and the last."""
-    if max_items is None or len(items) <= max_items:
-        return list(items)
-    keep = sorted({int(round(i)) for i in np.linspace(0, len(items) - 1, max(2, max_items))})
-    return [items[i] for i in keep]
 
 
 def checkpoint_measures(model, vocab, p: int, key: list[int], train_index: torch.Tensor, test_index: torch.Tensor) -> dict:
@@ -83,7 +81,7 @@ def progress_measures(
     run_dir = Path(run_dir)
     cfg = ModelConfig.from_dict(read_run_config(run_dir)["model"])
     model = LoopedTransformer(cfg).eval()
-    ckpts = subsample(list_checkpoints(run_dir), max_checkpoints)
+    ckpts = subsample_evenly(list_checkpoints(run_dir), max_checkpoints)
     if not ckpts:
         raise ValueError(f"{run_dir} has no checkpoints; train it first")
     p, vocab = task.p, task.vocab

@@ -1,20 +1,13 @@
-"""Plain-language findings from a Fourier result's data (what the report shows first)."""
+"""The long account of a Fourier result in sentences (`FourierResult.details`); the short one
+the report shows is `findings.py`."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from abacus_interp.prose import times
+
 from .paper import PAPER, applies, phase_ranges_text
-
-
-def _times(x: float) -> str:
-    """A ratio for prose: 3.09x, 4,800x, 1.2e7x (never 4.8e+03x)."""
-    if x < 100:
-        return f"{x:.3g}x"
-    if x < 1e5:
-        return f"{x:,.0f}x"
-    mantissa, exponent = f"{x:.1e}".split("e")
-    return f"{mantissa}e{int(exponent)}x"
 
 
 def _steps(v) -> str:
@@ -61,7 +54,7 @@ def restricted_sentence(fl: dict[str, Any], rv: dict[str, Any] | None) -> str:
     if rv.get("restricted_peak") is not None:
         text += (f"; the restricted loss fell from its post-memorisation peak {rv['restricted_peak']:.3g} "
                  f"(step {rv['restricted_peak_step']:,}) to {rv['restricted_final']:.3g} at step {rv['final_step']:,}, "
-                 f"{_times(rv['restricted_peak_over_final'])} lower, while the excluded loss went from "
+                 f"{times(rv['restricted_peak_over_final'])} lower, while the excluded loss went from "
                  f"{rv['excluded_at_peak']:.3g} to {rv['excluded_final']:.3g}")
     if rv.get("restricted_half_fall_step") is not None and rv.get("test_half_fall_step") is not None:
         r_step, t_step = rv["restricted_half_fall_step"], rv["test_half_fall_step"]
@@ -71,33 +64,8 @@ def restricted_sentence(fl: dict[str, Any], rv: dict[str, Any] | None) -> str:
     return text
 
 
-def headline(d: dict[str, Any]) -> list[str]:
-    """Two or three sentences: the grokking verdict with its phases, and the measures that
-    say the Fourier circuit is complete, beside the paper's values when p = 113."""
-    if d.get("kind") == "base10":
-        b = d["base10"]
-        return [f"Digit embeddings: {b['share_10_5_2']:.0%} of their non-constant energy at periods 10, 5 and 2."]
-    out: list[str] = []
-    with_paper = applies(d)
-    ph = d.get("phases")
-    if ph and ph.get("grokked"):
-        text = phase_sentence(ph)[:-1]
-        out.append(text + (f" ({paper_phases()})." if with_paper else "."))
-    elif ph:
-        out.append(phase_sentence(ph))
-    n = d.get("neurons") or {}
-    if n:
-        out.append(single_frequency_sentence(n, with_paper) + ".")
-    fl = d.get("final_losses")
-    if fl:
-        key = d.get("key_frequencies") or []
-        text = f"{len(key)} key frequencies {key}" + (f" (paper: {PAPER['key_frequencies']})" if with_paper else "")
-        out.append(f"{text}; on the training pairs the restricted loss is {fl['restricted_loss']:.3g} and the "
-                   f"excluded loss {fl['excluded_loss']:.3g}.")
-    return out
-
-
-def findings(d: dict[str, Any]) -> list[str]:
+def details(d: dict[str, Any]) -> list[str]:
+    """Every measure of the result in a sentence (the long account; `findings` is the short one)."""
     out: list[str] = []
     if d.get("kind") == "base10":
         b = d["base10"]
@@ -139,7 +107,7 @@ def findings(d: dict[str, Any]) -> list[str]:
     if rv.get("restricted_fall_factor") is not None:
         a, b = rv["circuit_formation_steps"]
         out.append(f"Over circuit formation (steps {a:,}-{b:,}) the restricted loss fell "
-                   f"{_times(rv['restricted_fall_factor'])} and the test loss {_times(rv['test_fall_factor'])}.")
+                   f"{times(rv['restricted_fall_factor'])} and the test loss {times(rv['test_fall_factor'])}.")
     sent = phase_sentence(d.get("phases"))
     if sent:
         out.append(sent[:-1] + (f" ({paper_phases()})." if with_paper and (d.get("phases") or {}).get("grokked")

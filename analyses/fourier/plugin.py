@@ -1,0 +1,36 @@
+"""The Fourier / grokking analysis as the report runs it (see `analyses.contract`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from analyses.contract import RunContext
+
+from .analysis import FourierResult
+from .analysis import run as run_fourier
+
+
+@dataclass(frozen=True)
+class FourierConfig:
+    max_checkpoints: int = 24
+
+    @classmethod
+    def quick(cls) -> FourierConfig:
+        return cls(max_checkpoints=6)
+
+
+class FourierAnalysis:
+    key = "fourier"
+    title = "Fourier structure and grokking"
+    Config = FourierConfig
+
+    def skip_reason(self, run: RunContext) -> str | None:
+        if run.task.modulus is None:
+            return f"Fourier / grokking analysis applies to modular tasks; this run's task is {run.task.name}"
+        return None
+
+    def run(self, run: RunContext, config: FourierConfig) -> FourierResult:
+        return run_fourier(run.run_dir, max_checkpoints=config.max_checkpoints, seed=run.seed, progress=False)
+
+
+ANALYSIS = FourierAnalysis()
