@@ -14,6 +14,7 @@ because TransformerLens keeps only the last call of a reused HookPoint. So
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
 
@@ -33,6 +34,10 @@ from .tokens import PAD_ID
 logger = logging.getLogger(__name__)
 
 KVCache = list[list[KVEntry | None]]  # [loop][layer]
+
+# torch.compile's code generator: C++ on CPU, Triton on CUDA. "aot_eager" traces the same
+# graphs without generating code (a quick check that a model compiles).
+DEFAULT_COMPILE_BACKEND = "inductor"
 
 
 class LayerNorm(nn.Module):
@@ -153,6 +158,11 @@ class LoopedTransformer(HookedRootModule):
             self.equals_id, self.slot_id = cfg.vocab.encode("=_")
         self.setup()
         cfg.attach_device(self.W_E.device)
+        # every HookPoint of each loop, so run_loops can tell cheaply whether one is hooked
+        self._hook_points_of_loop = tuple(
+            tuple(m for m in loop.modules() if isinstance(m, HookPoint)) for loop in self.loops
+        )
+        self.compile_backend: str | None = None  # set by compile_loops
 
     # ----------------------------------------------------------------- pieces
     def embed(
@@ -215,26 +225,69 @@ class LoopedTransformer(HookedRootModule):
     ) -> Float[Tensor, "batch pos d_model"]:
         """Apply the block for loop indices `loops` (e.g. range(2, 5)) starting from `state`
         (the state leaving loop loops.start - 1; None at the start). With `cache`, keys and
-        values are read from and appended to cache[t][l]."""
+        values are read from and appended to cache[t][l].
+
+        After `compile_loops()`, a loop with no hook attached runs its layers through the
+        compiled graph; hooked loops and cached decoding run eagerly."""
         self.check_loops(loops.stop)
+        compiled = _compiled_layers(self.compile_backend) if self.compile_backend and cache is None else None
         for t in loops:
             hooks = self.loops[t]
-            if state is None:
-                x = inputs
-            elif self.cfg.input_injection == "none":
-                x = state
-            elif self.cfg.input_injection == "norm_add":
-                x = self.ln_state(state) + inputs
+            x = self.inject(inputs, state)
+            if compiled is not None and not self._loop_is_hooked(t):
+                state = compiled(self, hooks, x, key_valid)
             else:
-                x = state + inputs
-            x = hooks.hook_state_pre(x)
-            for layer, (block, block_hooks) in enumerate(zip(self.blocks, hooks.blocks, strict=True)):
-                entry = cache[t][layer] if cache is not None else None
-                x, kv = block(x, block_hooks, key_valid, entry)
-                if cache is not None:
-                    cache[t][layer] = kv
-            state = hooks.hook_state_post(x)
+                state = self.apply_layers(hooks, x, key_valid, cache[t] if cache is not None else None)
         return state
+
+    def inject(
+        self, inputs: Float[Tensor, "batch pos d_model"], state: Float[Tensor, "batch pos d_model"] | None
+    ) -> Float[Tensor, "batch pos d_model"]:
+        """The state entering a loop: the input alone in loop 0, then the previous loop's
+        state with the input injected as `cfg.input_injection` says."""
+        if state is None:
+            return inputs
+        if self.cfg.input_injection == "none":
+            return state
+        if self.cfg.input_injection == "norm_add":
+            return self.ln_state(state) + inputs
+        return state + inputs
+
+    def apply_layers(
+        self,
+        hooks: LoopHooks,
+        x: Float[Tensor, "batch pos d_model"],
+        key_valid: Bool[Tensor, "batch pos"] | None = None,
+        cache_row: list[KVEntry | None] | None = None,
+    ) -> Float[Tensor, "batch pos d_model"]:
+        """One application of the looped block's layers, from hook_state_pre to
+        hook_state_post of the loop whose `hooks` are given. `cache_row`: that loop's keys
+        and values per layer, updated in place (cached decoding)."""
+        x = hooks.hook_state_pre(x)
+        for layer, (block, block_hooks) in enumerate(zip(self.blocks, hooks.blocks, strict=True)):
+            x, kv = block(x, block_hooks, key_valid, cache_row[layer] if cache_row is not None else None)
+            if cache_row is not None:
+                cache_row[layer] = kv
+        return hooks.hook_state_post(x)
+
+    def compile_loops(self, backend: str | None = None) -> LoopedTransformer:
+        """Run the looped block's layers through `torch.compile` from now on (returns self).
+
+        One graph serves every loop index and depth: the layers are compiled with the loop's
+        hook set as an argument, so neither `n_loops` nor the random depths of a progressive
+        loss trigger recompilation. A loop with any hook attached (run_with_cache,
+        run_with_hooks) and cached decoding run eagerly, so hooks see exactly what they see
+        without compilation. Weights, buffers and `state_dict` are unchanged.
+        `backend`: a torch.compile backend, default "inductor"; `model.compile_backend = None`
+        turns compilation off again."""
+        self.compile_backend = backend or DEFAULT_COMPILE_BACKEND
+        return self
+
+    def _loop_is_hooked(self, t: int) -> bool:
+        return any(
+            point._forward_hooks or point._forward_pre_hooks or point._backward_hooks or point._backward_pre_hooks
+            for point in self._hook_points_of_loop[t]
+        )
 
     def run_with_cache(self, *model_args, remove_batch_dim: bool = False, return_cache_object: bool = True, **kwargs):
         """TransformerLens' run_with_cache (names_filter, device, remove_batch_dim, incl_bwd,
@@ -353,6 +406,14 @@ class LoopedTransformer(HookedRootModule):
 
     def new_cache(self, n_loops: int) -> KVCache:
         return [[None] * self.cfg.n_layers for _ in range(n_loops)]
+
+
+@functools.cache
+def _compiled_layers(backend: str):
+    """`LoopedTransformer.apply_layers` compiled once per backend. Dynamo keeps one graph per
+    variant it meets (grad or no_grad, autocast, static or dynamic shapes) and checks the
+    model's shapes and flags on every call, so any number of models can share it."""
+    return torch.compile(LoopedTransformer.apply_layers, backend=backend)
 
 
 def _largest_offset(offset: Int[Tensor, " batch"] | int) -> int | None:

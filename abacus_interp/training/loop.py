@@ -201,6 +201,8 @@ def train(cfg: RunConfig, run_dir: str | Path, progress: bool = True) -> TrainRe
     # --- model, optimizer, data
     torch.manual_seed(tcfg.seed)
     model = LoopedTransformer(cfg.model).to(device)
+    if tcfg.compile:  # compiles in place: the checkpoints' state_dict keys are unchanged
+        model.compile_loops()
     dist_utils.broadcast_parameters(model, world)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
