@@ -61,3 +61,18 @@ def test_step_penalty_enters_the_optimised_loss(tmp_path):
         losses[penalty] = ckpt.read_metrics(tmp_path / penalty)[0]
     assert math.isclose(losses["null"]["full_depth_loss"], losses["5.0"]["full_depth_loss"], rel_tol=1e-6)
     assert losses["5.0"]["loss"] > losses["null"]["loss"] + 0.01
+
+
+def test_init_state_noise_starts_the_loop_elsewhere_and_zero_keeps_the_zero_start(tmp_path):
+    base = ["task.max_digits=3", "model.d_model=32", "model.n_loops=2", "model.max_loops=4", "model.max_seq_len=24",
+            "train.mix_depths=[1,4]", "train.steps=1", "train.batch_size=8", "train.eval_problems=8",
+            "train.dense_checkpoints=1", "train.dense_until=1", "train.step_penalty=null"]
+    first = {}
+    for p in ("0.0", "1.0"):
+        cfg = apply_overrides(get_preset("loop-add"), [*base, f"train.init_state_noise={p}"])
+        train(cfg, tmp_path / p, progress=False)
+        first[p] = ckpt.read_metrics(tmp_path / p)[0]["full_depth_loss"]
+    # same seed, weights and batch: only the start of the loop differs
+    assert abs(first["1.0"] - first["0.0"]) > 1e-4
+    with pytest.raises(ValueError, match="probability"):
+        apply_overrides(get_preset("loop-add"), ["train.init_state_noise=1.5"])

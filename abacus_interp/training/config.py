@@ -56,6 +56,10 @@ class TrainConfig:
     # pulls the loop toward a fixed point (a cheap stand-in for the Jacobian regularisation
     # of Bai et al. 2021). None or 0: off.
     step_penalty: float | None = None
+    # The probability that a step's loop starts from Gaussian noise (std 1 per coordinate, the
+    # scale of a LayerNormed state) instead of the zero state (Geiping et al. 2025): a loop
+    # trained from many starts learns an attractor of the input alone (path independence).
+    init_state_noise: float = 0.0
     loss_dtype: str = "float32"
     seed: int = 0
     log_every: int = 10
@@ -103,6 +107,8 @@ class TrainConfig:
             lo, hi = self.mix_depths
             if not (isinstance(lo, int) and isinstance(hi, int) and 1 <= lo <= hi):
                 raise ValueError(f"train.mix_depths must be [lo, hi] integers with 1 <= lo <= hi, got {list(self.mix_depths)}")
+        if not 0.0 <= self.init_state_noise <= 1.0:
+            raise ValueError(f"train.init_state_noise={self.init_state_noise} is a probability; use a value in [0, 1]")
         if self.step_penalty is not None and self.step_penalty < 0:
             raise ValueError("train.step_penalty must be >= 0, or null for none")
         if not 0 <= self.progressive_alpha <= 1:

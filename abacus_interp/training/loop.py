@@ -100,7 +100,10 @@ def training_losses(model, batch, generator, cfg, device, autocast, allowed=None
         wanted = {R, deepest} | ({r} if r else set())
         if tcfg.step_penalty and deepest > 1:
             wanted.add(deepest - 1)
-        states = _states_at(model, inputs, wanted)  # one pass, read out on the way
+        start = None
+        if tcfg.init_state_noise and float(torch.rand(1, generator=generator)) < tcfg.init_state_noise:
+            start = torch.randn(inputs.shape, generator=generator).to(inputs)  # [batch n_in d_model]
+        states = _states_at(model, inputs, wanted, start)  # one pass, read out on the way
         state_full = states[R]
         full = loss_of(state_full)
         if tcfg.progressive == "mix":
@@ -109,10 +112,10 @@ def training_losses(model, batch, generator, cfg, device, autocast, allowed=None
             # McLeish et al.: n loops without gradient, then k loops with gradient
             n = int(torch.randint(0, R, (1,), generator=generator))
             k = int(torch.randint(1, R - n + 1, (1,), generator=generator))
-            state = None
+            state = start
             if n:
                 with torch.no_grad():
-                    state = model.run_loops(inputs, range(n)).detach()
+                    state = model.run_loops(inputs, range(n), state=start).detach()
             alpha = tcfg.progressive_alpha
             loss = (1 - alpha) * full + alpha * loss_of(model.run_loops(inputs, range(n, n + k), state=state))
         else:
@@ -123,9 +126,10 @@ def training_losses(model, batch, generator, cfg, device, autocast, allowed=None
         return loss, full, state_full, loss_mask
 
 
-def _states_at(model, inputs, depths: set[int]) -> dict[int, torch.Tensor]:
-    """The state after each number of loops in `depths`, from one pass through the deepest."""
-    states, state, done = {}, None, 0
+def _states_at(model, inputs, depths: set[int], start=None) -> dict[int, torch.Tensor]:
+    """The state after each number of loops in `depths`, from one pass through the deepest
+    that starts from `start` (None: the model's own zero state)."""
+    states, state, done = {}, start, 0
     for depth in sorted(depths):
         state = model.run_loops(inputs, range(done, depth), state=state) if depth > done else state
         states[depth], done = state, depth
