@@ -163,16 +163,18 @@ def read_metrics(run_dir: str | Path) -> list[dict]:
 def load_model(
     path: str | Path,
     max_loops: int | None = None,
-    device: str | torch.device = "cpu",
+    device: str | torch.device = "auto",
     compile: bool | str = False,
 ):
     """A model from a `.safetensors` checkpoint or a run directory (its latest checkpoint).
 
     `max_loops` rebuilds with more hook sets (to run deeper than the stored capacity); hook
-    sets hold no parameters, so the weights load unchanged. `compile=True` runs the looped
+    sets hold no parameters, so the weights load unchanged. `device`: "auto" (CUDA when a GPU
+    is visible, else the CPU), "cpu", "cuda", ... `compile=True` runs the looped
     block through torch.compile (`LoopedTransformer.compile_loops`); a string names the
     backend, e.g. "aot_eager"."""
     from .config import ModelConfig
+    from .devices import resolve_device
     from .model import LoopedTransformer
 
     path = Path(path)
@@ -196,7 +198,7 @@ def load_model(
     if missing or unexpected:
         raise CheckpointError(f"{weights} does not match its config: missing {missing}, unexpected {unexpected}")
     model.checkpoint_path = str(weights)
-    model = model.to(device).eval()
+    model = model.to(resolve_device(device)).eval()
     if compile:
         model.compile_loops(compile if isinstance(compile, str) else None)
     return model

@@ -69,7 +69,7 @@ def cmd_eval(args) -> int:
     path = step_path(run, args.step) if args.step is not None else run
     saved_capacity = ModelConfig.from_dict(read_run_config(run)["model"]).max_loops
     # more hook sets only when asked for deeper loops; never fewer than the model has
-    model = load_model(path, max_loops=max([saved_capacity, *(args.loops or [])]))
+    model = load_model(path, max_loops=max([saved_capacity, *(args.loops or [])]), device=args.device)
     task = load_task(run_dir_of(run))
     readout = run_readout(read_run_config(run)["train"], task)  # score it the way it was trained
     report = evaluate(model, task, grid=args.grid, loops=args.loops, n_per_cell=args.n, seed=args.seed, **readout)
@@ -117,7 +117,7 @@ def _beyond_trained_length(task, example, run) -> str | None:
 def cmd_solve(args) -> int:
     from .checkpoints import load_model, load_task
 
-    model = load_model(args.run)
+    model = load_model(args.run, device=args.device)
     task = load_task(args.run)
     example = task.from_human(args.problem)
     _check_fits(model.cfg, example)
@@ -136,7 +136,7 @@ def cmd_summary(args) -> int:
     from .checkpoints import list_checkpoints, load_model, read_metrics, read_run_config
     from .summary import format_summary, parameter_summary
 
-    model = load_model(args.run)
+    model = load_model(args.run, device=args.device)
     cfg = read_run_config(args.run)
     print(f"run {args.run} (preset {cfg.get('preset')}), task {json.dumps(cfg['task'])}")
     model_cfg = {k: v for k, v in cfg["model"].items() if k != "vocab"}
@@ -157,7 +157,7 @@ def cmd_summary(args) -> int:
 def cmd_report(args) -> int:
     from .report import build_report
 
-    path = build_report(args.run, args.out, compare=args.compare, ablation=args.ablation)
+    path = build_report(args.run, args.out, compare=args.compare, ablation=args.ablation, device=args.device)
     print(report_digest(json.loads((Path(path).parent / "report.json").read_text())))
     print(f"report written to {path}")
     return 0
@@ -187,6 +187,11 @@ def cmd_ablate(args) -> int:
     return 0
 
 
+def _add_device_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", default="auto",
+                   help="where the model runs: auto (default: CUDA when a GPU is visible, else CPU), cpu, cuda, cuda:N")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="abacus-interp", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose-logs", action="store_true", help="show library log messages")
@@ -206,6 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n", type=int, default=100, help="problems per grid cell")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", help="write every number to this file")
+    _add_device_option(p)
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("solve", help='solve one problem in human order, e.g. "123+456"')
@@ -213,10 +219,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("problem")
     p.add_argument("--loops", type=int)
     p.add_argument("--verbose", action="store_true", help="also show the model-order text and a verdict")
+    _add_device_option(p)
     p.set_defaults(func=cmd_solve)
 
     p = sub.add_parser("summary", help="parameters by component, config, metrics")
     p.add_argument("run")
+    _add_device_option(p)
     p.set_defaults(func=cmd_summary)
 
     p = sub.add_parser("report", help="offline HTML + JSON interpretability report")
@@ -224,6 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compare", help="a second run to compare with")
     p.add_argument("--ablation", help="a directory written by `abacus-interp ablate`, shown as a section")
     p.add_argument("--out", required=True)
+    _add_device_option(p)
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("ablate", help="train one run per variant of a recipe; exact match vs operand length")

@@ -60,6 +60,7 @@ def build_report(
     seed: int = 0,
     progress: bool = True,
     torch_threads: int | None = 1,
+    device: str = "auto",
 ) -> Path:
     """Write the report of `run` (optionally compared with run `compare`) into `out`;
     return the path of the HTML file.
@@ -72,6 +73,7 @@ def build_report(
       leaves torch's setting alone.
     ablation: a directory written by `abacus-interp ablate` (its ablation.json), shown as
       the "ablation" section; without it that section is omitted.
+    device: where the model runs, "auto" (CUDA when a GPU is visible), "cpu", "cuda", ...
     """
     from abacus_interp.checkpoints import load_model, read_run_config
     from abacus_interp.tasks import task_from_config
@@ -94,7 +96,7 @@ def build_report(
     figures: dict[str, dict[str, str]] = {}  # section -> figure name -> plotly JSON
     extra_html: dict[str, str] = {}
     with limit_threads(torch_threads):
-        model = load_model(run_dir)
+        model = load_model(run_dir, device=device)
         ctx = Context(run_dir=run_dir, config=config, model=model, task=task, compare_dir=compare_dir,
                       sizes=sizes, seed=seed, ablation_dir=Path(ablation) if ablation is not None else None)
         bar = tqdm(SECTIONS, desc="report", unit="section", disable=not progress, dynamic_ncols=True)

@@ -30,7 +30,8 @@ class FourierAnalysis:
         return None
 
     def run(self, run: RunContext, config: FourierConfig) -> FourierResult:
-        return run_fourier(run.run_dir, max_checkpoints=config.max_checkpoints, seed=run.seed, progress=False)
+        # the report's model (already on the report's device); the run's checkpoints come from its checkpoint_path
+        return run_fourier(run.model, run.task, max_checkpoints=config.max_checkpoints, seed=run.seed, progress=False)
 
 
 ANALYSIS = FourierAnalysis()
