@@ -16,7 +16,8 @@ def component_of(param_name: str) -> str:
         return "attention"
     if ".mlp." in param_name:
         return "mlp"
-    if ".ln" in param_name or param_name.startswith("ln_final"):
+    # ln_state: the norm of the state before injection ("norm_add")
+    if ".ln" in param_name or param_name.startswith(("ln_final", "ln_state")):
         return "norms"
     raise ValueError(f"parameter {param_name!r} belongs to no known component")
 

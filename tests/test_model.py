@@ -612,6 +612,13 @@ def test_parameter_summary_counts_add_up(tiny_model, tie_unembed, positional, no
     )
 
 
+def test_parameter_summary_counts_the_state_norm_of_norm_add(tiny_model):
+    plain, normed = tiny_model(input_injection="add"), tiny_model(input_injection="norm_add")
+    extra = normed.param_summary()["parameters"]["norms"] - plain.param_summary()["parameters"]["norms"]
+    assert extra == 2 * normed.cfg.d_model  # ln_state's weight and bias
+    assert normed.param_summary()["total_parameters"] == sum(p.numel() for p in normed.parameters())
+
+
 # ------------------------------------------------------------------ 11. jaxtyping signatures
 
 
