@@ -55,8 +55,8 @@ def abacus_indices(
     # carry the index of the latest run start forward along the sequence
     start_index = torch.where(run_start, pos, torch.zeros_like(pos)).cummax(dim=1).values
     index_in_run = pos - start_index + 1  # [batch pos]
-    if isinstance(offset, Tensor):
-        offset = offset.to(tokens.device).view(-1, 1)
+    if isinstance(offset, Tensor):  # a copy from the host that does not wait for the device
+        offset = offset.to(tokens.device, non_blocking=True).view(-1, 1)
     return torch.where(is_digit, index_in_run + offset, torch.zeros_like(pos))
 
 

@@ -4,6 +4,10 @@ Resumes when `run_dir/resume/` exists; writes checkpoints on the schedule of
 `schedule.checkpoint_steps`; stops cleanly on SIGINT/SIGTERM (checkpoint first) and on a
 non-finite loss (the last good checkpoint is kept). Under `torchrun`, gradients are
 averaged across ranks (gloo on CPU, nccl on CUDA) and only rank 0 writes.
+
+A step never waits for the accelerator: values are read back (and a divergence noticed)
+only at logged steps and checkpoints, so the host prepares the next batch while the
+device still works on the last one.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from jaxtyping import Bool, Float, Int
+from torch import Tensor
 from tqdm.auto import tqdm
 
 from .. import checkpoints as ckpt
@@ -59,40 +65,46 @@ def readout_ids(cfg: RunConfig, task, device=None) -> torch.Tensor | None:
 
 
 def training_losses(model, batch, generator, cfg, device, autocast, allowed=None):
-    """Full-depth loss, plus the progressive-loss term when configured. `allowed`: the
-    readout's token ids (`readout_ids`), None for the whole vocabulary."""
+    """Full-depth loss, plus the progressive-loss term when configured. `batch` is in host
+    memory; `allowed`: the readout's token ids (`readout_ids`), None for the whole vocabulary.
+
+    Nothing here waits for the device: the masks, the last scored position and the Abacus
+    offsets are worked out on the host, and the copies to the device are non-blocking."""
     tcfg, R = cfg.train, cfg.model.n_loops
-    tokens = batch.tokens.to(device)
     if tcfg.loss_positions in ("answer", "answer_tokens"):
-        loss_mask = batch.loss_mask.to(device)
+        loss_mask = batch.loss_mask
         if tcfg.loss_positions == "answer_tokens":  # no EOS term (Nanda et al.)
-            loss_mask = without_eos(tokens, loss_mask)
+            loss_mask = without_eos(batch.tokens, loss_mask)
     else:  # every position whose next token is real
-        valid = batch.valid.to(device)
-        loss_mask = torch.cat([valid[:, 1:], torch.zeros_like(valid[:, :1])], dim=1)
+        loss_mask = torch.cat([batch.valid[:, 1:], torch.zeros_like(batch.valid[:, :1])], dim=1)
     dtype = torch.float64 if tcfg.loss_dtype == "float64" else torch.float32
     # The model reads positions 0..n_in-1. The model is causal, so positions after the last
     # scored one feed nothing the loss reads; with the answer tokens only (no EOS) they are
     # not computed ("a b = c": the input "c" is dropped, 40% of a grokking step). The other
     # modes score up to the last position and their step penalty reads every position.
-    n_in = tokens.shape[1]
+    n_in = batch.tokens.shape[1]
     if tcfg.loss_positions == "answer_tokens" and loss_mask.any():
         n_in = int(loss_mask.any(0).nonzero().max()) + 1
     offsets = 0
     if cfg.model.positional == "abacus" and cfg.model.abacus_max_offset > 0:
+        # drawn in host memory: the model bounds its position indices from them without a device read
         offsets = sample_offsets(
-            tokens.shape[0], cfg.model.abacus_max_offset, cfg.model.abacus_offset_mode, generator, device
+            batch.tokens.shape[0], cfg.model.abacus_max_offset, cfg.model.abacus_offset_mode, generator
         )
+    tokens, loss_mask = to_device(batch.tokens, device), to_device(loss_mask, device)
+    # On the CPU exactly the scoring module's loss, so CPU runs keep their numbers bit for
+    # bit; elsewhere one that never makes the host wait (the same mean, summed in another order)
+    loss_function = next_token_loss if device.type == "cpu" else masked_next_token_loss
 
     def loss_of(state):  # state: [batch n_in d_model]
         logits = model.unembed(state)
         if n_in < tokens.shape[1]:  # a zero row for position n_in, which is never scored
             logits = F.pad(logits, (0, 0, 0, 1))
-        return next_token_loss(logits, tokens[:, : n_in + 1], loss_mask[:, : n_in + 1], dtype, allowed)
+        return loss_function(logits, tokens[:, : n_in + 1], loss_mask[:, : n_in + 1], dtype, allowed)
 
     with autocast:
         inputs = model.embed(tokens[:, :n_in], abacus_offset=offsets)  # [batch n_in d_model]
-        r = None
+        r = n_prefix = n_progressive = None
         if tcfg.progressive == "mix":  # a random depth r, read out beside the full depth R
             lo, hi = tcfg.mix_depths or (1, R)
             r = int(torch.randint(lo, hi + 1, (1,), generator=generator))
@@ -102,33 +114,67 @@ def training_losses(model, batch, generator, cfg, device, autocast, allowed=None
             wanted.add(deepest - 1)
         start = None
         if tcfg.init_state_noise and float(torch.rand(1, generator=generator)) < tcfg.init_state_noise:
-            start = torch.randn(inputs.shape, generator=generator).to(inputs)  # [batch n_in d_model]
+            noise = torch.randn(inputs.shape, generator=generator)  # [batch n_in d_model]
+            start = noise.to(inputs, non_blocking=True)
+        if tcfg.progressive == "mcleish":
+            # McLeish et al.: n loops without gradient, then k loops with gradient. The state
+            # after n loops is read off the full-depth pass (detached below) instead of a
+            # second, gradient-free pass: the same values without running n loops again.
+            n_prefix = int(torch.randint(0, R, (1,), generator=generator))
+            n_progressive = int(torch.randint(1, R - n_prefix + 1, (1,), generator=generator))
+            wanted.add(n_prefix)
         states = _states_at(model, inputs, wanted, start)  # one pass, read out on the way
         state_full = states[R]
         full = loss_of(state_full)
         if tcfg.progressive == "mix":
-            loss = 0.5 * (full + loss_of(states[r]))
+            # at r == R both terms are the same loss: 0.5 * (full + full) is full, bit for bit
+            loss = full if r == R else 0.5 * (full + loss_of(states[r]))
         elif tcfg.progressive == "mcleish":
-            # McLeish et al.: n loops without gradient, then k loops with gradient
-            n = int(torch.randint(0, R, (1,), generator=generator))
-            k = int(torch.randint(1, R - n + 1, (1,), generator=generator))
-            state = start
-            if n:
-                with torch.no_grad():
-                    state = model.run_loops(inputs, range(n), state=start).detach()
+            prefix = states[n_prefix]
+            prefix = prefix.detach() if prefix is not None else None  # n_prefix = 0: the start state
+            progressive = model.run_loops(inputs, range(n_prefix, n_prefix + n_progressive), state=prefix)
             alpha = tcfg.progressive_alpha
-            loss = (1 - alpha) * full + alpha * loss_of(model.run_loops(inputs, range(n, n + k), state=state))
+            loss = (1 - alpha) * full + alpha * loss_of(progressive)
         else:
             loss = full
         if tcfg.step_penalty and deepest > 1:
-            valid = batch.valid.to(device)[:, :n_in, None]
+            valid = to_device(batch.valid[:, :n_in, None], device)
             loss = loss + tcfg.step_penalty * relative_step(states[deepest], states[deepest - 1], valid).mean()
         return loss, full, state_full, loss_mask
 
 
-def _states_at(model, inputs, depths: set[int], start=None) -> dict[int, torch.Tensor]:
+def masked_next_token_loss(
+    logits: Float[Tensor, "batch pos d_vocab"],
+    tokens: Int[Tensor, "batch pos"],
+    loss_mask: Bool[Tensor, "batch pos"],
+    dtype: torch.dtype = torch.float32,
+    allowed: Tensor | None = None,
+) -> Float[Tensor, ""]:
+    """`scoring.next_token_loss` without boolean indexing, which makes the host wait until
+    the device has counted the scored positions: the cross-entropy of every position, masked
+    and averaged. The same mean up to the order of summation. A scored target outside
+    `allowed` gives NaN (the loop stops on it as a divergence) where next_token_loss raises."""
+    mask = loss_mask[:, :-1]  # [batch pos-1]
+    logits = logits[:, :-1].to(dtype)  # [batch pos-1 d_vocab]
+    targets = tokens[:, 1:]  # [batch pos-1]
+    if allowed is not None:  # the readout over `allowed` only, targets re-indexed into it
+        index = torch.full((logits.shape[-1],), -1, dtype=torch.long, device=logits.device)
+        index[allowed] = torch.arange(len(allowed), device=logits.device)
+        logits, targets = logits[..., allowed], index[targets]
+    per_position = F.cross_entropy(logits.flatten(0, 1), targets.clamp(min=0).flatten(), reduction="none")
+    per_position = per_position.view_as(targets).masked_fill(mask & (targets < 0), float("nan"))
+    return (per_position * mask).sum() / mask.sum()
+
+
+def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A host tensor on `device`, copied without making the host wait: a blocking copy to a
+    GPU first waits for every kernel already queued, which stalls the loop once per tensor."""
+    return tensor.to(device, non_blocking=True)
+
+
+def _states_at(model, inputs, depths: set[int], start=None) -> dict[int, torch.Tensor | None]:
     """The state after each number of loops in `depths`, from one pass through the deepest
-    that starts from `start` (None: the model's own zero state)."""
+    that starts from `start` (None: the model's own zero state). Depth 0 is `start`."""
     states, state, done = {}, start, 0
     for depth in sorted(depths):
         state = model.run_loops(inputs, range(done, depth), state=state) if depth > done else state
@@ -140,6 +186,43 @@ def relative_step(state, previous, valid) -> torch.Tensor:
     """Per-example ||s_t - s_(t-1)|| / ||s_t|| over real positions: zero at a fixed point."""
     step = ((state - previous) * valid).flatten(1).norm(dim=1)
     return step / (state * valid).flatten(1).norm(dim=1).clamp_min(1e-6)
+
+
+class DivergenceWatch:
+    """The losses and gradient norms of the steps since the last check, left on the device:
+    noting one costs no device work and no wait. `check` reads them back together (one wait)
+    and raises at the first that is not finite."""
+
+    def __init__(self):
+        self.pending: list[tuple[int, torch.Tensor, torch.Tensor]] = []  # (step, loss, gradient norm)
+
+    def note(self, step: int, loss: torch.Tensor, grad_norm: torch.Tensor) -> None:
+        self.pending.append((step, loss.detach(), grad_norm.detach()))
+
+    def check(self, world, last_good_step: int, run_dir: Path) -> None:
+        """Raise TrainingDiverged on every rank when any rank noted a non-finite step."""
+        first_bad = None
+        if self.pending:
+            losses = torch.stack([loss.double() for _, loss, _ in self.pending])  # [steps]
+            norms = torch.stack([norm.double().to(losses.device) for _, _, norm in self.pending])  # [steps]
+            finite = (losses.isfinite() & norms.isfinite()).tolist()
+            if not all(finite):
+                first_bad = finite.index(False)
+                step, loss, grad_norm = self.pending[first_bad][0], float(losses[first_bad]), float(norms[first_bad])
+            self.pending.clear()
+        if dist_utils.sum_across_ranks(float(first_bad is not None), world) == 0:
+            return
+        if first_bad is None:
+            what = "a non-finite loss or gradient norm on another rank"
+        elif not math.isfinite(loss):
+            what = f"loss is {loss} at step {step}"
+        else:
+            what = f"gradient norm is {grad_norm} at step {step} (loss {loss})"
+        raise TrainingDiverged(
+            f"{what}; stopped without saving it or any later step. The last good checkpoint is "
+            f"step {last_good_step} in {run_dir / 'checkpoints'}. Lower train.lr, set train.grad_clip, "
+            "or use train.loss_dtype=float64, then train into a new --out"
+        )
 
 
 @torch.no_grad()
@@ -226,9 +309,18 @@ def train(cfg: RunConfig, run_dir: str | Path, progress: bool = True) -> TrainRe
     dist_utils.barrier(world)  # every rank sees the same run directory state from here
     metrics_file = open(run_dir / "metrics.jsonl", "a") if is_writer else None
     last_good_step = step
+    divergence = DivergenceWatch()
+    local_tokens = 0  # this rank's real tokens since `tokens_seen` was last summed over ranks
+
+    def sync_tokens() -> None:
+        nonlocal tokens_seen, local_tokens
+        tokens_seen += int(dist_utils.sum_across_ranks(float(local_tokens), world))
+        local_tokens = 0
 
     def save(at_step: int, row: dict) -> None:
         nonlocal last_good_step
+        divergence.check(world, last_good_step, run_dir)  # never save a diverged state
+        sync_tokens()
         if is_writer:
             ckpt.save_checkpoint(run_dir, model, at_step, {"tokens": tokens_seen, "metrics": row})
             ckpt.save_resume(run_dir, optimizer, at_step, {"tokens": tokens_seen})
@@ -246,10 +338,12 @@ def train(cfg: RunConfig, run_dir: str | Path, progress: bool = True) -> TrainRe
     bar = tqdm(total=tcfg.steps, initial=step, disable=not (progress and is_writer), desc="train", dynamic_ncols=True)
     row: dict = {}
     start_time = time.time()
+    # once, not every step: it visits every module (333 in small-add, 2.7 ms a step), and the
+    # evaluations switch to eval mode and back themselves
+    model.train()
     try:
         while step < tcfg.steps:
             step += 1
-            model.train()
             # --- learning rate for this step
             for group in optimizer.param_groups:
                 group["lr"] = tcfg.lr * lr_multiplier(step, tcfg)
@@ -259,45 +353,38 @@ def train(cfg: RunConfig, run_dir: str | Path, progress: bool = True) -> TrainRe
             loss, full_loss, state, loss_mask = training_losses(
                 model, batch, source.generator(step), cfg, device, autocast, allowed
             )
-            loss_value = dist_utils.mean_across_ranks(loss.item(), world)
-            if not math.isfinite(loss_value):
-                raise TrainingDiverged(
-                    f"loss is {loss_value} at step {step}; stopped without saving it. The last good checkpoint "
-                    f"is step {last_good_step} in {run_dir / 'checkpoints'}. Lower train.lr, set train.grad_clip, "
-                    "or use train.loss_dtype=float64, then train into a new --out"
-                )
 
-            # --- backward, average gradients across ranks, clip, update
+            # --- backward, average gradients across ranks, clip, update. Nothing in a step
+            # reads a value back from the device; a non-finite loss or gradient norm is noted
+            # on the device and raised at the next logged step or checkpoint, whichever is first.
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             dist_utils.average_gradients(model, world)
             params = [p for p in model.parameters() if p.grad is not None]
             grad_norm = torch.nn.utils.clip_grad_norm_(params, tcfg.grad_clip or float("inf"))
-            grad_norm_value = dist_utils.mean_across_ranks(float(grad_norm), world)
-            if not math.isfinite(grad_norm_value):
-                raise TrainingDiverged(
-                    f"gradient norm is {grad_norm_value} at step {step} (loss {loss_value}); the update was "
-                    f"not applied. The last good checkpoint is step {last_good_step} in {run_dir / 'checkpoints'}. "
-                    "Lower train.lr or use train.loss_dtype=float64, then train into a new --out"
-                )
+            divergence.note(step, loss, grad_norm)
             optimizer.step()
-            tokens_seen += int(dist_utils.sum_across_ranks(float(batch.valid.sum()), world))
+            local_tokens += int(batch.valid.sum())  # the batch is in host memory: no device read
 
             # --- log, evaluate on held-out sets, checkpoint
             if step % tcfg.log_every == 0 or step == 1 or step in save_at:
-                tokens = batch.tokens.to(device)
+                divergence.check(world, last_good_step, run_dir)
+                sync_tokens()
+                loss_value = dist_utils.mean_across_ranks(loss.item(), world)
+                tokens = to_device(batch.tokens, device)
                 row = {
                     "step": step,
                     "loss": loss_value,
                     "full_depth_loss": full_loss.item(),
                     "train_exact_match": _batch_accuracy(model, state, tokens, loss_mask, allowed),
                     "lr": optimizer.param_groups[0]["lr"],
-                    "grad_norm": grad_norm_value,
+                    "grad_norm": dist_utils.mean_across_ranks(float(grad_norm), world),
                     "tokens": tokens_seen,
                     "elapsed_s": round(time.time() - start_time, 3),
                 }
                 if is_writer and (step % tcfg.eval_every == 0 or step in save_at or step == tcfg.steps):
                     row.update(_evaluate(model, eval_sets, allowed, eval_eos))
+                    model.train()
                 if is_writer:
                     metrics_file.write(json.dumps(row) + "\n")
                     metrics_file.flush()
