@@ -11,7 +11,9 @@ whole grid `--reps` times (alternating, so drift in machine load hits both alike
 outputs of the first run are checked to be identical, and the best time is reported.
 
     python benchmarks/bench_decoding.py [--threads 1] [--per-cell 1] [--max-digits 20]
-        [--max-new-tokens 21] [--reps 1] [--checkpoint RUN_OR_FILE]
+        [--max-new-tokens 21] [--reps 1] [--checkpoint RUN_OR_FILE] [--device cpu|cuda]
+
+Decoding returns text, so every timed run ends with the device's work done.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import torch
 
 from abacus_interp import LoopedTransformer, ModelConfig
 from abacus_interp.decoding import naive_generate
+from abacus_interp.devices import resolve_device
 from abacus_interp.tasks import get_task
 
 SMALL_ADD_SHAPE = dict(
@@ -41,15 +44,15 @@ def grid_prompts(task, max_digits: int, per_cell: int, seed: int = 0) -> list[st
     ]
 
 
-def build_model(checkpoint: str | None, task) -> LoopedTransformer:
+def build_model(checkpoint: str | None, task, device: torch.device) -> LoopedTransformer:
     if checkpoint:
         from abacus_interp.checkpoints import load_model
 
-        return load_model(checkpoint)
+        return load_model(checkpoint, device=device)
     torch.manual_seed(0)
     return LoopedTransformer(
         ModelConfig(vocab=task.vocab, positional=task.positional, **SMALL_ADD_SHAPE)
-    ).eval()
+    ).to(device).eval()
 
 
 def main() -> None:
@@ -67,11 +70,12 @@ def main() -> None:
     parser.add_argument(
         "--checkpoint", help="time a trained model (run dir or .safetensors) instead"
     )
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
     task = get_task("addition", max_digits=args.max_digits)
-    model = build_model(args.checkpoint, task)
+    model = build_model(args.checkpoint, task, resolve_device(args.device))
     prompts = grid_prompts(task, args.max_digits, args.per_cell)
     longest = max(len(p) for p in prompts)
     if longest + args.max_new_tokens > model.cfg.max_seq_len:
@@ -102,7 +106,7 @@ def main() -> None:
         f"decoding: {len(prompts)} prompts ({args.max_digits}x{args.max_digits} grid x {args.per_cell}), "
         f"prompt length {min(len(p) for p in prompts)}..{longest}, max_new_tokens={args.max_new_tokens}, "
         f"d_model={model.cfg.d_model} loops={model.cfg.n_loops} layers={model.cfg.n_layers}, "
-        f"threads={torch.get_num_threads()}, best of {args.reps}"
+        f"device={model.device}, threads={torch.get_num_threads()}, best of {args.reps}"
     )
     print(
         f"outputs identical: {mismatches == 0} ({mismatches} of {len(prompts)} differ); "

@@ -11,6 +11,11 @@ Each figure is the best of `--reps` repetitions of `--number` calls (the minimum
 least disturbed by other processes on a shared machine).
 
     python benchmarks/bench_positions.py [--threads 1] [--batch 256] [--seq 64] [--reps 7] [--number 20]
+        [--device cpu|cuda]
+
+The vectorised side reads the digits through a prebuilt `digit_table`, as the model does;
+with --device cuda its tokens live on the GPU (timed until the device is done) and the
+reference side pays the copy back to the host in "ref+convert".
 """
 
 from __future__ import annotations
@@ -20,8 +25,10 @@ import random
 import time
 
 import torch
+from _flops import synchronize
 
-from abacus_interp.positions import abacus_indices, abacus_indices_reference
+from abacus_interp.devices import resolve_device
+from abacus_interp.positions import abacus_indices, abacus_indices_reference, digit_table
 from abacus_interp.tasks import get_task
 from abacus_interp.tokens import PAD_ID, encode_batch
 
@@ -40,13 +47,15 @@ def addition_tokens(batch: int, seq: int, seed: int = 0) -> torch.Tensor:
     return out
 
 
-def best_time(fn, reps: int, number: int) -> float:
+def best_time(fn, reps: int, number: int, device: torch.device) -> float:
     """Seconds per call: the best of `reps` repetitions of `number` calls."""
     times = []
     for _ in range(reps):
+        synchronize(device)
         start = time.perf_counter()
         for _ in range(number):
             fn()
+        synchronize(device)
         times.append((time.perf_counter() - start) / number)
     return min(times)
 
@@ -63,22 +72,24 @@ def main() -> None:
     parser.add_argument(
         "--offset", type=int, default=7, help="Abacus offset added to every digit index"
     )
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    device = resolve_device(args.device)
 
     vocab = get_task("addition").vocab
-    digit_ids = torch.tensor(vocab.digit_ids)
+    digit_ids = digit_table(vocab.digit_ids, device)
     digit_set = set(vocab.digit_ids)
     inputs = {
-        "addition problems": addition_tokens(args.batch, args.seq),
+        "addition problems": addition_tokens(args.batch, args.seq).to(device),
         "random tokens": torch.randint(
             0, len(vocab), (args.batch, args.seq), generator=torch.Generator().manual_seed(0)
-        ),
+        ).to(device),
     }
 
     print(
         f"abacus indices: batch {args.batch} x seq {args.seq}, offset {args.offset}, "
-        f"threads={torch.get_num_threads()}, best of {args.reps} x {args.number} calls"
+        f"device={device}, threads={torch.get_num_threads()}, best of {args.reps} x {args.number} calls"
     )
     print(
         f"{'input':<20}{'agree':>7}{'vectorised ms':>15}{'reference ms':>14}{'speed-up':>10}"
@@ -101,9 +112,9 @@ def main() -> None:
         def reference_from_tensor(tokens=tokens):
             return torch.tensor(abacus_indices_reference(tokens.tolist(), digit_set, args.offset))
 
-        vec = best_time(vectorised, args.reps, args.number)
-        ref = best_time(reference, args.reps, args.number)
-        conv = best_time(reference_from_tensor, args.reps, args.number)
+        vec = best_time(vectorised, args.reps, args.number, device)
+        ref = best_time(reference, args.reps, args.number, device)
+        conv = best_time(reference_from_tensor, args.reps, args.number, device)
         print(
             f"{name:<20}{str(agree):>7}{vec * 1e3:>15.3f}{ref * 1e3:>14.3f}{ref / vec:>9.1f}x"
             f"{conv * 1e3:>16.3f}{conv / vec:>9.1f}x"
