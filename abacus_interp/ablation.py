@@ -74,6 +74,9 @@ def _extrapolation() -> AblationSpec:
             Variant("input injection", "none", ("model.input_injection=none",)),
             Variant("progressive loss", "mcleish", ("train.progressive=mcleish",)),
             Variant("width", "d_model=128", ("model.d_model=128",)),
+            # the baseline recipe again with another seed: how much of a cell's difference
+            # from the baseline a seed alone makes (small adders can stall on a plateau)
+            Variant("seed", "seed=1", ("train.seed=1",)),
         ),
         lengths=tuple(range(1, 13)),
         n_per_length=100,
