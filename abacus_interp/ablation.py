@@ -158,15 +158,18 @@ def extrapolation_limit(cell: dict[str, Any], threshold: float = 0.5) -> int | N
 
 
 def findings(data: dict[str, Any]) -> list[str]:
-    """One sentence per factor: exact match at 1x, 2x and 3x the trained length of each value."""
+    """One sentence per factor: exact match at 1x, 2x and 3x the trained length of each value
+    and the longest length it still gets half right; then the cells that never learned the
+    trained range, since their extrapolation says nothing about the factor."""
     trained = data["spec"]["trained_max_digits"]
     if not trained:
         return []
     marks = [m for m in (trained, 2 * trained, 3 * trained) if m in data["spec"]["lengths"]]
 
     def describe(cell):
-        ems = [_at(cell, m) for m in marks]
-        return f"{cell['label']} " + "/".join("-" if e is None else f"{100 * e:.0f}%" for e in ems)
+        ems = "/".join("-" if e is None else f"{100 * e:.0f}%" for e in (_at(cell, m) for m in marks))
+        limit = extrapolation_limit(cell)
+        return f"{cell['label']} {ems} (>= 50% up to {limit if limit is not None else 0} digits)"
 
     base = next(c for c in data["cells"] if c["factor"] == "baseline")
     out = []
@@ -175,6 +178,10 @@ def findings(data: dict[str, Any]) -> list[str]:
     for factor in factors:
         cells = [c for c in data["cells"] if c["factor"] == factor]
         out.append(f"{factor} (exact match at {header}): " + ", ".join(describe(c) for c in [base, *cells]) + ".")
+    stalled = [c["label"] for c in data["cells"] if (_at(c, trained) or 0.0) < 0.5]
+    if stalled:
+        out.append(f"{len(stalled)} of {len(data['cells'])} cells did not learn the trained range (< 50% at "
+                   f"{trained} digits: {', '.join(stalled)}); they stalled, so compare the others.")
     return out
 
 

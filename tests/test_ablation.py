@@ -13,6 +13,7 @@ from abacus_interp.ablation import (
     Variant,
     ablation_figure,
     extrapolation_limit,
+    findings,
     get_spec,
     run_ablation,
 )
@@ -65,3 +66,17 @@ def test_extrapolation_limit_and_named_specs():
     assert spec.cells()[0].factor == "baseline" and len({v.label for v in spec.variants}) == len(spec.variants)
     with pytest.raises(ValueError, match="unknown ablation"):
         get_spec("nope")
+
+
+def test_findings_state_the_extrapolation_limit_and_the_stalled_cells():
+    def cell(factor, label, ems):
+        return {"factor": factor, "label": label, "lengths": [1, 2, 3, 4, 5, 6], "exact_match": ems}
+
+    data = {"spec": {"trained_max_digits": 2, "lengths": [1, 2, 3, 4, 5, 6]},
+            "cells": [cell("baseline", "baseline", [1.0, 1.0, 0.6, 0.2, 0.0, 0.0]),
+                      cell("k", "k=0", [1.0, 1.0, 0.1, 0.0, 0.0, 0.0]),
+                      cell("k", "k=9", [0.9, 0.3, 0.1, 0.0, 0.0, 0.0])]}
+    k_sentence, stalled = findings(data)
+    assert k_sentence == ("k (exact match at 2 digits/4 digits/6 digits): baseline 100%/20%/0% (>= 50% up to 3 digits), "
+                          "k=0 100%/0%/0% (>= 50% up to 2 digits), k=9 30%/0%/0% (>= 50% up to 1 digits).")
+    assert stalled.startswith("1 of 3 cells did not learn the trained range (< 50% at 2 digits: k=9)")
