@@ -16,6 +16,7 @@ from abacus_interp.ablation import (
     findings,
     get_spec,
     run_ablation,
+    slug,
 )
 
 pytestmark = pytest.mark.slow
@@ -80,3 +81,21 @@ def test_findings_state_the_extrapolation_limit_and_the_stalled_cells():
     assert k_sentence == ("k (exact match at 2 digits/4 digits/6 digits): baseline 100%/20%/0% (>= 50% up to 3 digits), "
                           "k=0 100%/0%/0% (>= 50% up to 2 digits), k=9 30%/0%/0% (>= 50% up to 1 digits).")
     assert stalled.startswith("1 of 3 cells did not learn the trained range (< 50% at 2 digits: k=9)")
+
+
+def test_shipped_ablation_is_what_the_command_writes_from_its_cells(tmp_path):
+    import shutil
+    from dataclasses import asdict
+    from pathlib import Path
+
+    shipped = Path(__file__).resolve().parents[1] / "checkpoints" / "ablation-extrapolation"
+    if not (shipped / "ablation.json").exists():
+        pytest.skip(f"{shipped} is not present (abacus-interp ablate --spec extrapolation --out {shipped})")
+    data = json.loads((shipped / "ablation.json").read_text())
+    spec = get_spec("extrapolation")
+    assert [c["cell"] for c in data["cells"]] == [slug(v) for v in spec.cells()]
+    copy = tmp_path / "abl"
+    shutil.copytree(shipped, copy)
+    again = run_ablation(spec, copy, progress=False)  # every cell is evaluated: read, not retrained
+    assert again["cells"] == data["cells"] and again["findings"] == data["findings"]
+    assert again["spec"] == json.loads(json.dumps({**asdict(spec), "trained_max_digits": 4}))
