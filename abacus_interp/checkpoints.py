@@ -175,7 +175,7 @@ def load_model(
     backend, e.g. "aot_eager"."""
     from .config import ModelConfig
     from .devices import resolve_device
-    from .model import LoopedTransformer
+    from .families import build_model
 
     path = Path(path)
     if path.is_dir():
@@ -191,7 +191,7 @@ def load_model(
     if max_loops is not None:
         model_cfg = {**model_cfg, "max_loops": max_loops}
     cfg = ModelConfig.from_dict(model_cfg)
-    model = LoopedTransformer(cfg)
+    model = build_model(cfg)  # the family the config names; "looped" when it names none
     # weights saved from a torch.compile wrapper by other code carry its "_orig_mod." prefix
     state = {key.removeprefix("_orig_mod."): value for key, value in load_tensors(weights).items()}
     missing, unexpected = model.load_state_dict(state, strict=False)

@@ -13,11 +13,20 @@ INJECTIONS = ("add", "norm_add", "none")
 POSITIONALS = ("abacus", "learned", "none")
 OFFSET_MODES = ("batch", "example")
 BACKENDS = ("auto", "explicit", "sdpa", "flash")
+# "gpt" is not a family of its own: it is the looped family with n_loops=1 and as many
+# layers as the looped model it is compared with (n_layers * n_loops), weights unshared.
+FAMILIES = ("looped", "lstm", "retran")
 
 
 @dataclass(frozen=True)
 class ModelConfig:
     vocab: Vocab
+    # Which architecture (abacus_interp/families): "looped" (LoopedTransformer; with n_loops=1
+    # it is a plain GPT-style transformer), "lstm" (token embedding, n_layers stacked LSTM
+    # layers of width d_model, unembedding) or "retran" (per layer: causal self-attention,
+    # then an LSTM over positions, each pre-LN with a residual). The recurrent families run
+    # once: they need n_loops=1, and max_loops defaults to 1.
+    family: str = "looped"
     d_model: int = 128
     n_heads: int = 4
     # None: d_model // n_heads, the usual split of the residual width across heads.
@@ -73,6 +82,7 @@ class ModelConfig:
             ("positional", self.positional, POSITIONALS),
             ("abacus_offset_mode", self.abacus_offset_mode, OFFSET_MODES),
             ("attention_backend", self.attention_backend, BACKENDS),
+            ("family", self.family, FAMILIES),
         ]:
             if value not in allowed:
                 raise ValueError(f"ModelConfig.{name}={value!r}; choose one of {allowed}")
@@ -96,7 +106,13 @@ class ModelConfig:
                 f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; "
                 "set d_head explicitly or change n_heads"
             )
-        max_loops = self.max_loops if self.max_loops is not None else 4 * self.n_loops
+        looped = self.family == "looped"
+        if not looped and (self.n_loops != 1 or self.max_loops not in (None, 1)):
+            raise ValueError(
+                f"family={self.family!r} runs once (its recurrence is over positions, not a loop); "
+                f"set n_loops=1 and leave max_loops unset (got n_loops={self.n_loops}, max_loops={self.max_loops})"
+            )
+        max_loops = self.max_loops if self.max_loops is not None else (4 * self.n_loops if looped else 1)
         if max_loops < self.n_loops:
             raise ValueError(f"max_loops={max_loops} is below the trained depth n_loops={self.n_loops}")
         # None fields are resolved once here, so downstream code always sees integers;
@@ -129,6 +145,10 @@ class ModelConfig:
         out = {}
         for f in dataclasses.fields(self):
             out[f.name] = getattr(self, f.name)
+        if self.family == "looped":
+            # left out, so a looped config is written exactly as before the field existed and
+            # resuming a run started then still finds the same model config
+            del out["family"]
         out["vocab"] = self.vocab.to_dict()
         return out
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 COMPONENTS = ("token_embedding", "positions", "attention", "mlp", "norms", "unembedding")
+# the LSTM layers of the "lstm" and "retran" families; listed only for a model that has them,
+# so a looped model's summary reads as it always has
+RECURRENT_COMPONENT = "lstm"
 
 
 def component_of(param_name: str) -> str:
@@ -16,6 +19,8 @@ def component_of(param_name: str) -> str:
         return "attention"
     if ".mlp." in param_name:
         return "mlp"
+    if ".lstm." in param_name:
+        return RECURRENT_COMPONENT
     # ln_state: the norm of the state before injection ("norm_add")
     if ".ln" in param_name or param_name.startswith(("ln_final", "ln_state")):
         return "norms"
@@ -31,19 +36,31 @@ def block_flops_per_token(cfg, seq_len: int) -> int:
     return cfg.n_layers * (qkvo + attention_mix + mlp)
 
 
+def _layer_flops_per_token(model, seq_len: int) -> int:
+    """Forward multiply-adds x2 per token of a single-pass family's layers: every weight
+    matrix in them is applied once per token (an LSTM's W_ih and W_hh once per time step),
+    plus, with attention, the scores and mixing over half the keys on average."""
+    cfg = model.cfg
+    matrices = sum(p.numel() for n, p in model.named_parameters() if n.startswith("blocks.") and p.dim() >= 2)
+    has_attention = any(".attn." in n for n, _ in model.named_parameters())
+    attention_mix = 2 * 2 * cfg.n_heads * cfg.d_head * seq_len // 2 if has_attention else 0
+    return 2 * matrices + cfg.n_layers * attention_mix
+
+
 def parameter_summary(model, seq_len: int | None = None) -> dict:
     """Parameters per component, and what looping buys: the block's parameters are used
     n_loops times, so forward compute is that of a model n_loops times deeper."""
     cfg = model.cfg
     counts = dict.fromkeys(COMPONENTS, 0)
     for name, p in model.named_parameters():
-        counts[component_of(name)] += p.numel()
+        component = component_of(name)
+        counts[component] = counts.get(component, 0) + p.numel()
     total = sum(counts.values())
-    block_params = counts["attention"] + counts["mlp"] + sum(
+    block_params = counts["attention"] + counts["mlp"] + counts.get(RECURRENT_COMPONENT, 0) + sum(
         p.numel() for n, p in model.named_parameters() if n.startswith("blocks.") and ".ln" in n
     )
     seq_len = seq_len or cfg.max_seq_len
-    block_flops = block_flops_per_token(cfg, seq_len)
+    block_flops = block_flops_per_token(cfg, seq_len) if cfg.family == "looped" else _layer_flops_per_token(model, seq_len)
     unembed_flops = 2 * cfg.d_model * cfg.d_vocab
     return {
         "parameters": counts,

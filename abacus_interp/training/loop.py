@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 
 from .. import checkpoints as ckpt
 from ..evaluation.heldout import heldout_sets
-from ..model import LoopedTransformer
+from ..families import build_model
 from ..positions import sample_offsets
 from ..scoring import next_token_loss, score_examples, without_eos
 from . import distributed as dist_utils
@@ -287,7 +287,7 @@ def train(cfg: RunConfig, run_dir: str | Path, progress: bool = True) -> TrainRe
 
     # --- model, optimizer, data
     torch.manual_seed(tcfg.seed)
-    model = LoopedTransformer(cfg.model).to(device)
+    model = build_model(cfg.model).to(device)
     if tcfg.compile:  # compiles in place: the checkpoints' state_dict keys are unchanged
         model.compile_loops()
     dist_utils.broadcast_parameters(model, world)

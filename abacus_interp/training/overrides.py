@@ -131,7 +131,8 @@ def apply_overrides(cfg: RunConfig, assignments: list[str]) -> RunConfig:
     from others (d_head, d_mlp, max_loops) are derived again unless set, and the model's
     vocabulary always follows the (possibly edited) task."""
     d = cfg.to_dict()
-    sections = {"task": d["task"], "model": d["model"], "train": d["train"]}
+    # ModelConfig.to_dict leaves family out for the looped default; it is still a field to set
+    sections = {"task": d["task"], "model": {"family": cfg.model.family, **d["model"]}, "train": d["train"]}
     model_changes: dict[str, Any] = {}
     for assignment in assignments:
         if "=" not in assignment:

@@ -1,0 +1,27 @@
+"""Model families beside the looped transformer, selected by `ModelConfig.family`.
+
+    looped   LoopedTransformer (abacus_interp/model.py); with n_loops=1 a GPT-style model
+    lstm     LSTMModel: embedding, stacked LSTM layers, unembedding (lstm.py)
+    retran   ReTranModel: per layer attention then an LSTM over positions (retran.py)
+
+Every family is a TransformerLens HookedRootModule with the interface the training loop,
+`load_model`, scoring and decoding use (embed / run_loops / unembed / forward / generate).
+"""
+
+from __future__ import annotations
+
+from ..config import ModelConfig
+from ..model import LoopedTransformer
+from .base import SinglePassModel
+from .lstm import LSTMModel
+from .retran import ReTranModel
+
+MODEL_CLASSES = {"looped": LoopedTransformer, "lstm": LSTMModel, "retran": ReTranModel}
+
+
+def build_model(cfg: ModelConfig) -> LoopedTransformer | SinglePassModel:
+    """A freshly initialised model of the family `cfg.family` names."""
+    return MODEL_CLASSES[cfg.family](cfg)
+
+
+__all__ = ["MODEL_CLASSES", "LSTMModel", "ReTranModel", "SinglePassModel", "build_model"]

@@ -1,0 +1,105 @@
+"""The "retran" family: the recurrent transformer of the architecture comparison. Each layer
+is causal self-attention followed by an LSTM over positions (in place of the MLP), each
+sub-layer pre-LN with a residual connection:
+
+    x = x + attn(ln1(x))
+    x = x + lstm(ln2(x))          an LSTM of width d_model, run left to right
+
+The attention is the looped model's (`Attention`: SDPA / flash / explicit paths, the same
+weights and hook names); the LSTM is `HookedLSTM` from the lstm family.
+
+Hook points (l = layer, p = time step = position in the token batch):
+
+    hook_embed / hook_pos_embed / hook_input               [batch pos d_model]
+    blocks.{l}.hook_resid_pre / hook_resid_mid / hook_resid_post     [batch pos d_model]
+    blocks.{l}.attn.hook_q / hook_k / hook_v / hook_z      [batch pos head d_head]
+    blocks.{l}.attn.hook_attn_scores / hook_pattern        [batch head query_pos key_pos]
+    blocks.{l}.hook_attn_out / hook_lstm_out               [batch pos d_model]
+    blocks.{l}.lstm.hook_gates_in                          [batch pos 4*d_model]
+    blocks.{l}.lstm.steps.{p}.hook_hidden / hook_cell      [batch d_model]
+    ln_final.hook_normalized                               [batch pos d_model]
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from jaxtyping import Bool, Float
+from torch import Tensor, nn
+from transformer_lens.hook_points import HookPoint
+
+from ..attention import Attention, AttentionHooks, KVEntry
+from ..config import ModelConfig
+from ..model import LayerNorm
+from .base import LayerCache, SinglePassModel
+from .lstm import HookedLSTM, LSTMState
+
+
+class HookedAttention(Attention):
+    """`Attention` with its hook points on itself: a single-pass model needs one hook set
+    per layer, so weights and hooks share the name `blocks.{l}.attn`, as in TransformerLens."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg)
+        self.hook_q = HookPoint()  # [batch pos head d_head]
+        self.hook_k = HookPoint()  # [batch pos head d_head]
+        self.hook_v = HookPoint()  # [batch pos head d_head]
+        self.hook_attn_scores = HookPoint()  # [batch head query_pos key_pos]
+        self.hook_pattern = HookPoint()  # [batch head query_pos key_pos]
+        self.hook_z = HookPoint()  # [batch pos head d_head]
+
+    # the attention path asks its hook set whether a hook needs the explicit scores
+    needs_explicit = AttentionHooks.needs_explicit
+
+
+class ReTranBlock(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.ln1 = LayerNorm(cfg)
+        self.attn = HookedAttention(cfg)
+        self.ln2 = LayerNorm(cfg)
+        self.lstm = HookedLSTM(cfg.d_model, cfg.d_model, cfg.max_seq_len)
+        self.hook_resid_pre = HookPoint()  # [batch pos d_model]
+        self.hook_attn_out = HookPoint()  # [batch pos d_model]
+        self.hook_resid_mid = HookPoint()  # [batch pos d_model]
+        self.hook_lstm_out = HookPoint()  # [batch pos d_model]
+        self.hook_resid_post = HookPoint()  # [batch pos d_model]
+
+    def forward(
+        self,
+        x: Float[Tensor, "batch pos d_model"],
+        valid: Bool[Tensor, "batch pos"] | None,
+        key_valid: Bool[Tensor, "batch key_pos"] | None,
+        cache: tuple[KVEntry, LSTMState] | None,
+        first_position: int,
+    ) -> tuple[Float[Tensor, "batch pos d_model"], tuple[KVEntry, LSTMState]]:
+        kv_cache, lstm_state = cache if cache is not None else (None, None)
+        x = self.hook_resid_pre(x)
+        attn_out, kv = self.attn(self.ln1(x), self.attn, key_valid, kv_cache)
+        x = self.hook_resid_mid(x + self.hook_attn_out(attn_out))
+        lstm_out, lstm_state = self.lstm(self.ln2(x), valid, lstm_state, first_position)
+        x = self.hook_resid_post(x + self.hook_lstm_out(lstm_out))
+        return x, (kv, lstm_state)
+
+
+class ReTranModel(SinglePassModel):
+    """Attention and an LSTM per layer (see the module docstring)."""
+
+    family: ClassVar[str] = "retran"
+
+    def build_layers(self, cfg: ModelConfig) -> None:
+        self.blocks = nn.ModuleList([ReTranBlock(cfg) for _ in range(cfg.n_layers)])
+
+    def apply_layers(
+        self,
+        x: Float[Tensor, "batch pos d_model"],
+        valid: Bool[Tensor, "batch pos"] | None,
+        key_valid: Bool[Tensor, "batch key_pos"] | None,
+        cache: LayerCache | None,
+        first_position: int,
+    ) -> Float[Tensor, "batch pos d_model"]:
+        for layer, block in enumerate(self.blocks):
+            x, state = block(x, valid, key_valid, cache[layer] if cache is not None else None, first_position)
+            if cache is not None:
+                cache[layer] = state
+        return x
