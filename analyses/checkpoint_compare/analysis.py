@@ -1,22 +1,5 @@
-"""Compare the checkpoints of a run, and two runs, over training.
-
-For every checkpoint (one pass, each file read once, one batched forward pass each):
-  - loss and greedy exact match on a fixed problem set (plus the run's metrics.jsonl curves);
-  - weight norm per parameter group (embed, pos_embed, unembed, blocks.{l}.attn,
-    blocks.{l}.mlp, layernorm) and the per-step parameter speed ||theta_{k+1} - theta_k|| / gap;
-  - the state after every loop (`loops.{t}.hook_state_post`) on the problem set's tokens,
-    compared by linear CKA between all pairs of checkpoints (step x step per loop), against
-    the final checkpoint, and (with `run_b`) between the checkpoints of two runs.
-Then: which parameters (and attention heads) moved most between two chosen checkpoints, and
-change points: the steps where the model changed fastest, from three speeds per step (or
-per unit of ln(1 + step), `per="log_step"`): "representation", the mean over loops of
-(1 - CKA(k, k+1)) / gap; "parameters", ||theta_{k+1} - theta_k|| / gap; "loss",
-|delta problem-set loss| / gap. The peaks of the chosen signal are marked on the figures.
-
-    >>> cmp = run("checkpoints/small-add", steps=(250, 4000))
-    >>> cmp.to_dict()["change_points"]
-    >>> cmp.figures()["cka_steps"]
-"""
+"""The scan behind checkpoint_compare: one pass over the checkpoints of a run (and a second
+run), the comparison result and `run`. See the package docstring."""
 
 from __future__ import annotations
 
@@ -25,26 +8,21 @@ import math
 import random
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
-import plotly.graph_objects as go
 import torch
-from plotly.subplots import make_subplots
 from tqdm.auto import tqdm
 
 from abacus_interp.checkpoints import CheckpointError, load_tensors, read_metrics, read_run_config
 from abacus_interp.config import ModelConfig
 from abacus_interp.jsonsafe import json_safe
 from abacus_interp.model import LoopedTransformer
-from abacus_interp.prose import finite, first_step_at, limit, num, pct
 from abacus_interp.scoring import next_token_loss
 from abacus_interp.tasks import task_from_config
 from abacus_interp.tokens import encode_batch
-from analyses.contract import RunContext
 
-from ._alignment import checkpoint_series
-from ._cka import change_points, cka_matrix, compress, moved_parameters, param_group, rates
+from .._alignment import checkpoint_series
+from .._cka import change_points, cka_matrix, compress, moved_parameters, param_group, rates
 
 logger = logging.getLogger(__name__)
 
@@ -106,9 +84,13 @@ class CheckpointComparison:
         })
 
     def figures(self) -> dict:
-        return _figures(self)
+        from .figures import figures  # the figures read this class: imported on use
+
+        return figures(self)
 
     def findings(self) -> list[str]:
+        from .findings import findings
+
         return findings(self.to_dict())
 
 
@@ -301,195 +283,3 @@ def _scan(run_dir, series, batch, mask, select, keep, n_change_points, per, batc
         cka=cka, speeds=speeds, change_points=found,
     )
     return scan, kept, reps_t
-
-
-# ---------------------------------------------------------------------------------- figures
-def _figures(c: CheckpointComparison) -> dict[str, go.Figure]:
-    runs = [("A", c.a)] + ([("B", c.b)] if c.b else [])
-    marks = c.change_steps
-
-    def mark(fig):
-        for st in marks:
-            fig.add_vline(x=st, line_dash="dot", line_color="red", opacity=0.6)
-        return fig
-
-    curves = make_subplots(rows=1, cols=2, subplot_titles=["loss", "exact match / accuracy"])
-    for tag, r in runs:
-        keys = sorted({k for row in r.metrics for k in row} - {"step"})
-        for k in keys:
-            pts = [(row["step"], row[k]) for row in r.metrics if row.get(k) is not None]
-            if pts:
-                col = 1 if k.endswith("loss") else 2
-                curves.add_trace(go.Scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], name=f"{tag} {k}",
-                                            mode="lines", opacity=0.8), row=1, col=col)
-        curves.add_trace(go.Scatter(x=r.steps, y=r.problem_loss, name=f"{tag} problem-set loss", mode="markers"), row=1, col=1)
-        curves.add_trace(go.Scatter(x=r.steps, y=r.problem_exact_match, name=f"{tag} problem-set exact match",
-                                    mode="markers"), row=1, col=2)
-    curves.update_yaxes(type="log", row=1, col=1)
-    curves.update_xaxes(title_text="step")
-
-    norms = go.Figure()
-    for tag, r in runs:
-        for g, ys in r.group_norms.items():
-            norms.add_trace(go.Scatter(x=r.steps, y=ys, name=f"{tag} {g}", mode="lines+markers",
-                                       line_dash="solid" if tag == "A" else "dash"))
-    norms.update_layout(title="weight norm per parameter group", xaxis_title="step", yaxis_title="Frobenius norm")
-
-    speed = make_subplots(rows=len(SIGNALS), cols=1, shared_xaxes=True,
-                          subplot_titles=[f"{s} change per {c.per.replace('_', ' ')}" for s in SIGNALS])
-    for i, name in enumerate(SIGNALS, 1):
-        for tag, r in runs:
-            if len(r.steps) < 2:
-                continue
-            speed.add_trace(go.Scatter(x=r.steps[1:], y=r.speeds[name], name=f"{tag} {name}", mode="lines+markers"), row=i, col=1)
-            cps = r.change_points.get(name, [])
-            speed.add_trace(go.Scatter(x=[p["step"] for p in cps], y=[p["speed"] for p in cps], mode="markers",
-                                       marker=dict(symbol="star", size=14, color="red"), name=f"{tag} {name} change points"),
-                            row=i, col=1)
-        speed.update_yaxes(type="log", row=i, col=1)
-    speed.update_xaxes(title_text="step (end of interval)", row=len(SIGNALS), col=1)
-
-    vs_final = go.Figure()
-    for t in range(c.a.n_loops):
-        vs_final.add_trace(go.Scatter(x=c.a.steps, y=c.a.cka[t, :, -1], name=f"loop {t} vs final", mode="lines+markers"))
-        vs_final.add_trace(go.Scatter(x=c.a.steps[1:], y=np.diagonal(c.a.cka[t], 1), name=f"loop {t} vs previous",
-                                      mode="lines", line_dash="dot"))
-    vs_final.update_layout(title=f"linear CKA of the state after each loop (final = step {c.a.steps[-1]})",
-                           xaxis_title="step", yaxis_title="CKA", yaxis_range=[0, 1.05])
-
-    figs = {"training_curves": mark(curves), "weight_norms": mark(norms), "change_speed": mark(speed),
-            "cka_vs_final": mark(vs_final),
-            "cka_steps": _heatmaps(c.a.cka, c.a.steps, c.a.steps, "CKA between checkpoints", "step", "step"),
-            "moved_most": _moved_bar(c.moved)}
-    if c.b is not None:
-        figs["cka_runs"] = _heatmaps(c.cross_cka, c.a.steps, c.b.steps, "CKA between runs", "run A step", "run B step")
-        matched = go.Figure([go.Scatter(x=c.a.steps, y=c.matched_cka[t], name=f"loop {t}", mode="lines+markers")
-                             for t in range(len(c.matched_cka))])
-        matched.update_layout(title="CKA of run A vs run B at the nearest step", xaxis_title="step",
-                              yaxis_title="CKA", yaxis_range=[0, 1.05])
-        figs["cka_runs_matched"] = mark(matched)
-    return figs
-
-
-def _heatmaps(mats, y_steps, x_steps, title, y_title, x_title) -> go.Figure:
-    """One heatmap per loop (steps as categories, since checkpoints are unevenly spaced),
-    switched by a dropdown; the last loop is shown first."""
-    labels_y, labels_x = [str(s) for s in y_steps], [str(s) for s in x_steps]
-    last = len(mats) - 1
-    fig = go.Figure([go.Heatmap(z=m, x=labels_x, y=labels_y, zmin=0, zmax=1, colorscale="Viridis", visible=t == last,
-                                colorbar_title="CKA", hovertemplate="x %{x}<br>y %{y}<br>CKA %{z:.3f}<extra></extra>")
-                     for t, m in enumerate(mats)])
-    buttons = [dict(label=f"loop {t}", method="update",
-                    args=[{"visible": [i == t for i in range(len(mats))]}, {"title": f"{title}, loop {t}"}])
-               for t in range(len(mats))]
-    fig.update_layout(title=f"{title}, loop {last}", xaxis_title=x_title, yaxis_title=y_title,
-                      xaxis_type="category", yaxis_type="category",
-                      updatemenus=[dict(buttons=buttons, active=last, x=1.0, y=1.15, xanchor="right")])
-    return fig
-
-
-def _moved_bar(moved: dict) -> go.Figure:
-    rank_by = moved["rank_by"]
-    rows = moved["parameters"][::-1]
-    fig = go.Figure(go.Bar(x=[r[rank_by] for r in rows], y=[r["name"] for r in rows], orientation="h",
-                           customdata=[[r["abs_change"], r["norm_a"], r["norm_b"]] for r in rows],
-                           hovertemplate="%{y}: %{x:.3g}<br>abs %{customdata[0]:.3g}, norm %{customdata[1]:.3g}"
-                                         " -> %{customdata[2]:.3g}<extra></extra>"))
-    a, b = moved["steps"]
-    fig.update_layout(title=f"parameters that moved most, step {a} -> {b} ({rank_by})", xaxis_title=rank_by,
-                      height=max(300, 24 * len(rows) + 120))
-    return fig
-
-
-# --------------------------------------------------------------------------- findings
-
-
-def findings(d: dict[str, Any]) -> list[str]:
-    """Up to four sentences from the numbers of `to_dict()`, written once here."""
-    out: list[str | None] = []
-    a = d.get("a") or {}
-    steps = a.get("steps") or []
-    signal = d.get("signal", "representation")
-    cps = (d.get("change_points") or {}).get(signal) or []
-    if cps:
-        first = cps[0]
-        others = ", ".join(f"{c['from_step']:,}-{c['step']:,}" for c in cps[1:3])
-        out.append(
-            f"The {signal} changed fastest between steps {first['from_step']:,} and {first['step']:,}"
-            + (f" (next: {others})" if others else "") + "."
-        )
-    vs_final = a.get("cka_vs_final") or []
-    if vs_final and steps:
-        last_loop = vs_final[-1]
-        s90 = first_step_at(steps, last_loop, 0.9)
-        out.append(
-            f"The last loop's state at step {steps[0]:,} has linear CKA {num(last_loop[0], 2)} with the final checkpoint's"
-            + (f"; it passes 0.9 at step {s90:,}" if s90 is not None and s90 != steps[-1] else "") + "."
-        )
-    em = finite(a.get("problem_exact_match"))
-    if em and steps:
-        s50 = first_step_at(steps, a.get("problem_exact_match"), 0.5)
-        out.append(
-            f"On the fixed problem set exact match goes from {pct(em[0])} to {pct(em[-1])} over {len(steps)} checkpoints"
-            + (f", first reaching 50% at step {s50:,}" if s50 is not None else "") + "."
-        )
-    moved = d.get("moved") or {}
-    groups = moved.get("groups") or []
-    if groups and moved.get("steps"):
-        g = groups[0]
-        rel = g.get("relative_change")
-        out.append(
-            f"Between steps {moved['steps'][0]:,} and {moved['steps'][1]:,} the {g['group']} weights moved most"
-            + (f" (relative change {num(rel, 2)})" if rel is not None else "") + "."
-        )
-    matched = d.get("matched_cka")
-    b = d.get("b") or {}
-    if matched and b:
-        final = matched[-1][-1] if matched[-1] else None
-        out.insert(1, f"Against the comparison run {b.get('run_dir')}, the last loop's states at the final checkpoints have CKA {num(final, 2)}.")
-    return limit(out)
-
-
-# --------------------------------------------------------------------------- as the report runs it
-
-
-@dataclass(frozen=True)
-class CheckpointCompareConfig:
-    n_problems: int = 24
-    max_samples: int = 512
-    max_checkpoints: int = 16
-
-    @classmethod
-    def quick(cls) -> CheckpointCompareConfig:
-        return cls(n_problems=8, max_samples=128, max_checkpoints=5)
-
-
-class CheckpointCompareAnalysis:
-    key = "checkpoint_compare"
-    title = "Checkpoint comparison"
-    Config = CheckpointCompareConfig
-
-    def skip_reason(self, ctx: RunContext) -> str | None:
-        if ctx.n_checkpoints < 2 and ctx.compare_dir is None:
-            return "the run has a single checkpoint; comparison needs at least two"
-        return None
-
-    def run(self, ctx: RunContext, config: CheckpointCompareConfig) -> CheckpointComparison:
-        run_b, skipped = ctx.compare_dir, None
-        if run_b is not None:
-            other = read_run_config(run_b)
-            if (other.get("model") or {}).get("vocab") != read_run_config(ctx.run_dir)["model"].get("vocab"):
-                skipped = (f"{run_b} uses a different vocabulary (task {(other.get('task') or {}).get('name')}), so "
-                           "its states cannot be compared on the same inputs; only this run's checkpoints are compared")
-                run_b = None
-        result = run(ctx.run_dir, str(run_b) if run_b is not None else None, n_problems=config.n_problems,
-                     max_samples=config.max_samples, max_checkpoints=config.max_checkpoints, seed=ctx.seed,
-                     progress=False)
-        if skipped:
-            result.compare_skipped = skipped
-            result.notes.append(skipped)
-        ctx.change_steps = list(result.change_steps)
-        return result
-
-
-ANALYSIS = CheckpointCompareAnalysis()

@@ -1,0 +1,52 @@
+"""checkpoint_compare as the report runs it: its config, when it applies, and the registry entry."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from abacus_interp.checkpoints import read_run_config
+from analyses.contract import RunContext
+
+from .analysis import CheckpointComparison, run
+
+
+@dataclass(frozen=True)
+class CheckpointCompareConfig:
+    n_problems: int = 24
+    max_samples: int = 512
+    max_checkpoints: int = 16
+
+    @classmethod
+    def quick(cls) -> CheckpointCompareConfig:
+        return cls(n_problems=8, max_samples=128, max_checkpoints=5)
+
+
+class CheckpointCompareAnalysis:
+    key = "checkpoint_compare"
+    title = "Checkpoint comparison"
+    Config = CheckpointCompareConfig
+
+    def skip_reason(self, ctx: RunContext) -> str | None:
+        if ctx.n_checkpoints < 2 and ctx.compare_dir is None:
+            return "the run has a single checkpoint; comparison needs at least two"
+        return None
+
+    def run(self, ctx: RunContext, config: CheckpointCompareConfig) -> CheckpointComparison:
+        run_b, skipped = ctx.compare_dir, None
+        if run_b is not None:
+            other = read_run_config(run_b)
+            if (other.get("model") or {}).get("vocab") != read_run_config(ctx.run_dir)["model"].get("vocab"):
+                skipped = (f"{run_b} uses a different vocabulary (task {(other.get('task') or {}).get('name')}), so "
+                           "its states cannot be compared on the same inputs; only this run's checkpoints are compared")
+                run_b = None
+        result = run(ctx.run_dir, str(run_b) if run_b is not None else None, n_problems=config.n_problems,
+                     max_samples=config.max_samples, max_checkpoints=config.max_checkpoints, seed=ctx.seed,
+                     progress=False)
+        if skipped:
+            result.compare_skipped = skipped
+            result.notes.append(skipped)
+        ctx.change_steps = list(result.change_steps)
+        return result
+
+
+ANALYSIS = CheckpointCompareAnalysis()
