@@ -7,6 +7,8 @@ from typing import Any
 
 from abacus_interp.prose import limit, num, pct, times
 
+from .summary import half_fall_clause, training_pairs_clause
+
 
 def _k(step: int) -> str:
     return f"{step / 1000:g}k" if step else "0"
@@ -62,19 +64,15 @@ def findings(d: dict[str, Any]) -> list[str]:
     fl = d.get("final_losses") or {}
     if fl.get("restricted_loss") is not None and fl.get("excluded_loss") is not None:
         rv = d.get("restricted_vs_test") or {}
-        yardstick = fl.get("full_loss_train", fl.get("full_loss"))
-        sentence = (f"On the training pairs, keeping only the key frequencies gives loss {num(fl['restricted_loss'])} "
-                    f"(unablated {num(yardstick)}) and removing them {num(fl['excluded_loss'])}")
+        sentence = training_pairs_clause(fl)
         if rv.get("restricted_peak") is not None and rv.get("restricted_peak_over_final") is not None:
             sentence += (f"; the restricted loss ended {times(rv['restricted_peak_over_final'])} below its "
                          f"post-memorisation peak ({num(rv['restricted_peak'])} at step {rv['restricted_peak_step']:,}, "
                          f"{num(rv['restricted_final'])} at step {rv['final_step']:,}) while the excluded loss went "
                          f"from {num(rv.get('excluded_at_peak'))} to {num(rv.get('excluded_final'))}")
-        if rv.get("restricted_half_fall_step") is not None and rv.get("test_half_fall_step") is not None:
-            r_step, t_step = rv["restricted_half_fall_step"], rv["test_half_fall_step"]
-            when = "before" if r_step < t_step else "after" if r_step > t_step else "at the same checkpoint as"
-            sentence += (f"; it was halfway from peak to minimum on a log10 scale at step {r_step:,}, {when} the "
-                         f"test loss (step {t_step:,})")
+        half = half_fall_clause(rv)
+        if half:
+            sentence += f"; {half}"
         out.append(sentence + ".")
     if not out:
         lines = d.get("details")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from abacus_interp.prose import times
+from abacus_interp.prose import num, times
 
 from .paper import PAPER, applies, phase_ranges_text
 
@@ -45,23 +45,35 @@ def single_frequency_sentence(n: dict[str, Any], with_paper: bool) -> str:
     return text
 
 
+def training_pairs_clause(fl: dict[str, Any]) -> str:
+    """Restricted and excluded loss on the training pairs, beside the unablated loss."""
+    return (f"On the training pairs, keeping only the key frequencies gives loss {num(fl['restricted_loss'])} "
+            f"(unablated {num(fl.get('full_loss_train', fl.get('full_loss')))}) and removing them "
+            f"{num(fl['excluded_loss'])}")
+
+
+def half_fall_clause(rv: dict[str, Any]) -> str | None:
+    """When the restricted loss was halfway from its peak to its minimum (log10 scale),
+    against the same point of the test loss; None when either is unknown."""
+    if rv.get("restricted_half_fall_step") is None or rv.get("test_half_fall_step") is None:
+        return None
+    r_step, t_step = rv["restricted_half_fall_step"], rv["test_half_fall_step"]
+    when = "before" if r_step < t_step else "after" if r_step > t_step else "at the same checkpoint as"
+    return f"it was halfway from peak to minimum on a log10 scale at step {r_step:,}, {when} the test loss (step {t_step:,})"
+
+
 def restricted_sentence(fl: dict[str, Any], rv: dict[str, Any] | None) -> str:
     """Restricted and excluded loss on the training pairs, and how far the restricted loss
     fell from its post-memorisation peak (a linear ratio), with its log-scale half point."""
-    text = (f"On the training pairs, keeping only the key frequencies gives loss {fl['restricted_loss']:.3g} and "
-            f"removing them {fl['excluded_loss']:.3g} (unablated {fl.get('full_loss_train', fl.get('full_loss')):.3g})")
+    text = training_pairs_clause(fl)
     rv = rv or {}
     if rv.get("restricted_peak") is not None:
         text += (f"; the restricted loss fell from its post-memorisation peak {rv['restricted_peak']:.3g} "
                  f"(step {rv['restricted_peak_step']:,}) to {rv['restricted_final']:.3g} at step {rv['final_step']:,}, "
                  f"{times(rv['restricted_peak_over_final'])} lower, while the excluded loss went from "
                  f"{rv['excluded_at_peak']:.3g} to {rv['excluded_final']:.3g}")
-    if rv.get("restricted_half_fall_step") is not None and rv.get("test_half_fall_step") is not None:
-        r_step, t_step = rv["restricted_half_fall_step"], rv["test_half_fall_step"]
-        when = "before" if r_step < t_step else "after" if r_step > t_step else "at the same checkpoint as"
-        text += (f"; it was halfway down on a log10 scale (peak to final minimum) at step {r_step:,}, {when} "
-                 f"the test loss (step {t_step:,})")
-    return text
+    half = half_fall_clause(rv)
+    return text + (f"; {half}" if half else "")
 
 
 def details(d: dict[str, Any]) -> list[str]:
