@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import poison_loss_from
 
 from abacus_interp import checkpoints as ckpt
 from abacus_interp.training import (
@@ -160,19 +161,7 @@ def test_resume_refuses_a_different_model(baseline_run, tmp_path):
 # ------------------------------------------------------------------------- divergence
 def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
     run_dir = tmp_path / "run"
-    current = {"step": 0}
-    original_batch, original_loss = BatchSource.batch, loop_module.next_token_loss
-
-    def batch(self, s):
-        current["step"] = s
-        return original_batch(self, s)
-
-    def poisoned_loss(*args, **kw):
-        loss = original_loss(*args, **kw)
-        return loss * float("nan") if current["step"] >= 5 else loss
-
-    monkeypatch.setattr(BatchSource, "batch", batch)
-    monkeypatch.setattr(loop_module, "next_token_loss", poisoned_loss)
+    poison_loss_from(monkeypatch, 5)
     with pytest.raises(TrainingDiverged) as info:
         train(tiny_cfg(), run_dir, progress=False)
     message = str(info.value)

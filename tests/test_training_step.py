@@ -9,6 +9,7 @@ from contextlib import nullcontext
 
 import pytest
 import torch
+from conftest import poison_loss_from
 
 from abacus_interp import checkpoints as ckpt
 from abacus_interp.model import LoopedTransformer
@@ -88,19 +89,7 @@ def test_mix_loss_at_the_full_depth_is_the_full_depth_loss(single_torch_thread):
 def test_a_divergence_between_logged_steps_is_caught_before_the_next_checkpoint(tmp_path, monkeypatch):
     """Loss NaN from step 5, logged every 4 steps and at the checkpoints (0, 1, 2, 4, 6, 12):
     the loop learns of it at the checkpoint of step 6 and saves nothing from step 5 on."""
-    current = {"step": 0}
-    original_batch, original_loss = BatchSource.batch, loop_module.next_token_loss
-
-    def batch(self, s):
-        current["step"] = s
-        return original_batch(self, s)
-
-    def poisoned_loss(*args, **kw):
-        loss = original_loss(*args, **kw)
-        return loss * float("nan") if current["step"] >= 5 else loss
-
-    monkeypatch.setattr(BatchSource, "batch", batch)
-    monkeypatch.setattr(loop_module, "next_token_loss", poisoned_loss)
+    current = poison_loss_from(monkeypatch, 5)
     cfg = tiny("train.steps=12", "train.log_every=4", "train.eval_every=100", "train.checkpoint_every=6",
                "train.dense_until=4", "train.dense_checkpoints=3")
     with pytest.raises(TrainingDiverged) as info:
