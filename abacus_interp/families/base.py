@@ -68,6 +68,8 @@ class SinglePassModel(HookedRootModule):
         self.compile_backend: str | None = None  # never set: see compile_loops
 
     def build_layers(self, cfg: ModelConfig) -> None:
+        """Set `self.blocks`: layers called as block(x, valid, key_valid, state, first_position)
+        -> (x, state), where state is the layer's carry-over between decoding calls."""
         raise NotImplementedError
 
     def apply_layers(
@@ -82,7 +84,11 @@ class SinglePassModel(HookedRootModule):
         the real tokens among them (None: all real), `key_valid` every position so far.
         `cache[l]`: layer l's state after the positions before first_position (None at the
         start), replaced by its state after these positions."""
-        raise NotImplementedError
+        for layer, block in enumerate(self.blocks):
+            x, state = block(x, valid, key_valid, cache[layer] if cache is not None else None, first_position)
+            if cache is not None:
+                cache[layer] = state
+        return x
 
     # ------------------------------------------------- shared with the looped model
     embed = LoopedTransformer.embed

@@ -32,7 +32,7 @@ from torch import Tensor, nn
 from transformer_lens.hook_points import HookPoint
 
 from ..config import ModelConfig
-from .base import LayerCache, SinglePassModel
+from .base import SinglePassModel
 
 LSTMState = tuple[Tensor, Tensor]  # (hidden, cell), each [batch d_hidden]
 
@@ -113,7 +113,8 @@ class LSTMLayer(nn.Module):
         self.lstm = HookedLSTM(cfg.d_model, cfg.d_model, cfg.max_seq_len)
         self.hook_out = HookPoint()  # [batch pos d_model]
 
-    def forward(self, x, valid, state, first_position):
+    def forward(self, x, valid, key_valid, state, first_position):
+        # key_valid is for attention layers; a recurrence only needs `valid`
         out, state = self.lstm(self.hook_in(x), valid, state, first_position)
         return self.hook_out(out), state
 
@@ -128,17 +129,3 @@ class LSTMModel(SinglePassModel):
 
     def build_layers(self, cfg: ModelConfig) -> None:
         self.blocks = nn.ModuleList([LSTMLayer(cfg) for _ in range(cfg.n_layers)])
-
-    def apply_layers(
-        self,
-        x: Float[Tensor, "batch pos d_model"],
-        valid: Bool[Tensor, "batch pos"] | None,
-        key_valid: Bool[Tensor, "batch key_pos"] | None,
-        cache: LayerCache | None,
-        first_position: int,
-    ) -> Float[Tensor, "batch pos d_model"]:
-        for layer, block in enumerate(self.blocks):
-            x, state = block(x, valid, cache[layer] if cache is not None else None, first_position)
-            if cache is not None:
-                cache[layer] = state
-        return x

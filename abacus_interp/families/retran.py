@@ -31,7 +31,7 @@ from transformer_lens.hook_points import HookPoint
 from ..attention import Attention, AttentionHooks, KVEntry
 from ..config import ModelConfig
 from ..model import LayerNorm
-from .base import LayerCache, SinglePassModel
+from .base import SinglePassModel
 from .lstm import HookedLSTM, LSTMState
 
 
@@ -89,17 +89,3 @@ class ReTranModel(SinglePassModel):
 
     def build_layers(self, cfg: ModelConfig) -> None:
         self.blocks = nn.ModuleList([ReTranBlock(cfg) for _ in range(cfg.n_layers)])
-
-    def apply_layers(
-        self,
-        x: Float[Tensor, "batch pos d_model"],
-        valid: Bool[Tensor, "batch pos"] | None,
-        key_valid: Bool[Tensor, "batch key_pos"] | None,
-        cache: LayerCache | None,
-        first_position: int,
-    ) -> Float[Tensor, "batch pos d_model"]:
-        for layer, block in enumerate(self.blocks):
-            x, state = block(x, valid, key_valid, cache[layer] if cache is not None else None, first_position)
-            if cache is not None:
-                cache[layer] = state
-        return x
