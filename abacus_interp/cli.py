@@ -155,7 +155,7 @@ def cmd_summary(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from .report import build_report
+    from analyses.report import build_report
 
     path = build_report(args.run, args.out, compare=args.compare, ablation=args.ablation, device=args.device)
     print(report_digest(json.loads((Path(path).parent / "report.json").read_text())))

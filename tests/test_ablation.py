@@ -51,7 +51,7 @@ def test_ablation_trains_each_cell_once_and_summarises(tmp_path):
     fig = ablation_figure(data)
     assert isinstance(fig, go.Figure) and len(fig.data) == 2
 
-    from abacus_interp.report import ReportSizes, build_report, load_report_json
+    from analyses.report import ReportSizes, build_report, load_report_json
 
     build_report(tmp_path / "abl" / "cells" / "baseline", tmp_path / "rep", ablation=tmp_path / "abl",
                  sizes=ReportSizes.quick(), sections=["model_card", "ablation"], progress=False)

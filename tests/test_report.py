@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from abacus_interp.report import SECTIONS, ReportSizes, build_report, load_report_json
-from abacus_interp.report import findings as F
-from abacus_interp.report import html as H
 from abacus_interp.training import apply_overrides, get_preset, train
 from analyses.carry_attention.findings import findings as carry_attention_findings
 from analyses.fixed_point.findings import findings as fixed_point_findings
 from analyses.registry import ANALYSES
+from analyses.report import SECTIONS, ReportSizes, build_report, load_report_json
+from analyses.report import findings as F
+from analyses.report import html as H
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "checkpoints"
@@ -211,7 +211,7 @@ def test_a_failing_section_does_not_kill_the_report(tmp_path, tmp_path_factory, 
         raise RuntimeError("analysis exploded on <b>digit</b> & more")
 
     patched = [dataclasses.replace(s, build=boom) if s.key == "fixed_point" else s for s in SECTIONS]
-    monkeypatch.setattr("abacus_interp.report.SECTIONS", patched)
+    monkeypatch.setattr("analyses.report.SECTIONS", patched)
     html_path = build_report(tiny_add_run(tmp_path_factory.getbasetemp()), tmp_path / "out",
                              sizes=ReportSizes.quick(), progress=False, sections=["model_card", "fixed_point"])
     report = load_report_json(tmp_path / "out")
@@ -262,7 +262,7 @@ def test_cli_report_prints_the_path(tmp_path, tmp_path_factory, monkeypatch, cap
         (Path(out) / "report.json").write_text(json.dumps(report))
         return Path(out) / "index.html"
 
-    monkeypatch.setattr("abacus_interp.report.build_report", fake)
+    monkeypatch.setattr("analyses.report.build_report", fake)
     assert cli.main(["report", "some/run", "--compare", "other/run", "--out", str(tmp_path / "r")]) == 0
     assert calls == {"run": "some/run", "out": str(tmp_path / "r"), "compare": "other/run", "ablation": None}
     printed = capsys.readouterr().out

@@ -1,6 +1,6 @@
 """`abacus-interp report`: one offline HTML page plus a JSON file with every number in it.
 
-    >>> from abacus_interp.report import build_report
+    >>> from analyses.report import build_report
     >>> build_report("checkpoints/small-add", "report/")          # -> Path("report/index.html")
 
 Writes `OUT/index.html` (plotly.js inlined once, nothing fetched when viewed) and
