@@ -278,6 +278,8 @@ def test_capabilities_are_declared_on_every_task():
     for name in TASKS:
         task = get_task(name)
         assert task.has_carries == (name == "addition")
+        if name in ("addition", "multiplication"):
+            assert task.has_digit_grid
         if task.has_fixed_split:
             assert task.full_split("train") and task.modulus == task.p
         else:
@@ -287,3 +289,8 @@ def test_capabilities_are_declared_on_every_task():
         if task.digit_range is not None:
             lo, hi = task.digit_range
             assert task.sample(3, random.Random(0), min_digits=lo, max_digits=hi)
+        if task.has_digit_grid:  # the (digits of a, digits of b) grid can be built cell by cell
+            for ex in task.sample_cell(5, random.Random(0), 3, 2):
+                a, b = ex.operands
+                assert (len(str(a)), len(str(b))) == (3, 2)
+                assert len(str(ex.answer)) <= task.max_answer_digits(3, 2)

@@ -73,7 +73,6 @@ from abacus_interp.evaluation.other_tasks import (
 )
 from abacus_interp.evaluation.report import EvalReport
 from abacus_interp.evaluation.text import format_report
-from abacus_interp.tasks.binary_op import BinaryOpTask
 
 __all__ = [
     "EvalReport",
@@ -187,7 +186,7 @@ def evaluate(
     )
     if task.has_fixed_split:
         evaluate_modular(model, task, report, loops, eval_loops, progress, allowed, eos)
-    elif isinstance(task, BinaryOpTask):
+    elif task.has_digit_grid:
         _evaluate_digits(
             model,
             task,

@@ -49,6 +49,10 @@ class Task(ABC):
     has_fixed_split: ClassVar[bool] = False
     """A finite problem set split once into train and test (`full_split`), as in grokking;
     otherwise problems are generated."""
+    has_digit_grid: ClassVar[bool] = False
+    """Two operands of any digit counts, sampled cell by cell (`sample_cell(n, rng, i, j)`,
+    `max_answer_digits(i, j)`): the Abacus paper's (digits of a, digits of b) exact-match
+    grid, its accuracy-vs-loops digit sets and its length sections apply."""
 
     @property
     def digit_range(self) -> tuple[int, int] | None:

@@ -46,6 +46,7 @@ class BinaryOpTask(Task):
     """
 
     positional: ClassVar[str] = "abacus"
+    has_digit_grid: ClassVar[bool] = True
     op_symbol: ClassVar[str]
     # The placeholder the model reads in every answer position under answer_format="slots".
     slot_symbol: ClassVar[str] = "_"

@@ -248,7 +248,6 @@ def report_loops(cfg, cap: int | None = None) -> list[int]:
 def build_evaluation(ctx: Context) -> Built:
     from abacus_interp.evaluation.suite import evaluate
     from abacus_interp.scoring import run_readout
-    from abacus_interp.tasks.binary_op import BinaryOpTask
 
     cfg = ctx.model.cfg
     kwargs = dict(ctx.sizes.evaluation)
@@ -256,7 +255,7 @@ def build_evaluation(ctx: Context) -> Built:
     digit_range = ctx.task.digit_range
     if digit_range is not None and "max_length" not in kwargs:
         kwargs["max_length"] = 3 * digit_range[1]  # equal-length operands up to 3x the trained length
-    if not isinstance(ctx.task, BinaryOpTask):  # score the run the way it was trained (its readout)
+    if not ctx.task.has_digit_grid:  # score the run the way it was trained (its readout)
         kwargs.update(run_readout(ctx.config.get("train", {}), ctx.task))
     report = evaluate(ctx.model, ctx.task, seed=ctx.seed, progress=False, **kwargs)
     data = report.to_dict()
