@@ -12,11 +12,13 @@ HELDOUT_SEED = 12345  # distinct from training seeds, which hash (seed, rank, st
 
 def heldout_sets(task, n: int, max_seq_len: int, seed: int = HELDOUT_SEED) -> dict[str, list]:
     """Named sets: the test split for modular tasks; for digit tasks the training lengths
-    ("in_distribution") and lengths up to twice the longest trained ("2x_length")."""
+    ("in_distribution") and lengths up to twice the longest trained ("2x_length"). A task
+    with a sampled split draws "in_distribution" from its test split, never trained on."""
     rng = random.Random(seed)
     if task.has_fixed_split:
         return {"test": task.full_split("test")}
-    sets = {"in_distribution": task.sample(n, rng)}
+    held_out = {"split": "test"} if task.has_sampled_split else {}
+    sets = {"in_distribution": task.sample(n, rng, **held_out)}
     if task.digit_range is not None:
         max_digits = task.digit_range[1]
         longer = 2 * max_digits

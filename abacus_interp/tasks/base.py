@@ -61,6 +61,22 @@ class Task(ABC):
         return None
 
     @property
+    def length_range(self) -> tuple[int, int] | None:
+        """(min, max) characters of a sampled problem's human text, when `sample` takes
+        `min_len`/`max_len` (accuracy by problem length, longer problems than trained; the
+        prompt adds '='); None otherwise."""
+        return None
+
+    @property
+    def has_sampled_split(self) -> bool:
+        """Generated problems fall into train and test by a fixed rule on the problem itself
+        (a stable hash of its text): `sample(n, rng, split="test")` draws only problems that
+        `sample(n, rng)` (split="train", what training uses) never draws, so a held-out set
+        is never trained on. A property, as it may depend on the task's options; the
+        counterpart of `has_fixed_split` for a problem set too large to enumerate."""
+        return False
+
+    @property
     def modulus(self) -> int | None:
         """p when every answer is a residue mod p (its Fourier analysis applies); else None."""
         return None

@@ -2,12 +2,18 @@
 
 Model order writes every number LSD-first but keeps the expression's structure: the human
 `(12+3)*(-4)` becomes the prompt `(21+3)*(-4)=`, and the answer -60 becomes the target `-06`
-(sign first, then LSD-first digits). Negative literals are always parenthesised, `(-12)`, so
-a '-' token is unambiguous: it is binary unless it directly follows '('.
+(sign first, then LSD-first digits). A '-' token is unary exactly when it starts the problem
+or follows '(' or '*' (the trees grammar writes negative literals as `(-12)`, so only '(').
 
-Generated expressions use the fewest parentheses the tree needs, so a model must learn
-operator precedence. `from_human` evaluates with a small recursive-descent parser over exact
-integers; nothing is ever passed to `eval`.
+Two generators (`grammar=`). "trees" (the default) draws random trees and writes them with
+the fewest parentheses they need, so a model must learn operator precedence. "reference" is
+the probabilistic grammar of the ReTran reference (`expression_grammar`): its human text,
+e.g. "3*-4+(-5-2)", is kept character for character (a unary '-' follows '*', '(' or starts
+the problem), only each number's digits reversed: the prompt `3*-4+(-5-2)=`. Its problems
+are split by a hash of their text into train and test (`has_sampled_split`).
+
+Values come from a small recursive-descent parser over exact integers; nothing is ever
+passed to `eval`.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from abacus_interp.tasks import expression_grammar as grammar_mod
 from abacus_interp.tasks.base import (
     DIGIT_SYMBOLS,
     Example,
@@ -26,12 +33,21 @@ from abacus_interp.tasks.base import (
     random_with_digits,
     to_lsd,
 )
+from abacus_interp.tasks.expression_grammar import reverse_numbers
 from abacus_interp.tokens import Vocab
 
 PRECEDENCE = {"+": 1, "-": 1, "*": 2}
 LEAF_PROBABILITY = 0.35  # chance a non-root node below max_depth is a number
 NEGATIVE_PROBABILITY = 0.2  # chance a number is negative
 MAX_ATTEMPTS = 10_000  # resampling guard; the length check in __init__ makes hits certain
+GRAMMAR_OPTIONS = {  # each grammar's options and their defaults
+    "trees": {"max_depth": 3, "max_digits": 3, "max_prompt_len": 40},
+    "reference": {
+        "min_len": grammar_mod.REFERENCE_MIN_LEN,
+        "max_len": grammar_mod.REFERENCE_MAX_LEN,
+        "max_answer_len": grammar_mod.REFERENCE_MAX_ANSWER_LEN,
+    },
+}
 
 
 @dataclass(frozen=True)
@@ -169,18 +185,53 @@ def parse_expression(text: str) -> Node:
 
 
 class ExpressionTask(Task):
-    """Random expression trees up to `max_depth` operators deep, numbers of up to
-    `max_digits` digits, prompts (including '=') of at most `max_prompt_len` tokens."""
+    """Integer expressions over + - * and parentheses, from one of two generators.
+
+    grammar="trees" (the default, and what configs without a `grammar` key mean): random
+    trees up to `max_depth` operators deep, numbers of up to `max_digits` digits, prompts
+    (including '=') of at most `max_prompt_len` tokens.
+
+    grammar="reference": the ReTran reference's probabilistic grammar, problems of
+    `min_len`..`max_len` characters of human text whose answer text (sign included) has at
+    most `max_answer_len` characters (the reference's 8, 30, 5 by default).
+    """
 
     name: ClassVar[str] = "expressions"
     positional: ClassVar[str] = "abacus"
 
-    def __init__(self, max_depth: int = 3, max_digits: int = 3, max_prompt_len: int = 40) -> None:
-        self._validate(max_depth, max_digits, max_prompt_len)
-        self.max_depth = max_depth
-        self.max_digits = max_digits
-        self.max_prompt_len = max_prompt_len
+    def __init__(
+        self,
+        max_depth: int | None = None,
+        max_digits: int | None = None,
+        max_prompt_len: int | None = None,
+        grammar: str = "trees",
+        min_len: int | None = None,
+        max_len: int | None = None,
+        max_answer_len: int | None = None,
+    ) -> None:
+        if grammar not in GRAMMAR_OPTIONS:
+            raise ValueError(f"grammar must be 'trees' or 'reference', got {grammar!r}")
+        self.grammar = grammar
+        given = dict(max_depth=max_depth, max_digits=max_digits, max_prompt_len=max_prompt_len)
+        given.update(min_len=min_len, max_len=max_len, max_answer_len=max_answer_len)
+        _check_options(grammar, given)
+        defaults = GRAMMAR_OPTIONS[grammar]
+        self._options = {k: d if given[k] is None else given[k] for k, d in defaults.items()}
+        if grammar == "trees":
+            self.max_depth, self.max_digits, self.max_prompt_len = self._options.values()
+            self._validate(self.max_depth, self.max_digits, self.max_prompt_len)
+        else:
+            self.min_len, self.max_len, self.max_answer_len = self._options.values()
+            grammar_mod.check_lengths(self.min_len, self.max_len, self.max_answer_len)
         self.vocab = Vocab(symbols=tuple(DIGIT_SYMBOLS + "+-*()="), separator="")
+
+    @property
+    def has_sampled_split(self) -> bool:
+        return self.grammar == "reference"
+
+    @property
+    def length_range(self) -> tuple[int, int] | None:
+        return (self.min_len, self.max_len) if self.grammar == "reference" else None
 
     @staticmethod
     def _validate(max_depth: int, max_digits: int, max_prompt_len: int) -> None:
@@ -208,10 +259,12 @@ class ExpressionTask(Task):
         right = self._tree(rng, depth_left - 1, max_digits, False)
         return BinOp(op, left, right)
 
-    def _example(self, tree: Node) -> Example:
+    def _example(self, tree: Node, prompt: str | None = None) -> Example:
+        """The example of `tree`; its prompt re-rendered from the tree unless given."""
         value = evaluate(tree)
         target = ("-" if value < 0 else "") + to_lsd(abs(value))
-        prompt = render(tree, lsd=True) + "="
+        if prompt is None:
+            prompt = render(tree, lsd=True) + "="
         return Example(prompt=prompt, target=target, operands=tuple(literals(tree)), answer=value)
 
     def sample(
@@ -221,9 +274,30 @@ class ExpressionTask(Task):
         max_depth: int | None = None,
         max_digits: int | None = None,
         max_prompt_len: int | None = None,
+        min_len: int | None = None,
+        max_len: int | None = None,
+        split: str | None = "train",
     ) -> list[Example]:
-        """`n` random expressions, each resampled until its prompt fits `max_prompt_len`."""
+        """`n` random expressions.
+
+        Trees: each resampled until its prompt fits `max_prompt_len` (options default to the
+        task's). Reference grammar: problems of `min_len`..`max_len` human characters (the
+        task's range by default; `min_len=max_len=L` draws length L only, also beyond the
+        trained range) with answers of at most `max_answer_len` characters, from the hashed
+        `split` ("train", what training uses; "test", never trained on; None, both). Drawing
+        is rejection, so "test" costs ~10x "train"; lengths above the task's `max_len` were
+        never trained on in either split, and None draws them fastest.
+        """
         check_count(n)
+        sizes = dict(max_depth=max_depth, max_digits=max_digits, max_prompt_len=max_prompt_len)
+        _check_options(self.grammar, dict(sizes, min_len=min_len, max_len=max_len))
+        if self.grammar == "reference":
+            return self._sample_reference(n, rng, min_len, max_len, split)
+        if split not in ("train", None):
+            raise ValueError(
+                f"the 'trees' grammar has no held-out split (got split={split!r}); "
+                "use grammar='reference' for a hashed train/test split"
+            )
         depth = self.max_depth if max_depth is None else max_depth
         digits = self.max_digits if max_digits is None else max_digits
         limit = self.max_prompt_len if max_prompt_len is None else max_prompt_len
@@ -242,6 +316,24 @@ class ExpressionTask(Task):
             out.append(example)
         return out
 
+    def _sample_reference(
+        self,
+        n: int,
+        rng: random.Random,
+        min_len: int | None,
+        max_len: int | None,
+        split: str | None,
+    ) -> list[Example]:
+        lo = self.min_len if min_len is None else min_len
+        hi = self.max_len if max_len is None else max_len
+        grammar_mod.check_lengths(lo, hi)
+
+        def build(text: str) -> Example | None:  # the text as written, digits reversed
+            example = self._example(parse_expression(text), prompt=reverse_numbers(text) + "=")
+            return example if len(str(example.answer)) <= self.max_answer_len else None
+
+        return [grammar_mod.draw_problem(rng, lo, hi, split, build) for _ in range(n)]
+
     def make(self, *operands: Any) -> Example:
         """`make("(12+3)*-4")`: the operand of an expression task is the human expression."""
         if len(operands) != 1 or not isinstance(operands[0], str):
@@ -249,7 +341,13 @@ class ExpressionTask(Task):
         return self.from_human(operands[0])
 
     def from_human(self, text: str) -> Example:
-        return self._example(parse_expression(text.strip().removesuffix("=")))
+        """Trees: the prompt is re-rendered ("(12+3)*-4" -> "(21+3)*(-4)="). Reference
+        grammar: kept as written, whitespace dropped ("(12+3)*-4" -> "(21+3)*-4=")."""
+        text = text.strip().removesuffix("=")
+        tree = parse_expression(text)  # before dropping spaces, so "1 2+3" is refused
+        if self.grammar == "reference":
+            return self._example(tree, prompt=reverse_numbers("".join(text.split())) + "=")
+        return self._example(tree)
 
     def parse(self, completion: str) -> int | None:
         """Optional '-' then LSD-first digits -> the integer, or None if malformed."""
@@ -268,13 +366,22 @@ class ExpressionTask(Task):
         max_depth: int | None = None,
         max_digits: int | None = None,
         max_prompt_len: int | None = None,
+        max_len: int | None = None,
     ) -> int:
         """Prompt bound + sign + answer digits + EOS.
 
-        |value| < 10^T where T is the total number of digits in the literals (induction:
-        |x op y| <= (X+1)(Y+1) - 1 when |x| <= X, |y| <= Y). T is at most both the prompt's
-        digit tokens (max_prompt_len - 1) and 2^depth leaves * max_digits.
+        Reference grammar: max_len characters + '=' + max_answer_len + EOS (the answer's
+        text and the target have the same length). Trees: |value| < 10^T where T is the
+        total number of digits in the literals (induction: |x op y| <= (X+1)(Y+1) - 1 when
+        |x| <= X, |y| <= Y). T is at most both the prompt's digit tokens (max_prompt_len - 1)
+        and 2^depth leaves * max_digits.
         """
+        sizes = dict(max_depth=max_depth, max_digits=max_digits, max_prompt_len=max_prompt_len)
+        _check_options(self.grammar, dict(sizes, max_len=max_len))
+        if self.grammar == "reference":
+            hi = self.max_len if max_len is None else max_len
+            grammar_mod.check_lengths(1, hi)
+            return hi + 1 + self.max_answer_len + 1
         depth = self.max_depth if max_depth is None else max_depth
         digits = self.max_digits if max_digits is None else max_digits
         limit = self.max_prompt_len if max_prompt_len is None else max_prompt_len
@@ -283,8 +390,17 @@ class ExpressionTask(Task):
         return limit + 1 + answer_digits + 1
 
     def config(self) -> dict[str, Any]:
-        return {
-            "max_depth": self.max_depth,
-            "max_digits": self.max_digits,
-            "max_prompt_len": self.max_prompt_len,
-        }
+        """Trees: the options as before `grammar` existed (so old configs, without it, match)."""
+        head = {} if self.grammar == "trees" else {"grammar": self.grammar}
+        return {**head, **self._options}
+
+
+def _check_options(grammar: str, options: dict[str, Any]) -> None:
+    """Setting an option of the other grammar is a mistake worth naming."""
+    own = GRAMMAR_OPTIONS[grammar]
+    stray = sorted(k for k, v in options.items() if v is not None and k not in own)
+    if stray:
+        raise ValueError(
+            f"{', '.join(stray)}: not an option of grammar={grammar!r}, which takes "
+            f"{', '.join(own)}; drop it or pick the other grammar"
+        )
