@@ -157,7 +157,8 @@ def cmd_summary(args) -> int:
 def cmd_report(args) -> int:
     from analyses.report import build_report
 
-    path = build_report(args.run, args.out, compare=args.compare, ablation=args.ablation, device=args.device)
+    path = build_report(args.run, args.out, compare=args.compare, ablation=args.ablation,
+                        architectures=args.architectures, device=args.device)
     print(report_digest(json.loads((Path(path).parent / "report.json").read_text())))
     print(f"report written to {path}")
     return 0
@@ -184,6 +185,25 @@ def cmd_ablate(args) -> int:
         print(line)
     print(f"wrote {Path(args.out) / 'ablation.json'}; add it to a report with "
           f"`abacus-interp report RUN --ablation {args.out} --out DIR`")
+    return 0
+
+
+def cmd_compare(args) -> int:
+    from .compare import get_spec, run_comparison
+
+    def names(text: str | None) -> tuple[str, ...] | None:
+        return tuple(x.strip() for x in text.split(",") if x.strip()) if text else None
+
+    data = run_comparison(get_spec(args.spec), args.out, sizes=names(args.sizes), families=names(args.families))
+    print(f"{'cell':<10} {'params':>9} {'exact':>7} {'train s':>8}")
+    for cell in data["cells"]:
+        seconds = cell.get("train_seconds")
+        print(f"{cell['cell']:<10} {cell['params']:>9,} {100 * cell['exact_match']:>6.1f}% "
+              f"{'-' if seconds is None else f'{seconds:.0f}':>8}")
+    for line in data["findings"]:
+        print(line)
+    print(f"wrote {Path(args.out) / 'comparison.json'}; add it to a report with "
+          f"`abacus-interp report RUN --architectures {args.out} --out DIR`")
     return 0
 
 
@@ -231,6 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run")
     p.add_argument("--compare", help="a second run to compare with")
     p.add_argument("--ablation", help="a directory written by `abacus-interp ablate`, shown as a section")
+    p.add_argument("--architectures", help="a directory written by `abacus-interp compare`, shown as a section")
     p.add_argument("--out", required=True)
     _add_device_option(p)
     p.set_defaults(func=cmd_report)
@@ -239,6 +260,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--spec", default="extrapolation", help="the ablation to run (abacus_interp.ablation.SPECS)")
     p.add_argument("--out", required=True, help="directory for the cells and ablation.json (resumes)")
     p.set_defaults(func=cmd_ablate)
+
+    p = sub.add_parser("compare", help="train one run per model family and size; accuracy vs params and length")
+    p.add_argument("--spec", default="expressions", help="the comparison to run (abacus_interp.compare.SPECS)")
+    p.add_argument("--out", required=True, help="directory for the cells and comparison.json (resumes)")
+    p.add_argument("--sizes", help="comma-separated sizes to train, e.g. S or S,M (default: all of S,M,L)")
+    p.add_argument("--families", help="comma-separated families, e.g. gpt,lstm (default: looped,gpt,lstm,retran)")
+    p.set_defaults(func=cmd_compare)
     return parser
 
 

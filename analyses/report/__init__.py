@@ -55,6 +55,7 @@ def build_report(
     compare: str | Path | None = None,
     *,
     ablation: str | Path | None = None,
+    architectures: str | Path | None = None,
     sizes: ReportSizes | None = None,
     sections: Sequence[str] | None = None,
     seed: int = 0,
@@ -73,6 +74,8 @@ def build_report(
       leaves torch's setting alone.
     ablation: a directory written by `abacus-interp ablate` (its ablation.json), shown as
       the "ablation" section; without it that section is omitted.
+    architectures: a directory written by `abacus-interp compare` (its comparison.json),
+      shown as the "architectures" section; without it that section is omitted.
     device: where the model runs, "auto" (CUDA when a GPU is visible), "cpu", "cuda", ...
     """
     from abacus_interp.checkpoints import load_model, read_run_config
@@ -98,7 +101,8 @@ def build_report(
     with limit_threads(torch_threads):
         model = load_model(run_dir, device=device)
         ctx = Context(run_dir=run_dir, config=config, model=model, task=task, compare_dir=compare_dir,
-                      sizes=sizes, seed=seed, ablation_dir=Path(ablation) if ablation is not None else None)
+                      sizes=sizes, seed=seed, ablation_dir=Path(ablation) if ablation is not None else None,
+                      architectures_dir=Path(architectures) if architectures is not None else None)
         bar = tqdm(SECTIONS, desc="report", unit="section", disable=not progress, dynamic_ncols=True)
         for spec in bar:
             bar.set_postfix_str(spec.key)

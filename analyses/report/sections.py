@@ -66,6 +66,7 @@ class Context:
     sizes: ReportSizes
     seed: int = 0
     ablation_dir: Path | None = None  # written by `abacus-interp ablate`
+    architectures_dir: Path | None = None  # written by `abacus-interp compare`
     run: RunContext = field(init=False)  # what the analyses see of the run
 
     def __post_init__(self) -> None:
@@ -310,9 +311,34 @@ def build_ablation(ctx: Context) -> Built:
                  findings=list(data["findings"]))
 
 
+def build_architectures(ctx: Context) -> Built:
+    import json
+
+    from abacus_interp.compare_summary import (
+        accuracy_vs_length_figure,
+        accuracy_vs_params_figure,
+        label,
+    )
+
+    if ctx.architectures_dir is None:
+        raise Omitted("no comparison given: run `abacus-interp compare --out DIR` and pass `--architectures DIR`")
+    path = ctx.architectures_dir / "comparison.json"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist; run `abacus-interp compare --out {ctx.architectures_dir}` first")
+    data = json.loads(path.read_text())
+    lengths = data["cells"][0]["lengths"]
+    rows = [[label(c), f"{c['params']:,}", c.get("steps"), c.get("train_seconds"), f"{100 * c['exact_match']:.1f}%",
+             *("-" if e is None else f"{100 * e:.0f}" for e in c["exact_match_by_length"])] for c in data["cells"]]
+    table = H.grid_table(["model", "params", "steps", "train s", "exact", *map(str, lengths)], rows,
+                         caption=f"Held-out exact match overall and by problem length, % ({data['spec']['description']})")
+    figures = {"accuracy_vs_params": accuracy_vs_params_figure(data), "accuracy_vs_length": accuracy_vs_length_figure(data)}
+    return Built(data=data, figures=figures, tables=table, findings=list(data["findings"]))
+
+
 SECTIONS: list[SectionSpec] = [
     SectionSpec("model_card", "Model card", build_model_card),
     SectionSpec("evaluation", "Accuracy: grid and loops", build_evaluation),
     *(analysis_section(a) for a in ANALYSES),
     SectionSpec("ablation", "Ablation: what makes it extrapolate", build_ablation),
+    SectionSpec("architectures", "Architectures: looped vs GPT vs LSTM vs ReTran", build_architectures),
 ]

@@ -1,0 +1,125 @@
+"""What an architecture comparison found (comparison.json -> sentences) and its figures.
+
+The reference's two questions: which family is most accurate for its parameters, and how
+each degrades as problems get longer, up to and past the longest trained problem.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import plotly.graph_objects as go
+from plotly.colors import qualitative
+
+FAMILY_LABELS = {"looped": "Looped", "gpt": "GPT", "lstm": "LSTM", "retran": "ReTran"}
+FAMILY_COLORS = {family: qualitative.Plotly[i] for i, family in enumerate(FAMILY_LABELS)}
+SIZE_DASH = {"S": "solid", "M": "dash", "L": "dot"}
+COMPARABLE_PARAMS = 1.5  # two cells within this ratio of parameters count as equal-sized
+SHORT_BAND = 5  # characters: "short" is the first 5 trained lengths, "long" the last 5
+
+
+def label(cell: dict[str, Any]) -> str:
+    return f"{FAMILY_LABELS[cell['family']]}-{cell['size']}"
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.0f}%"
+
+
+def _params(n: int) -> str:
+    return f"{n / 1e6:.1f}M" if n >= 1e6 else f"{n / 1e3:.0f}k" if n >= 1e3 else str(n)
+
+
+def band_mean(cell: dict[str, Any], lo: int, hi: int) -> float | None:
+    """Mean exact match over the lengths lo..hi that were evaluated (None if none was)."""
+    values = [em for n, em in zip(cell["lengths"], cell["exact_match_by_length"], strict=True)
+              if lo <= n <= hi and em is not None]
+    return sum(values) / len(values) if values else None
+
+
+def length_bands(cell: dict[str, Any]) -> list[tuple[str, float | None]]:
+    """(name, mean exact match) for the shortest and longest trained lengths and for every
+    evaluated length past the trained range."""
+    lo, hi = cell["trained_lengths"]
+    bands = [(f"{lo}-{lo + SHORT_BAND - 1}", band_mean(cell, lo, lo + SHORT_BAND - 1)),
+             (f"{hi - SHORT_BAND + 1}-{hi}", band_mean(cell, hi - SHORT_BAND + 1, hi))]
+    beyond = [n for n, em in zip(cell["lengths"], cell["exact_match_by_length"], strict=True) if n > hi and em is not None]
+    if beyond:
+        first, last = min(beyond), max(beyond)
+        bands.append((f"{first}-{last}" if last > first else str(first), band_mean(cell, first, last)))
+    return bands
+
+
+def equal_parameter_sentences(cells: list[dict[str, Any]]) -> list[str]:
+    """Comparisons a reader can take as "at equal parameters": a cell more accurate than
+    another family's cell with no more parameters (it wins even giving away size), then the
+    other pairs of families within COMPARABLE_PARAMS of each other in size."""
+    out, settled = [], set()
+    for a in cells:
+        beaten = [b for b in cells if b["family"] != a["family"] and b["params"] >= a["params"]
+                  and a["exact_match"] > b["exact_match"]]
+        settled.update((a["cell"], b["cell"]) for b in beaten)
+        if beaten:
+            out.append(f"{label(a)} ({_params(a['params'])} parameters, {_pct(a['exact_match'])}) beats "
+                       + ", ".join(f"{label(b)} ({_params(b['params'])}, {_pct(b['exact_match'])})" for b in beaten)
+                       + " with no more parameters.")
+    for i, a in enumerate(cells):
+        for b in cells[i + 1:]:
+            close = max(a["params"], b["params"]) <= COMPARABLE_PARAMS * min(a["params"], b["params"])
+            if close and a["family"] != b["family"] and not {(a["cell"], b["cell"]), (b["cell"], a["cell"])} & settled:
+                out.append(f"At comparable size ({_params(a['params'])} vs {_params(b['params'])} parameters), "
+                           f"{label(a)} scores {_pct(a['exact_match'])} and {label(b)} {_pct(b['exact_match'])}.")
+    return out
+
+
+def findings(data: dict[str, Any]) -> list[str]:
+    cells = data["cells"]
+    if not cells:
+        return []
+    lo, hi = cells[0]["trained_lengths"]
+    ranked = sorted(cells, key=lambda c: -c["exact_match"])
+    out = [f"Exact match on {cells[0]['n_test']} held-out problems of {lo}-{hi} characters: "
+           + ", ".join(f"{label(c)} {_pct(c['exact_match'])} ({_params(c['params'])} parameters)" for c in ranked)
+           + "."]
+    out.extend(equal_parameter_sentences(cells))
+    for cell in ranked:
+        bands = length_bands(cell)
+        text = ", ".join(f"{_pct(em)} at {name}" for name, em in bands)
+        out.append(f"{label(cell)} by problem length (characters): {text}"
+                   + (f" (past the trained {hi})." if len(bands) > 2 else "."))
+    return out
+
+
+def accuracy_vs_params_figure(data: dict[str, Any]) -> go.Figure:
+    """Held-out exact match against parameter count (log scale), one line per family."""
+    fig = go.Figure()
+    for family in FAMILY_LABELS:
+        cells = sorted((c for c in data["cells"] if c["family"] == family), key=lambda c: c["params"])
+        if cells:
+            fig.add_trace(go.Scatter(
+                x=[c["params"] for c in cells], y=[c["exact_match"] for c in cells], mode="lines+markers+text",
+                text=[c["size"] for c in cells], textposition="top center", name=FAMILY_LABELS[family],
+                line={"color": FAMILY_COLORS[family]}, marker={"size": 10}))
+    fig.update_xaxes(type="log", title_text="parameters")
+    fig.update_yaxes(title_text="exact match (held-out, trained lengths)", range=[-0.02, 1.05])
+    fig.update_layout(title="Accuracy against parameters", height=420)
+    return fig
+
+
+def accuracy_vs_length_figure(data: dict[str, Any]) -> go.Figure:
+    """Exact match against problem length, one line per cell; the shaded band is past the
+    longest trained problem."""
+    fig = go.Figure()
+    for cell in data["cells"]:
+        fig.add_trace(go.Scatter(
+            x=cell["lengths"], y=cell["exact_match_by_length"], mode="lines+markers", name=label(cell),
+            line={"color": FAMILY_COLORS[cell["family"]], "dash": SIZE_DASH.get(cell["size"], "solid")}))
+    lengths = [n for c in data["cells"] for n in c["lengths"]]
+    hi = data["cells"][0]["trained_lengths"][1] if data["cells"] else None
+    if hi is not None and lengths and max(lengths) > hi:
+        fig.add_vrect(x0=hi + 0.5, x1=max(lengths) + 0.5, fillcolor="gray", opacity=0.15, line_width=0,
+                      annotation_text="out of distribution", annotation_position="top left")
+    fig.update_xaxes(title_text="problem length (characters)")
+    fig.update_yaxes(title_text="exact match", range=[-0.02, 1.05])
+    fig.update_layout(title="Accuracy against problem length", height=420)
+    return fig

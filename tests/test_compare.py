@@ -1,0 +1,168 @@
+"""abacus_interp.compare: every cell is a real (tiny) run of its family, evaluated on held-out
+problems overall and by length; the findings state what planted numbers say; the report
+shows the section; the shipped comparison is what the command writes from its cells."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from abacus_interp import checkpoints as ckpt
+from abacus_interp.compare import (
+    ComparisonSpec,
+    Contender,
+    evaluate_cell,
+    get_spec,
+    run_comparison,
+    summarise,
+)
+from abacus_interp.compare_summary import (
+    accuracy_vs_length_figure,
+    accuracy_vs_params_figure,
+    findings,
+)
+from abacus_interp.training import apply_overrides, get_preset
+
+SHIPPED = Path(__file__).resolve().parents[1] / "checkpoints" / "expr-compare"
+TINY = ("train.steps=6", "train.batch_size=16", "train.warmup_steps=2", "train.eval_every=6",
+        "train.eval_problems=8", "train.checkpoint_every=6", "train.dense_checkpoints=1", "train.dense_until=1",
+        "train.device=cpu")
+
+
+def tiny_spec() -> ComparisonSpec:
+    small = ("model.d_model=16", "model.n_heads=2", "model.n_layers=1")
+    return ComparisonSpec(
+        preset="expressions", base=TINY,
+        contenders=(Contender("looped", "S", (*small, "model.n_loops=2", "model.max_loops=4")),
+                    Contender("lstm", "S", (*small, "model.family=lstm", "model.positional=none", "model.n_loops=1",
+                                            "model.max_loops=1")),
+                    Contender("retran", "S", (*small, "model.family=retran", "model.n_loops=1", "model.max_loops=1"))),
+        lengths=(8, 20, 31), n_per_length=6, n_test=10, description="tiny")
+
+
+def test_comparison_trains_each_cell_once_and_evaluates_by_length(tmp_path):
+    spec = tiny_spec()
+    data = run_comparison(spec, tmp_path / "cmp", families=("looped", "lstm"), progress=False)
+    assert [c["cell"] for c in data["cells"]] == ["looped-s", "lstm-s"]
+    for cell in data["cells"]:
+        model = ckpt.load_model(tmp_path / "cmp" / "cells" / cell["cell"], device="cpu")
+        assert cell["params"] == sum(p.numel() for p in model.parameters())
+        assert cell["lengths"] == [8, 20, 31] and len(cell["exact_match_by_length"]) == 3
+        assert all(0.0 <= em <= 1.0 for em in [cell["exact_match"], *cell["exact_match_by_length"]])
+        assert cell["trained_lengths"] == [8, 30] and cell["steps"] == 6 and cell["train_seconds"] > 0
+    assert json.loads((tmp_path / "cmp" / "comparison.json").read_text()) == data
+
+    # a second call with another family trains only that one and keeps the first two as they were
+    metrics = (tmp_path / "cmp" / "cells" / "looped-s" / "metrics.jsonl").read_text()
+    again = run_comparison(spec, tmp_path / "cmp", families=("retran",), progress=False)
+    assert [c["cell"] for c in again["cells"]] == ["looped-s", "lstm-s", "retran-s"]
+    assert again["cells"][:2] == data["cells"]
+    assert (tmp_path / "cmp" / "cells" / "looped-s" / "metrics.jsonl").read_text() == metrics
+
+
+def test_evaluation_is_seeded_per_length():
+    spec = dataclasses.replace(tiny_spec(), lengths=(9, 12), n_per_length=5, n_test=5)
+    cfg = apply_overrides(get_preset("expressions"), ["model.d_model=16", "model.n_heads=2"])
+    from abacus_interp.families import build_model
+
+    model = build_model(cfg.model)
+    task = cfg.make_task()
+    first, second = evaluate_cell(model, task, spec), evaluate_cell(model, task, spec)
+    assert first == second
+    assert first["params"] == sum(p.numel() for p in model.parameters())
+
+
+def planted() -> dict:
+    def cell(family, size, params, em, by_length):
+        return {"family": family, "size": size, "cell": f"{family}-{size.lower()}", "params": params,
+                "exact_match": em, "lengths": [8, 9, 10, 11, 12, 26, 27, 28, 29, 30, 31, 32],
+                "exact_match_by_length": by_length, "trained_lengths": [8, 30], "n_test": 1000}
+
+    return {"cells": [
+        cell("retran", "S", 11_000, 0.8, [0.9] * 5 + [0.6] * 5 + [0.2, 0.0]),
+        cell("gpt", "S", 41_000, 0.5, [0.7] * 5 + [0.3] * 5 + [None, 0.1]),
+        cell("lstm", "S", 9_000, 0.3, [0.5] * 5 + [0.1] * 5 + [0.0, 0.0]),
+    ]}
+
+
+def test_findings_state_the_planted_ranking_parameters_and_length_bands():
+    lines = findings(planted())
+    assert lines[0] == ("Exact match on 1000 held-out problems of 8-30 characters: ReTran-S 80% (11k parameters), "
+                        "GPT-S 50% (41k parameters), LSTM-S 30% (9k parameters).")
+    # ReTran beats GPT with fewer parameters; LSTM beats nobody (it is the smallest but the worst)
+    assert "ReTran-S (11k parameters, 80%) beats GPT-S (41k, 50%) with no more parameters." in lines
+    assert not any(line.startswith("LSTM-S (9k") for line in lines)
+    assert "ReTran-S by problem length (characters): 90% at 8-12, 60% at 26-30, 10% at 31-32 (past the trained 30)." in lines
+    assert "GPT-S by problem length (characters): 70% at 8-12, 30% at 26-30, 10% at 32 (past the trained 30)." in lines
+
+
+def test_comparable_sizes_are_named_when_no_cell_dominates():
+    data = planted()
+    data["cells"] = [data["cells"][1], {**data["cells"][0], "params": 45_000, "exact_match": 0.6}]
+    lines = findings(data)
+    assert "At comparable size (41k vs 45k parameters), GPT-S scores 50% and ReTran-S 60%." in lines
+    assert not any("beats" in line for line in lines)  # the larger one wins: no one wins giving away size
+
+
+def test_figures_have_one_line_per_family_and_per_cell():
+    data = planted()
+    params = accuracy_vs_params_figure(data)
+    assert sorted(t.name for t in params.data) == ["GPT", "LSTM", "ReTran"]
+    lengths = accuracy_vs_length_figure(data)
+    assert [t.name for t in lengths.data] == ["ReTran-S", "GPT-S", "LSTM-S"]
+    assert list(lengths.data[0].y) == planted()["cells"][0]["exact_match_by_length"]
+
+
+def test_unknown_names_say_what_exists(tmp_path):
+    with pytest.raises(ValueError, match="unknown comparison"):
+        get_spec("vision")
+    with pytest.raises(ValueError, match="choose from S, M, L"):
+        get_spec("expressions").select(sizes=("XL",))
+    with pytest.raises(ValueError, match="unknown family gru"):
+        get_spec("expressions").select(families=("gru",))
+    with pytest.raises(ValueError, match="no evaluated cell"):
+        summarise(tiny_spec(), tmp_path)
+
+
+def test_the_expressions_grid_has_three_sizes_per_family_that_build():
+    spec = get_spec("expressions")
+    assert len(spec.contenders) == 12 and {c.size for c in spec.contenders} == {"S", "M", "L"}
+    params = {}
+    for contender in spec.select(sizes=("S",)):
+        cfg = apply_overrides(get_preset(spec.preset), list(contender.overrides))
+        from abacus_interp.families import build_model
+
+        params[contender.family] = sum(p.numel() for p in build_model(cfg.model).parameters())
+    # the looped cell has GPT's width and depth with one layer's weights: a third of GPT's layers
+    assert params["looped"] < params["gpt"] / 2
+
+
+def test_shipped_comparison_is_what_the_command_writes_from_its_cells():
+    if not (SHIPPED / "comparison.json").exists():
+        pytest.skip(f"{SHIPPED} is not present (abacus-interp compare --sizes S --out {SHIPPED})")
+    spec = get_spec("expressions")
+    shipped = json.loads((SHIPPED / "comparison.json").read_text())
+    assert {c["cell"] for c in shipped["cells"]} >= {"looped-s", "gpt-s", "lstm-s", "retran-s"}
+    # the summary and findings are re-derived from the cells' evaluations
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copytree(SHIPPED / "cells", Path(tmp) / "cells",
+                        ignore=shutil.ignore_patterns("*.safetensors"))
+        assert summarise(spec, tmp) == shipped
+    # and one cell's stored accuracies are what its weights score on the same seeded problems
+    cell = next(c for c in shipped["cells"] if c["cell"] == "lstm-s")
+    picked = (8, 31)
+    spec_two = dataclasses.replace(spec, lengths=picked, n_test=spec.n_test)
+    model = ckpt.load_model(SHIPPED / "cells" / "lstm-s", device="cpu")
+    cfg = ckpt.read_run_config(SHIPPED / "cells" / "lstm-s")
+    from abacus_interp.tasks import task_from_config
+
+    again = evaluate_cell(model, task_from_config(cfg["task"]), spec_two)
+    stored = dict(zip(cell["lengths"], cell["exact_match_by_length"], strict=True))
+    assert again["exact_match_by_length"] == [stored[n] for n in picked]
+    assert again["exact_match"] == cell["exact_match"]
