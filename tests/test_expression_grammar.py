@@ -253,3 +253,14 @@ def test_heldout_in_distribution_set_comes_from_the_test_split(task) -> None:
     assert heldout_sets(trees, 20, 66)["in_distribution"] == trees.sample(
         20, random.Random(HELDOUT_SEED)
     )
+
+
+def test_every_evaluation_set_draws_held_out_problems(task) -> None:
+    # the evaluation suite, the fixed-point problems and checkpoint comparison all draw
+    # through sample_held_out: the test split wherever a task has one
+    assert all(in_test_split(_human(ex.prompt)) for ex in task.sample_held_out(30, random.Random(1)))
+    modular = get_task("modular_addition", p=7, train_fraction=0.5)
+    test = {ex.prompt for ex in modular.full_split("test")}
+    assert {ex.prompt for ex in modular.sample_held_out(10, random.Random(0))} <= test
+    trees = get_task("expressions")
+    assert trees.sample_held_out(5, random.Random(2)) == trees.sample(5, random.Random(2))

@@ -17,8 +17,7 @@ def heldout_sets(task, n: int, max_seq_len: int, seed: int = HELDOUT_SEED) -> di
     rng = random.Random(seed)
     if task.has_fixed_split:
         return {"test": task.full_split("test")}
-    held_out = {"split": "test"} if task.has_sampled_split else {}
-    sets = {"in_distribution": task.sample(n, rng, **held_out)}
+    sets = {"in_distribution": task.sample_held_out(n, rng)}
     if task.digit_range is not None:
         max_digits = task.digit_range[1]
         longer = 2 * max_digits

@@ -52,7 +52,7 @@ def evaluate_modular(model, task, report, loops, eval_loops, progress, allowed=N
 def evaluate_generic(model, task, report, loops, eval_loops, n_per_set, seed, progress, allowed=None, eos=True):
     examples = [
         e
-        for e in task.sample(n_per_set, section_rng(seed, "set", "id"))
+        for e in task.sample_held_out(n_per_set, section_rng(seed, "set", "id"))
         if fits_context(e, task.vocab, model.cfg.max_seq_len)
     ]
     if not examples:

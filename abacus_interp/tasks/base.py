@@ -97,6 +97,14 @@ class Task(ABC):
         (`train.readout="answer_symbols"`); None: the task declares none (use every token)."""
         return None
 
+    def sample_held_out(self, n: int, rng: random.Random) -> list[Example]:
+        """`n` problems for evaluation: from the test split when the task has one (fixed or
+        sampled), so none was trained on; otherwise a plain sample, as a generated problem
+        space is too large for a repeat of a training problem to matter."""
+        if self.has_sampled_split or (self.has_fixed_split and self.full_split("test")):
+            return self.sample(n, rng, split="test")
+        return self.sample(n, rng)
+
     @abstractmethod
     def sample(self, n: int, rng: random.Random, **kw: Any) -> list[Example]:
         """Draw `n` examples using only `rng`, so equal seeds give equal lists."""

@@ -39,10 +39,10 @@ def balanced_problems(task: Any, n: int = 300, seed: int = 0, max_chain: int = 5
     carry chains 0..max_chain (planted, both operands of equal length) plus one uniform
     task sample per cycle. Deterministic in `seed`.
 
-    Non-addition tasks get `task.sample(n, rng)`."""
+    Non-addition tasks get `task.sample_held_out(n, rng)`."""
     rng = random.Random(seed)
     if not task.has_carries:
-        return task.sample(n, rng)
+        return task.sample_held_out(n, rng)
     lo = task.min_digits if min_digits is None else min_digits
     hi = task.max_digits if max_digits is None else max_digits
     top = min(max_chain, hi)
