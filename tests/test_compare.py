@@ -62,6 +62,15 @@ def test_comparison_trains_each_cell_once_and_evaluates_by_length(tmp_path):
     assert again["cells"][:2] == data["cells"]
     assert (tmp_path / "cmp" / "cells" / "looped-s" / "metrics.jsonl").read_text() == metrics
 
+    # the report shows it as a section: the table, both figures and the findings
+    from analyses.report import ReportSizes, build_report, load_report_json
+
+    build_report(tmp_path / "cmp" / "cells" / "looped-s", tmp_path / "rep", architectures=tmp_path / "cmp",
+                 sizes=ReportSizes.quick(), sections=["model_card", "architectures"], progress=False)
+    section = load_report_json(tmp_path / "rep")["sections"]["architectures"]
+    assert section["status"] == "ok" and section["findings"] == again["findings"]
+    assert set(section["figures"]) == {"accuracy_vs_params", "accuracy_vs_length"}
+
 
 def test_evaluation_is_seeded_per_length():
     spec = dataclasses.replace(tiny_spec(), lengths=(9, 12), n_per_length=5, n_test=5)
