@@ -39,7 +39,7 @@ from abacus_interp.checkpoints import CheckpointError, read_run_config
 from abacus_interp.config import ModelConfig
 from abacus_interp.jsonsafe import json_safe
 from abacus_interp.prose import limit, num, pct
-from analyses.contract import RunContext
+from analyses.contract import RunContext, takes_config
 
 from ._alignment import (
     ALIGN_MODES,
@@ -109,6 +109,19 @@ class EmbeddingEvolution:
         return findings(self.to_dict())
 
 
+@dataclass(frozen=True)
+class EmbeddingEvolutionConfig:
+    """The sizes embedding_evolution runs with: the defaults are the report's, `quick()` the
+    tests'. Pass one to `run(..., config=...)`; a keyword naming a field overrides it."""
+
+    max_checkpoints: int = 24
+
+    @classmethod
+    def quick(cls) -> EmbeddingEvolutionConfig:
+        return cls(max_checkpoints=6)
+
+
+@takes_config(EmbeddingEvolutionConfig)
 def run(
     run_dir_or_checkpoints,
     *,
@@ -339,15 +352,6 @@ def findings(d: dict[str, Any]) -> list[str]:
 # --------------------------------------------------------------------------- as the report runs it
 
 
-@dataclass(frozen=True)
-class EmbeddingEvolutionConfig:
-    max_checkpoints: int = 24
-
-    @classmethod
-    def quick(cls) -> EmbeddingEvolutionConfig:
-        return cls(max_checkpoints=6)
-
-
 class EmbeddingEvolutionAnalysis:
     key = "embedding_evolution"
     title = "Embedding evolution"
@@ -359,8 +363,7 @@ class EmbeddingEvolutionAnalysis:
         return None
 
     def run(self, ctx: RunContext, config: EmbeddingEvolutionConfig) -> EmbeddingEvolution:
-        return run(ctx.run_dir, max_checkpoints=config.max_checkpoints, mark_steps=ctx.change_steps or None,
-                   progress=False)
+        return run(ctx.run_dir, config=config, mark_steps=ctx.change_steps or None, progress=False)
 
 
 ANALYSIS = EmbeddingEvolutionAnalysis()

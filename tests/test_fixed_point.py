@@ -239,6 +239,18 @@ def test_run_result_batching_json_and_figures():
     np.testing.assert_array_equal(small.exact_match_per_example, res.exact_match_per_example)
 
 
+def test_run_takes_its_config_with_keyword_overrides():
+    model = make_tiny_model(n_layers=1, n_loops=2, max_loops=4)
+    task = get_task("addition", max_digits=2)
+    quick = fixed_point.FixedPointConfig.quick()  # 16 problems, 5 power iterations, 2 trajectories
+    res = fixed_point.run(model, task=task, horizon=3, config=quick, n_jacobian=0, progress=False)
+    assert len(res.to_dict()["per_example"]["prompt"]) == quick.n_problems
+    assert res.data["settings"]["jacobian_iters"] == quick.jacobian_iters
+    assert res.data["contraction"] is None  # the keyword override (n_jacobian=0) won over the config
+    with pytest.raises(TypeError, match="n_problems, n_jacobian"):
+        fixed_point.run(model, task=task, config=quick, n_problem=8)
+
+
 def test_run_rejects_bad_arguments():
     model = make_tiny_model(n_layers=1, n_loops=2, max_loops=4)
     task = get_task("addition", max_digits=2)

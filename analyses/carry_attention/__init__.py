@@ -23,9 +23,11 @@ from tqdm.auto import tqdm
 
 from abacus_interp.runtime import torch_threads
 from analyses.common import resolve
+from analyses.contract import takes_config
 
 from .ablation import KINDS, ablate_heads
 from .attention_stats import attention_stats, example_pattern
+from .config import CarryAttentionConfig
 from .labels import SUBTASKS, balanced_problems, build_problem_set, digit_labels
 from .patching import POSITIONS, make_carry_pairs, patch_pairs
 from .probes import carry_probes, probe_accuracy
@@ -35,8 +37,8 @@ logger = logging.getLogger(__name__)
 
 SECTIONS = ("attention", "ablation", "patching", "probes")
 
-__all__ = ["run", "CarryAttentionResult", "SECTIONS", "SUBTASKS", "POSITIONS", "digit_labels",
-           "balanced_problems", "build_problem_set", "probe_accuracy", "example_pattern"]
+__all__ = ["run", "CarryAttentionConfig", "CarryAttentionResult", "SECTIONS", "SUBTASKS", "POSITIONS",
+           "digit_labels", "balanced_problems", "build_problem_set", "probe_accuracy", "example_pattern"]
 
 
 def _max_digits(model, task, max_digits: int | None) -> int:
@@ -47,6 +49,7 @@ def _max_digits(model, task, max_digits: int | None) -> int:
     return d
 
 
+@takes_config(CarryAttentionConfig)
 def run(
     model_or_run,
     task=None,

@@ -19,8 +19,9 @@ per unit of ln(1 + step), `per="log_step"`): "representation", the mean over loo
 """
 
 from .analysis import RANK_BY, SIGNALS, CheckpointComparison, RunScan, run
+from .config import CheckpointCompareConfig
 from .findings import findings
-from .plugin import ANALYSIS, CheckpointCompareAnalysis, CheckpointCompareConfig
+from .plugin import ANALYSIS, CheckpointCompareAnalysis
 
 __all__ = ["ANALYSIS", "RANK_BY", "SIGNALS", "CheckpointCompareAnalysis", "CheckpointCompareConfig",
            "CheckpointComparison", "RunScan", "findings", "run"]

@@ -20,9 +20,11 @@ from abacus_interp.model import LoopedTransformer
 from abacus_interp.scoring import next_token_loss
 from abacus_interp.tasks import task_from_config
 from abacus_interp.tokens import encode_batch
+from analyses.contract import takes_config
 
 from .._alignment import checkpoint_series
 from .._cka import change_points, cka_matrix, compress, moved_parameters, param_group, rates
+from .config import CheckpointCompareConfig
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +96,7 @@ class CheckpointComparison:
         return findings(self.to_dict())
 
 
+@takes_config(CheckpointCompareConfig)
 def run(
     run_a,
     run_b=None,

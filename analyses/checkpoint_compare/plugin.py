@@ -2,23 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from abacus_interp.checkpoints import read_run_config
 from analyses.contract import RunContext
 
 from .analysis import CheckpointComparison, run
-
-
-@dataclass(frozen=True)
-class CheckpointCompareConfig:
-    n_problems: int = 24
-    max_samples: int = 512
-    max_checkpoints: int = 16
-
-    @classmethod
-    def quick(cls) -> CheckpointCompareConfig:
-        return cls(n_problems=8, max_samples=128, max_checkpoints=5)
+from .config import CheckpointCompareConfig
 
 
 class CheckpointCompareAnalysis:
@@ -39,8 +27,7 @@ class CheckpointCompareAnalysis:
                 skipped = (f"{run_b} uses a different vocabulary (task {(other.get('task') or {}).get('name')}), so "
                            "its states cannot be compared on the same inputs; only this run's checkpoints are compared")
                 run_b = None
-        result = run(ctx.run_dir, str(run_b) if run_b is not None else None, n_problems=config.n_problems,
-                     max_samples=config.max_samples, max_checkpoints=config.max_checkpoints, seed=ctx.seed,
+        result = run(ctx.run_dir, str(run_b) if run_b is not None else None, config=config, seed=ctx.seed,
                      progress=False)
         if skipped:
             result.compare_skipped = skipped

@@ -18,12 +18,14 @@ iteration, step decay, behaviour classification) live in `dynamics` and work for
 """
 
 from .analysis import FixedPointResult, run
+from .config import FixedPointConfig
 from .dynamics import BEHAVIOURS, SpectrumEstimate, classify, decay_rate, iterate, spectrum
 from .problems import CLASSES, balanced_problems
 
 __all__ = [
     "BEHAVIOURS",
     "CLASSES",
+    "FixedPointConfig",
     "FixedPointResult",
     "SpectrumEstimate",
     "balanced_problems",

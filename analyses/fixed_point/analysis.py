@@ -15,9 +15,11 @@ import torch
 from abacus_interp.jsonsafe import json_safe
 from abacus_interp.model import LoopedTransformer
 from analyses.common import resolve
+from analyses.contract import takes_config
 
 from . import figures as _figures
 from .collect import Collected, collect, model_spectrum
+from .config import FixedPointConfig
 from .dynamics import quantiles
 from .findings import findings
 from .path_independence import STARTS, path_independence
@@ -157,6 +159,7 @@ def _with_capacity(model, horizon: int):
     return bigger.eval()
 
 
+@takes_config(FixedPointConfig)
 def run(
     model_or_run,
     problems: Sequence | None = None,

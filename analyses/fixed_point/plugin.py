@@ -2,24 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from analyses.contract import RunContext
 
 from .analysis import FixedPointResult
 from .analysis import run as run_fixed_point
-
-
-@dataclass(frozen=True)
-class FixedPointConfig:
-    n_problems: int = 96
-    n_jacobian: int = 4
-    jacobian_iters: int = 40
-    n_trajectories: int = 4
-
-    @classmethod
-    def quick(cls) -> FixedPointConfig:
-        return cls(n_problems=16, n_jacobian=1, jacobian_iters=5, n_trajectories=2)
+from .config import FixedPointConfig
 
 
 class FixedPointAnalysis:
@@ -34,10 +21,7 @@ class FixedPointAnalysis:
         return None
 
     def run(self, run: RunContext, config: FixedPointConfig) -> FixedPointResult:
-        result = run_fixed_point(
-            run.model, task=run.task, n_problems=config.n_problems, n_jacobian=config.n_jacobian,
-            jacobian_iters=config.jacobian_iters, n_trajectories=config.n_trajectories, seed=run.seed,
-            progress=False)
+        result = run_fixed_point(run.model, config=config, task=run.task, seed=run.seed, progress=False)
         result.per_example_in_dict = False  # the report keeps the summary, not every problem's arrays
         return result
 

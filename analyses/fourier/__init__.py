@@ -33,6 +33,7 @@ from .circuit import (
     neuron_summary,
     restricted_and_excluded,
 )
+from .config import FourierConfig
 from .diagnose import Diagnosis, diagnose
 from .paper import PAPER
 from .progress import detect_phases, progress_measures
@@ -42,6 +43,7 @@ __all__ = [
     "PAPER",
     "SINGLE_FREQ_THRESHOLD",
     "Diagnosis",
+    "FourierConfig",
     "FourierResult",
     "base10_power",
     "detect_phases",

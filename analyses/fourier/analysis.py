@@ -12,6 +12,7 @@ from abacus_interp.checkpoints import list_checkpoints, load_tensors, subsample_
 from abacus_interp.jsonsafe import json_safe
 
 from ..common import resolve
+from ..contract import takes_config
 from . import figures as _figures
 from .basis import (
     KEY_THRESHOLD,
@@ -31,6 +32,7 @@ from .circuit import (
     pair_index,
     restricted_and_excluded,
 )
+from .config import FourierConfig
 from .diagnose import diagnose
 from .findings import findings
 from .paper import PAPER, applies
@@ -239,6 +241,7 @@ def _base10(subject, max_checkpoints, progress) -> FourierResult:
     return FourierResult(data=data)
 
 
+@takes_config(FourierConfig)
 def run(
     model_or_run,
     task=None,

@@ -2,21 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from analyses.contract import RunContext
 
 from .analysis import FourierResult
 from .analysis import run as run_fourier
-
-
-@dataclass(frozen=True)
-class FourierConfig:
-    max_checkpoints: int = 24
-
-    @classmethod
-    def quick(cls) -> FourierConfig:
-        return cls(max_checkpoints=6)
+from .config import FourierConfig
 
 
 class FourierAnalysis:
@@ -31,7 +21,7 @@ class FourierAnalysis:
 
     def run(self, run: RunContext, config: FourierConfig) -> FourierResult:
         # the report's model (already on the report's device); the run's checkpoints come from its checkpoint_path
-        return run_fourier(run.model, run.task, max_checkpoints=config.max_checkpoints, seed=run.seed, progress=False)
+        return run_fourier(run.model, run.task, config=config, seed=run.seed, progress=False)
 
 
 ANALYSIS = FourierAnalysis()
