@@ -128,7 +128,7 @@ def test_report_of_a_tiny_addition_run(add_report):
     assert report["failed_sections"] == [], {k: report["sections"][k]["error"] for k in report["failed_sections"]}
     assert status == {"model_card": "ok", "evaluation": "ok", "fixed_point": "ok", "carry_attention": "ok",
                       "checkpoint_compare": "ok", "embedding_evolution": "ok", "fourier": "omitted",
-                      "ablation": "omitted"}
+                      "ablation": "omitted", "architectures": "omitted"}
     assert "modular" in report["sections"]["fourier"]["reason"]
     for key, sec in report["sections"].items():
         if sec["status"] == "ok":
@@ -251,8 +251,8 @@ def test_cli_report_prints_the_path(tmp_path, tmp_path_factory, monkeypatch, cap
 
     calls = {}
 
-    def fake(run, out, compare=None, ablation=None, device="auto"):
-        calls.update(run=run, out=out, compare=compare, ablation=ablation)
+    def fake(run, out, compare=None, ablation=None, architectures=None, device="auto"):
+        calls.update(run=run, out=out, compare=compare, ablation=ablation, architectures=architectures)
         Path(out).mkdir(parents=True, exist_ok=True)
         (Path(out) / "index.html").write_text("<html></html>")
         report = {"run": run, "sections": {
@@ -264,7 +264,8 @@ def test_cli_report_prints_the_path(tmp_path, tmp_path_factory, monkeypatch, cap
 
     monkeypatch.setattr("analyses.report.build_report", fake)
     assert cli.main(["report", "some/run", "--compare", "other/run", "--out", str(tmp_path / "r")]) == 0
-    assert calls == {"run": "some/run", "out": str(tmp_path / "r"), "compare": "other/run", "ablation": None}
+    assert calls == {"run": "some/run", "out": str(tmp_path / "r"), "compare": "other/run", "ablation": None,
+                     "architectures": None}
     printed = capsys.readouterr().out
     # the digest: two evaluation findings, one per other analysis that ran, then the path
     assert "[Accuracy] in 100%" in printed and "[Accuracy] out 0%" in printed and "third" not in printed
@@ -307,7 +308,7 @@ def test_section_html_shows_status_and_escapes():
 
 def test_every_registered_analysis_is_a_section_with_typed_sizes():
     keys = [a.key for a in ANALYSES]
-    assert [s.key for s in SECTIONS] == ["model_card", "evaluation", *keys, "ablation"]
+    assert [s.key for s in SECTIONS] == ["model_card", "evaluation", *keys, "ablation", "architectures"]
     for analysis in ANALYSES:
         config = ReportSizes().analyses[analysis.key]
         assert dataclasses.is_dataclass(config) and isinstance(config, analysis.Config)

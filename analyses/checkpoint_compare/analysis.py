@@ -189,8 +189,7 @@ def _problems(problems, task_cfg: dict, n: int, seed: int) -> list[tuple[str, st
     task = task_from_config(task_cfg)
     if problems is None:
         rng = random.Random(seed)
-        held_out = task.has_fixed_split and len(task.full_split("test")) > 0
-        problems = task.sample(n, rng, split="test") if held_out else task.sample(n, rng)
+        problems = task.sample_held_out(n, rng)
     out = []
     for p in problems:
         if isinstance(p, str):
