@@ -7,6 +7,7 @@ says what to do, and exit status 2.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import sys
@@ -194,7 +195,9 @@ def cmd_compare(args) -> int:
     def names(text: str | None) -> tuple[str, ...] | None:
         return tuple(x.strip() for x in text.split(",") if x.strip()) if text else None
 
-    data = run_comparison(get_spec(args.spec), args.out, sizes=names(args.sizes), families=names(args.families))
+    spec = get_spec(args.spec)
+    spec = dataclasses.replace(spec, base=(*spec.base, *args.set))
+    data = run_comparison(spec, args.out, sizes=names(args.sizes), families=names(args.families))
     print(f"{'cell':<10} {'params':>9} {'exact':>7} {'train s':>8}")
     for cell in data["cells"]:
         seconds = cell.get("train_seconds")
@@ -266,6 +269,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="directory for the cells and comparison.json (resumes)")
     p.add_argument("--sizes", help="comma-separated sizes to train, e.g. S or S,M (default: all of S,M,L)")
     p.add_argument("--families", help="comma-separated families, e.g. gpt,lstm (default: looped,gpt,lstm,retran)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="edit every cell's config, e.g. --set train.device=cuda --set train.steps=12800")
     p.set_defaults(func=cmd_compare)
     return parser
 

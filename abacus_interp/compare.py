@@ -155,9 +155,14 @@ def run_comparison(
     for contender in spec.select(sizes, families):
         cell_dir = out / "cells" / contender.cell
         eval_path = cell_dir / "evaluation.json"
-        if eval_path.exists():
-            continue
         cfg = apply_overrides(get_preset(spec.preset), [*spec.base, *contender.overrides])
+        if eval_path.exists():
+            # a finished cell counts only if it is the cell asked for, not one trained with
+            # other --set values into the same directory
+            if ckpt.read_run_config(cell_dir) != json.loads(json.dumps(cfg.to_dict())):
+                raise ValueError(f"{cell_dir} was trained with other settings than this comparison asks for; "
+                                 "pass the same --set values, or choose a new --out")
+            continue
         started = time.perf_counter()
         train(cfg, cell_dir, progress=progress)
         evaluation = evaluate_cell(ckpt.load_model(cell_dir, device="cpu"), cfg.make_task(), spec)

@@ -62,6 +62,11 @@ def test_comparison_trains_each_cell_once_and_evaluates_by_length(tmp_path):
     assert again["cells"][:2] == data["cells"]
     assert (tmp_path / "cmp" / "cells" / "looped-s" / "metrics.jsonl").read_text() == metrics
 
+    # a finished cell trained with other settings is not taken for the one asked for
+    changed = dataclasses.replace(spec, base=(*spec.base, "train.lr=1e-4"))
+    with pytest.raises(ValueError, match="other settings"):
+        run_comparison(changed, tmp_path / "cmp", families=("looped",), progress=False)
+
     # the report shows it as a section: the table, both figures and the findings
     from analyses.report import ReportSizes, build_report, load_report_json
 
@@ -175,3 +180,19 @@ def test_shipped_comparison_is_what_the_command_writes_from_its_cells():
     stored = dict(zip(cell["lengths"], cell["exact_match_by_length"], strict=True))
     assert again["exact_match_by_length"] == [stored[n] for n in picked]
     assert again["exact_match"] == cell["exact_match"]
+
+
+def test_cli_compare_passes_set_to_every_cell(tmp_path, monkeypatch, capsys):
+    from abacus_interp import cli, compare
+
+    seen = {}
+
+    def fake(spec, out, sizes=None, families=None):
+        seen.update(base=spec.base, sizes=sizes, families=families)
+        return {"cells": [], "findings": ["a finding"]}
+
+    monkeypatch.setattr(compare, "run_comparison", fake)
+    assert cli.main(["compare", "--sizes", "S,M", "--families", "gpt", "--set", "train.steps=7",
+                     "--out", str(tmp_path)]) == 0
+    assert seen == {"base": ("train.steps=7",), "sizes": ("S", "M"), "families": ("gpt",)}
+    assert "a finding" in capsys.readouterr().out
