@@ -128,8 +128,10 @@ def evaluate_cell(model, task, spec: ComparisonSpec) -> dict[str, Any]:
         split = "test" if length <= trained_max else None
         examples = task.sample(spec.n_per_length, rng, min_len=length, max_len=length, split=split)
         by_length.append(score_examples(model, examples).exact_match)
+    overall = score_examples(model, test)
     return {
-        "exact_match": score_examples(model, test).exact_match,
+        "exact_match": overall.exact_match,
+        "loss": overall.loss,  # per answer token: it still separates cells whose exact match is near 0
         "lengths": list(spec.lengths),
         "exact_match_by_length": by_length,
         "trained_lengths": list(task.length_range),

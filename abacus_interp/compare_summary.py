@@ -81,6 +81,9 @@ def findings(data: dict[str, Any]) -> list[str]:
     out = [f"Exact match on {cells[0]['n_test']} held-out problems of {lo}-{hi} characters: "
            + ", ".join(f"{label(c)} {_pct(c['exact_match'])} ({_params(c['params'])} parameters)" for c in ranked)
            + "."]
+    by_loss = sorted(cells, key=lambda c: c["loss"])
+    out.append("Held-out loss per answer token (lower is better; it separates cells whose exact match is "
+               "near zero): " + ", ".join(f"{label(c)} {c['loss']:.2f}" for c in by_loss) + ".")
     out.extend(equal_parameter_sentences(cells))
     for cell in ranked:
         bands = length_bands(cell)

@@ -52,6 +52,7 @@ def test_comparison_trains_each_cell_once_and_evaluates_by_length(tmp_path):
         assert cell["params"] == sum(p.numel() for p in model.parameters())
         assert cell["lengths"] == [8, 20, 31] and len(cell["exact_match_by_length"]) == 3
         assert all(0.0 <= em <= 1.0 for em in [cell["exact_match"], *cell["exact_match_by_length"]])
+        assert 0.0 < cell["loss"] < 10.0
         assert cell["trained_lengths"] == [8, 30] and cell["steps"] == 6 and cell["train_seconds"] > 0
     assert json.loads((tmp_path / "cmp" / "comparison.json").read_text()) == data
 
@@ -92,7 +93,7 @@ def test_evaluation_is_seeded_per_length():
 def planted() -> dict:
     def cell(family, size, params, em, by_length):
         return {"family": family, "size": size, "cell": f"{family}-{size.lower()}", "params": params,
-                "exact_match": em, "lengths": [8, 9, 10, 11, 12, 26, 27, 28, 29, 30, 31, 32],
+                "exact_match": em, "loss": 2.0 - em, "lengths": [8, 9, 10, 11, 12, 26, 27, 28, 29, 30, 31, 32],
                 "exact_match_by_length": by_length, "trained_lengths": [8, 30], "n_test": 1000}
 
     return {"cells": [
@@ -106,6 +107,8 @@ def test_findings_state_the_planted_ranking_parameters_and_length_bands():
     lines = findings(planted())
     assert lines[0] == ("Exact match on 1000 held-out problems of 8-30 characters: ReTran-S 80% (11k parameters), "
                         "GPT-S 50% (41k parameters), LSTM-S 30% (9k parameters).")
+    assert lines[1] == ("Held-out loss per answer token (lower is better; it separates cells whose exact match is "
+                        "near zero): ReTran-S 1.20, GPT-S 1.50, LSTM-S 1.70.")
     # ReTran beats GPT with fewer parameters; LSTM beats nobody (it is the smallest but the worst)
     assert "ReTran-S (11k parameters, 80%) beats GPT-S (41k, 50%) with no more parameters." in lines
     assert not any(line.startswith("LSTM-S (9k") for line in lines)
@@ -180,6 +183,7 @@ def test_shipped_comparison_is_what_the_command_writes_from_its_cells():
     stored = dict(zip(cell["lengths"], cell["exact_match_by_length"], strict=True))
     assert again["exact_match_by_length"] == [stored[n] for n in picked]
     assert again["exact_match"] == cell["exact_match"]
+    assert again["loss"] == pytest.approx(cell["loss"], rel=1e-6)
 
 
 def test_cli_compare_passes_set_to_every_cell(tmp_path, monkeypatch, capsys):

@@ -327,9 +327,10 @@ def build_architectures(ctx: Context) -> Built:
         raise FileNotFoundError(f"{path} does not exist; run `abacus-interp compare --out {ctx.architectures_dir}` first")
     data = json.loads(path.read_text())
     lengths = data["cells"][0]["lengths"]
-    rows = [[label(c), f"{c['params']:,}", c.get("steps"), c.get("train_seconds"), f"{100 * c['exact_match']:.1f}%",
+    rows = [[label(c), f"{c['params']:,}", c.get("steps"), c.get("train_seconds"), f"{c['loss']:.3f}",
+             f"{100 * c['exact_match']:.1f}%",
              *("-" if e is None else f"{100 * e:.0f}" for e in c["exact_match_by_length"])] for c in data["cells"]]
-    table = H.grid_table(["model", "params", "steps", "train s", "exact", *map(str, lengths)], rows,
+    table = H.grid_table(["model", "params", "steps", "train s", "loss", "exact", *map(str, lengths)], rows,
                          caption=f"Held-out exact match overall and by problem length, % ({data['spec']['description']})")
     figures = {"accuracy_vs_params": accuracy_vs_params_figure(data), "accuracy_vs_length": accuracy_vs_length_figure(data)}
     return Built(data=data, figures=figures, tables=table, findings=list(data["findings"]))
