@@ -6,6 +6,7 @@ each degrades as problems get longer, up to and past the longest trained problem
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import plotly.graph_objects as go
@@ -15,6 +16,7 @@ FAMILY_LABELS = {"looped": "Looped", "gpt": "GPT", "lstm": "LSTM", "retran": "Re
 FAMILY_COLORS = {family: qualitative.Plotly[i] for i, family in enumerate(FAMILY_LABELS)}
 SIZE_DASH = {"S": "solid", "M": "dash", "L": "dot"}
 COMPARABLE_PARAMS = 1.5  # two cells within this ratio of parameters count as equal-sized
+SIGNIFICANCE = 2.0  # standard errors an exact-match gap must exceed to rank two cells
 SHORT_BAND = 5  # characters: "short" is the first 5 trained lengths, "long" the last 5
 
 
@@ -50,25 +52,41 @@ def length_bands(cell: dict[str, Any]) -> list[tuple[str, float | None]]:
     return bands
 
 
+def clearly_more_accurate(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """a's exact match exceeds b's by more than SIGNIFICANCE standard errors of the difference
+    of two proportions over their n_test problems each; smaller gaps are sampling noise."""
+    pa, pb, n = a["exact_match"], b["exact_match"], a["n_test"]
+    return pa - pb > SIGNIFICANCE * math.sqrt((pa * (1 - pa) + pb * (1 - pb)) / n)
+
+
 def equal_parameter_sentences(cells: list[dict[str, Any]]) -> list[str]:
-    """Comparisons a reader can take as "at equal parameters": a cell more accurate than
-    another family's cell with no more parameters (it wins even giving away size), then the
-    other pairs of families within COMPARABLE_PARAMS of each other in size."""
+    """Comparisons a reader can take as "at equal parameters": a cell clearly more accurate
+    (or of lower held-out loss) than another family's cell with no more parameters, so it
+    wins even giving away size; then the other pairs of families within COMPARABLE_PARAMS of
+    each other in size."""
     out, settled = [], set()
-    for a in cells:
-        beaten = [b for b in cells if b["family"] != a["family"] and b["params"] >= a["params"]
-                  and a["exact_match"] > b["exact_match"]]
-        settled.update((a["cell"], b["cell"]) for b in beaten)
-        if beaten:
-            out.append(f"{label(a)} ({_params(a['params'])} parameters, {_pct(a['exact_match'])}) beats "
-                       + ", ".join(f"{label(b)} ({_params(b['params'])}, {_pct(b['exact_match'])})" for b in beaten)
-                       + " with no more parameters.")
+
+    def dominance(wins, what: str, show) -> None:
+        for a in cells:
+            beaten = [b for b in cells if b["family"] != a["family"] and b["params"] >= a["params"] and wins(a, b)]
+            settled.update((a["cell"], b["cell"]) for b in beaten)
+            if beaten:
+                out.append(f"{label(a)} ({_params(a['params'])} parameters, {show(a)}) {what} "
+                           + ", ".join(f"{label(b)} ({_params(b['params'])}, {show(b)})" for b in beaten)
+                           + " with no more parameters.")
+
+    dominance(clearly_more_accurate, "is more accurate than", lambda c: _pct(c["exact_match"]))
+    if not out:
+        out.append(f"No family's exact match is more than {SIGNIFICANCE:g} standard errors above another's "
+                   f"({cells[0]['n_test']} problems each), so exact match does not rank them at these sizes.")
+    dominance(lambda a, b: a["loss"] < b["loss"], "has a lower held-out loss than", lambda c: f"loss {c['loss']:.2f}")
     for i, a in enumerate(cells):
         for b in cells[i + 1:]:
             close = max(a["params"], b["params"]) <= COMPARABLE_PARAMS * min(a["params"], b["params"])
             if close and a["family"] != b["family"] and not {(a["cell"], b["cell"]), (b["cell"], a["cell"])} & settled:
                 out.append(f"At comparable size ({_params(a['params'])} vs {_params(b['params'])} parameters), "
-                           f"{label(a)} scores {_pct(a['exact_match'])} and {label(b)} {_pct(b['exact_match'])}.")
+                           f"{label(a)} scores {_pct(a['exact_match'])} (loss {a['loss']:.2f}) and {label(b)} "
+                           f"{_pct(b['exact_match'])} (loss {b['loss']:.2f}).")
     return out
 
 

@@ -110,7 +110,9 @@ def test_findings_state_the_planted_ranking_parameters_and_length_bands():
     assert lines[1] == ("Held-out loss per answer token (lower is better; it separates cells whose exact match is "
                         "near zero): ReTran-S 1.20, GPT-S 1.50, LSTM-S 1.70.")
     # ReTran beats GPT with fewer parameters; LSTM beats nobody (it is the smallest but the worst)
-    assert "ReTran-S (11k parameters, 80%) beats GPT-S (41k, 50%) with no more parameters." in lines
+    assert "ReTran-S (11k parameters, 80%) is more accurate than GPT-S (41k, 50%) with no more parameters." in lines
+    assert ("ReTran-S (11k parameters, loss 1.20) has a lower held-out loss than GPT-S (41k, loss 1.50) "
+            "with no more parameters.") in lines
     assert not any(line.startswith("LSTM-S (9k") for line in lines)
     assert "ReTran-S by problem length (characters): 90% at 8-12, 60% at 26-30, 10% at 31-32 (past the trained 30)." in lines
     assert "GPT-S by problem length (characters): 70% at 8-12, 30% at 26-30, 10% at 32 (past the trained 30)." in lines
@@ -118,10 +120,24 @@ def test_findings_state_the_planted_ranking_parameters_and_length_bands():
 
 def test_comparable_sizes_are_named_when_no_cell_dominates():
     data = planted()
-    data["cells"] = [data["cells"][1], {**data["cells"][0], "params": 45_000, "exact_match": 0.6}]
+    data["cells"] = [data["cells"][1], {**data["cells"][0], "params": 45_000, "exact_match": 0.6, "loss": 1.4}]
     lines = findings(data)
-    assert "At comparable size (41k vs 45k parameters), GPT-S scores 50% and ReTran-S 60%." in lines
-    assert not any("beats" in line for line in lines)  # the larger one wins: no one wins giving away size
+    assert ("At comparable size (41k vs 45k parameters), GPT-S scores 50% (loss 1.50) and ReTran-S 60% "
+            "(loss 1.40).") in lines
+    # the larger one wins: no one wins giving away size
+    assert not any("more accurate than" in line or "lower held-out loss" in line for line in lines)
+
+
+def test_exact_match_gaps_within_sampling_noise_do_not_rank():
+    data = planted()
+    # 3.4% against 2.0% over 1,000 problems each: 1.7 standard errors apart
+    data["cells"] = [{**data["cells"][0], "exact_match": 0.034}, {**data["cells"][1], "exact_match": 0.020}]
+    lines = findings(data)
+    assert not any("more accurate than" in line for line in lines)
+    assert ("No family's exact match is more than 2 standard errors above another's (1000 problems each), so exact "
+            "match does not rank them at these sizes.") in lines
+    data["cells"][0]["exact_match"] = 0.045  # 3.0 standard errors
+    assert any(line.startswith("ReTran-S (11k parameters, 4%) is more accurate than GPT-S") for line in findings(data))
 
 
 def test_figures_have_one_line_per_family_and_per_cell():
