@@ -47,10 +47,16 @@ class RunContext:
         return len(list_checkpoints(self.run_dir))
 
     @property
+    def family(self) -> str:
+        """The model family (ModelConfig.family): "looped", "lstm" or "retran"."""
+        return self.model.cfg.family
+
+    @property
     def is_looped(self) -> bool:
-        """False for one pass without input injection: extra passes then mean nothing."""
+        """False for one pass without input injection (extra passes then mean nothing) and for
+        the families whose recurrence runs over positions rather than a loop."""
         cfg = self.model.cfg
-        return not (cfg.n_loops == 1 and cfg.input_injection == "none")
+        return self.family == "looped" and not (cfg.n_loops == 1 and cfg.input_injection == "none")
 
 
 class Result(Protocol):

@@ -77,6 +77,15 @@ def test_comparison_trains_each_cell_once_and_evaluates_by_length(tmp_path):
     assert section["status"] == "ok" and section["findings"] == again["findings"]
     assert set(section["figures"]) == {"accuracy_vs_params", "accuracy_vs_length"}
 
+    # a report of another family's cell runs what applies and says why the rest does not
+    build_report(tmp_path / "cmp" / "cells" / "lstm-s", tmp_path / "rep-lstm", sizes=ReportSizes.quick(),
+                 sections=["evaluation", "fixed_point", "checkpoint_compare"], progress=False)
+    sections = load_report_json(tmp_path / "rep-lstm")["sections"]
+    assert sections["evaluation"]["status"] == "ok"
+    assert sections["evaluation"]["findings"][0].startswith("On ") and "held-out" in sections["evaluation"]["findings"][0]
+    for key in ("fixed_point", "checkpoint_compare"):
+        assert sections[key]["status"] == "omitted" and "lstm model" in sections[key]["reason"]
+
 
 def test_evaluation_is_seeded_per_length():
     spec = dataclasses.replace(tiny_spec(), lengths=(9, 12), n_per_length=5, n_test=5)

@@ -15,6 +15,9 @@ class FixedPointAnalysis:
     Config = FixedPointConfig
 
     def skip_reason(self, run: RunContext) -> str | None:
+        if run.family != "looped":
+            return (f"a {run.family} model recurs over positions, not over a loop: there is no loop state "
+                    "that could converge to a fixed point")
         if not run.is_looped:
             return ("the model is not looped (n_loops=1, no input injection): there is no loop whose state "
                     "could converge to a fixed point")

@@ -135,6 +135,12 @@ def evaluation(d: dict[str, Any]) -> list[str]:
             else:
                 out.append(f"Each extra carry in the longest cascade {'costs' if s < 0 else 'adds'} about "
                            f"{abs(100 * s):.1f} points of exact match ({ends}).")
+    if not out and d.get("perplexity"):
+        # a task with no digit grid or fixed split, run by a model with one depth: the plain
+        # held-out scores are all there is
+        for name, p in d["perplexity"].items():
+            out.append(f"On {p['n']} held-out {name.replace('_', '-')} problems, exact match is "
+                       f"{pct(p['exact_match'])} and the answer's cross-entropy {num(p['loss'])} per token.")
     if not out and settings:
         out.append("No accuracy numbers were produced for this task.")
     return limit(out)
