@@ -140,7 +140,14 @@ def grok_mod113() -> RunConfig:
     formation) and 13.3k (cleanup). Measured here: train accuracy 100% by step 200; a step
     takes 0.6-1.1 s on one shared CPU core, so the run takes 3-4.5 hours on CPU (minutes on a
     GPU; bf16 is off so a GPU run matches). 20 checkpoints of ~0.9 MB: 0, 1, 7, 45, 300, then
-    every 1,000 steps; the loss and test accuracy are logged every 50 / 100 steps."""
+    every 1,000 steps; the loss and test accuracy are logged every 50 / 100 steps.
+
+    The shipped run (checkpoints/grok-mod113, 15,000 steps, 3.4 hours of one shared CPU core in
+    five resumed pieces) grokked as the paper's did: test accuracy 13.5% at step 7,000, 40% at
+    9,600, 90% at 10,100 and 100% from 11,100; phases detected 0-200 / 200-9,700 / 9,700-11,400.
+    At step 15,000: 4 key frequencies (27, 36, 42, 55), 404/512 = 78.9% single-frequency MLP
+    neurons (paper 84.6%), and the sum of squared weights flat (935 -> 920 over the last 2,000
+    steps), so cleanup is over."""
     return _run(
         "grok-mod113",
         "modular_addition",
