@@ -64,11 +64,13 @@ class ComparisonSpec:
 
 def _expressions() -> ComparisonSpec:
     """The reference's grid on its grammar: problems of 8-30 characters, answers of at most
-    5, evaluated to 40 characters as its out-of-distribution set. Widths and depths follow the
-    reference (GPT and LSTM: 32/64/128 wide, 3/4/6 layers; ReTran half as wide); the looped
-    model has GPT's width and depth with one layer's weights shared across its loops."""
+    5, evaluated to 40 characters as its out-of-distribution set. Depths 3/4/6 for every
+    family; GPT 32/64/128 wide and ReTran half that, as in the reference. The reference's
+    LSTM is 16/32/64 wide with a 4x wider projected cell; this LSTM's cell has no projection,
+    so it takes GPT's widths to stay in the same parameter range. The looped model has GPT's
+    width and depth with one layer's weights shared across its loops."""
 
-    def sized(family: str, model: dict[str, int]) -> tuple[Contender, ...]:
+    def sized(family: str, model: dict[str, str]) -> tuple[Contender, ...]:
         out = []
         for size, (width, depth) in zip(SIZES, ((32, 3), (64, 4), (128, 6)), strict=True):
             if family == "retran":
