@@ -164,7 +164,7 @@ def _loss_course(series: dict, start: int | None) -> dict:
 
 
 def _modular(subject, *, max_checkpoints, key_threshold, key_source, neuron_threshold, n_symmetricity, seed,
-             progress, with_progress) -> FourierResult:
+             progress, over_checkpoints) -> FourierResult:
     model, task, run_dir = subject.model, subject.task, subject.run_dir
     p = task.p
     data: dict[str, Any] = {"kind": "modular", "task": {"name": task.name, "p": p,
@@ -198,7 +198,7 @@ def _modular(subject, *, max_checkpoints, key_threshold, key_source, neuron_thre
                                                            "irrelevance": ZHONG_IRRELEVANCE}}
     data["progress"] = None
     data["phases"] = None
-    if run_dir is not None and with_progress:
+    if run_dir is not None and over_checkpoints:
         n_ckpt = len(list_checkpoints(run_dir))
         series = progress_measures(run_dir, task, key, max_checkpoints, key_threshold, progress) if n_ckpt >= 2 else None
         data["progress"] = series
@@ -253,10 +253,11 @@ def run(
     n_symmetricity: int = 100,
     seed: int = 0,
     progress: bool = True,
-    with_progress: bool = True,
+    over_checkpoints: bool = True,
 ) -> FourierResult:
     """Fourier analysis of a model or run directory (its latest checkpoint, plus the progress
-    measures over all checkpoints, or `max_checkpoints` evenly spaced ones).
+    measures over all checkpoints, or `max_checkpoints` evenly spaced ones; `over_checkpoints=
+    False` skips those and reads the latest only; `progress` is the tqdm bar).
 
     Modular addition: W_E Fourier norms and key frequencies: a frequency is key when it holds
     >= `key_threshold` (5%) of the non-constant squared Fourier norm of W_E and of the
@@ -268,5 +269,5 @@ def run(
     if subject.task.modulus is not None:
         return _modular(subject, max_checkpoints=max_checkpoints, key_threshold=key_threshold,
                         key_source=key_source, neuron_threshold=neuron_threshold, n_symmetricity=n_symmetricity, seed=seed,
-                        progress=progress, with_progress=with_progress)
+                        progress=progress, over_checkpoints=over_checkpoints)
     return _base10(subject, max_checkpoints, progress)
