@@ -129,33 +129,43 @@ class LoopHooks(nn.Module):
         self.hook_state_post = HookPoint()  # [batch pos d_model]
 
 
+def build_embeddings(model: nn.Module, cfg: ModelConfig) -> None:
+    """The input side every family shares: W_E, W_pos (Abacus or learned positions), the
+    input hook points and the digit-id buffers `embed` reads. Called before the layers are
+    built, so a seeded initialisation draws the same numbers in every family."""
+    model.W_E = nn.Parameter(torch.randn(cfg.d_vocab, cfg.d_model) * cfg.init_std)
+    if cfg.positional == "abacus":
+        model.W_pos = nn.Parameter(torch.randn(cfg.n_abacus_positions, cfg.d_model) * cfg.init_std)
+    elif cfg.positional == "learned":
+        model.W_pos = nn.Parameter(torch.randn(cfg.max_seq_len, cfg.d_model) * cfg.init_std)
+    model.hook_embed = HookPoint()  # [batch pos d_model]
+    model.hook_pos_embed = HookPoint()  # [batch pos d_model]
+    model.hook_input = HookPoint()  # [batch pos d_model]
+    model.register_buffer("digit_ids", torch.tensor(cfg.vocab.digit_ids, dtype=torch.long), persistent=False)
+    # the same ids as a lookup table by token id: Abacus indices without a host read
+    model.register_buffer("digit_table", digit_table(cfg.vocab.digit_ids), persistent=False)
+    if cfg.answer_slots:
+        model.equals_id, model.slot_id = cfg.vocab.encode("=_")
+
+
+def build_readout(model: nn.Module, cfg: ModelConfig) -> None:
+    """The output side every family shares: ln_final, W_U (unless tied to W_E) and b_U."""
+    model.ln_final = LayerNorm(cfg, with_hook=True)
+    if not cfg.tie_unembed:
+        model.W_U = nn.Parameter(torch.randn(cfg.d_model, cfg.d_vocab) * cfg.init_std)
+    model.b_U = nn.Parameter(torch.zeros(cfg.d_vocab))
+
+
 class LoopedTransformer(HookedRootModule):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
-        d = cfg.d_model
-        self.W_E = nn.Parameter(torch.randn(cfg.d_vocab, d) * cfg.init_std)
-        if cfg.positional == "abacus":
-            self.W_pos = nn.Parameter(torch.randn(cfg.n_abacus_positions, d) * cfg.init_std)
-        elif cfg.positional == "learned":
-            self.W_pos = nn.Parameter(torch.randn(cfg.max_seq_len, d) * cfg.init_std)
+        build_embeddings(self, cfg)
         self.blocks = nn.ModuleList([Block(cfg) for _ in range(cfg.n_layers)])
         if cfg.input_injection == "norm_add":
             self.ln_state = LayerNorm(cfg)
-        self.ln_final = LayerNorm(cfg, with_hook=True)
-        if not cfg.tie_unembed:
-            self.W_U = nn.Parameter(torch.randn(d, cfg.d_vocab) * cfg.init_std)
-        self.b_U = nn.Parameter(torch.zeros(cfg.d_vocab))
-
-        self.hook_embed = HookPoint()  # [batch pos d_model]
-        self.hook_pos_embed = HookPoint()  # [batch pos d_model]
-        self.hook_input = HookPoint()  # [batch pos d_model]
+        build_readout(self, cfg)
         self.loops = nn.ModuleList([LoopHooks(cfg.n_layers) for _ in range(cfg.max_loops)])
-        self.register_buffer("digit_ids", torch.tensor(cfg.vocab.digit_ids, dtype=torch.long), persistent=False)
-        # the same ids as a lookup table by token id: Abacus indices without a host read
-        self.register_buffer("digit_table", digit_table(cfg.vocab.digit_ids), persistent=False)
-        if cfg.answer_slots:
-            self.equals_id, self.slot_id = cfg.vocab.encode("=_")
         self.setup()
         cfg.attach_device(self.W_E.device)
         # every HookPoint of each loop, so run_loops can tell cheaply whether one is hooked

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import random
 
 import pytest
@@ -69,3 +70,21 @@ def poison_loss_from(monkeypatch, first_bad_step: int) -> dict[str, int]:
     monkeypatch.setattr(BatchSource, "batch", batch)
     monkeypatch.setattr(loop_module, "next_token_loss", poisoned_loss)
     return current
+
+
+def ast_value(text: str) -> int:
+    """An evaluator independent of the project's parser, for expression tasks: walk Python's
+    syntax tree of the human text, numbers with + - * and unary minus only; anything else is
+    a test failure."""
+
+    def ev(node: ast.AST) -> int:
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return node.value
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -ev(node.operand)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)):
+            a, b = ev(node.left), ev(node.right)
+            return {ast.Add: a + b, ast.Sub: a - b, ast.Mult: a * b}[type(node.op)]
+        raise AssertionError(f"unexpected syntax {ast.dump(node)}")
+
+    return ev(ast.parse(text, mode="eval").body)

@@ -4,7 +4,6 @@ probabilities; and the default "trees" grammar, checked to be unchanged."""
 
 from __future__ import annotations
 
-import ast
 import bisect
 import hashlib
 import random
@@ -12,33 +11,12 @@ import re
 from collections import Counter
 
 import pytest
+from conftest import ast_value
 
 from abacus_interp.evaluation.heldout import HELDOUT_SEED, heldout_sets
 from abacus_interp.tasks import TASKS, get_task
 from abacus_interp.tasks.expression_grammar import derive, in_test_split
 from abacus_interp.tasks.expressions import parse_expression
-
-
-def _value(text: str) -> int:
-    """Walk Python's syntax tree of the human text: ints, + - *, unary minus; nothing else."""
-
-    def ev(node: ast.AST) -> int:
-        if isinstance(node, ast.Constant) and type(node.value) is int:
-            return node.value
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            return -ev(node.operand)
-        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)):
-            a, b = ev(node.left), ev(node.right)
-            return (
-                a + b
-                if isinstance(node.op, ast.Add)
-                else a - b
-                if isinstance(node.op, ast.Sub)
-                else a * b
-            )
-        raise AssertionError(f"unexpected syntax {ast.dump(node)}")
-
-    return ev(ast.parse(text, mode="eval").body)
 
 
 def _human(prompt: str) -> str:
@@ -145,7 +123,7 @@ def test_hand_examples_and_unary_minus(task) -> None:
         ("(-1)*-(2+3)", 5),
         ("2-3-4", -5),
     ]:
-        assert _value(text) == value
+        assert ast_value(text) == value
         assert task.from_human(text).answer == value
         assert parse_expression(text) is not None
     with pytest.raises(ValueError, match="expected integers"):
@@ -171,7 +149,7 @@ def test_samples_are_seeded_and_within_bounds(task, drawn) -> None:
 def test_values_match_ast_and_from_human_round_trips(task, drawn) -> None:
     for ex in drawn:
         human = _human(ex.prompt)
-        assert _value(human) == ex.answer
+        assert ast_value(human) == ex.answer
         assert task.from_human(human) == ex and task.make(human) == ex
         assert task.to_human(ex.target) == str(ex.answer)
     negative = sum(ex.answer < 0 for ex in drawn) / len(drawn)
@@ -226,7 +204,7 @@ def test_exact_length_draws_including_longer_than_trained(task) -> None:
     for length, n in ((8, 50), (30, 30), (31, 20), (40, 20)):
         for ex in task.sample(n, random.Random(length), min_len=length, max_len=length):
             assert len(_human(ex.prompt)) == length and len(str(ex.answer)) <= 5
-            assert _value(_human(ex.prompt)) == ex.answer
+            assert ast_value(_human(ex.prompt)) == ex.answer
             assert len(task.vocab.encode(ex.prompt)) + len(
                 ex.target
             ) + 1 <= task.max_sequence_length(max_len=length)

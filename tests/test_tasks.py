@@ -3,13 +3,13 @@ and against independent computations (Python ints, sorted(), an `ast` evaluator)
 
 from __future__ import annotations
 
-import ast
 import json
 import random
 import re
 from collections import Counter
 
 import pytest
+from conftest import ast_value
 
 from abacus_interp.tasks import (
     TASKS,
@@ -229,22 +229,6 @@ def test_modular_addition_formatting() -> None:
 # Expressions, checked against an independent evaluation through Python's `ast`.
 
 
-def _ast_eval(text: str) -> int:
-    """Evaluate numbers with + - * and unary minus only; anything else is a test failure."""
-
-    def ev(node: ast.AST) -> int:
-        if isinstance(node, ast.Constant) and type(node.value) is int:
-            return node.value
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            return -ev(node.operand)
-        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)):
-            a, b = ev(node.left), ev(node.right)
-            return {ast.Add: a + b, ast.Sub: a - b, ast.Mult: a * b}[type(node.op)]
-        raise AssertionError(f"unexpected syntax {ast.dump(node)}")
-
-    return ev(ast.parse(text, mode="eval").body)
-
-
 def test_expressions_hand_examples() -> None:
     task = ExpressionTask()
     ex = task.from_human("(12+3)*-4")
@@ -265,7 +249,7 @@ def test_expressions_match_independent_evaluation() -> None:
     for ex in task.sample(300, random.Random(7)):
         assert len(ex.prompt) <= 40
         human = re.sub(r"[0-9]+", lambda m: m.group()[::-1], ex.prompt[:-1])
-        assert _ast_eval(human) == ex.answer
+        assert ast_value(human) == ex.answer
         assert task.from_human(human) == ex  # the parser re-renders the same prompt
         assert task.to_human(ex.target) == str(ex.answer)
 

@@ -17,15 +17,12 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-import torch
 from jaxtyping import Bool, Float
-from torch import Tensor, nn
+from torch import Tensor
 from transformer_lens import ActivationCache, HookedRootModule
-from transformer_lens.hook_points import HookPoint
 
 from ..config import ModelConfig
-from ..model import LayerNorm, LoopedTransformer
-from ..positions import digit_table
+from ..model import LoopedTransformer, build_embeddings, build_readout
 
 # One cache entry per layer; what an entry holds is the family's business (LSTM: the last
 # hidden and cell state; ReTran: keys and values too).
@@ -43,26 +40,10 @@ class SinglePassModel(HookedRootModule):
         if cfg.family != self.family:
             raise ValueError(f"{type(self).__name__} builds family {self.family!r}, the config says {cfg.family!r}")
         self.cfg = cfg
-        d = cfg.d_model
         # the same parameter names, shapes and initialisation as LoopedTransformer
-        self.W_E = nn.Parameter(torch.randn(cfg.d_vocab, d) * cfg.init_std)
-        if cfg.positional == "abacus":
-            self.W_pos = nn.Parameter(torch.randn(cfg.n_abacus_positions, d) * cfg.init_std)
-        elif cfg.positional == "learned":
-            self.W_pos = nn.Parameter(torch.randn(cfg.max_seq_len, d) * cfg.init_std)
+        build_embeddings(self, cfg)
         self.build_layers(cfg)
-        self.ln_final = LayerNorm(cfg, with_hook=True)
-        if not cfg.tie_unembed:
-            self.W_U = nn.Parameter(torch.randn(d, cfg.d_vocab) * cfg.init_std)
-        self.b_U = nn.Parameter(torch.zeros(cfg.d_vocab))
-
-        self.hook_embed = HookPoint()  # [batch pos d_model]
-        self.hook_pos_embed = HookPoint()  # [batch pos d_model]
-        self.hook_input = HookPoint()  # [batch pos d_model]
-        self.register_buffer("digit_ids", torch.tensor(cfg.vocab.digit_ids, dtype=torch.long), persistent=False)
-        self.register_buffer("digit_table", digit_table(cfg.vocab.digit_ids), persistent=False)
-        if cfg.answer_slots:
-            self.equals_id, self.slot_id = cfg.vocab.encode("=_")
+        build_readout(self, cfg)
         self.setup()
         cfg.attach_device(self.W_E.device)
         self.compile_backend: str | None = None  # never set: see compile_loops

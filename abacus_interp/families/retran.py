@@ -35,21 +35,10 @@ from .base import SinglePassModel
 from .lstm import HookedLSTM, LSTMState
 
 
-class HookedAttention(Attention):
-    """`Attention` with its hook points on itself: a single-pass model needs one hook set
-    per layer, so weights and hooks share the name `blocks.{l}.attn`, as in TransformerLens."""
-
-    def __init__(self, cfg: ModelConfig):
-        super().__init__(cfg)
-        self.hook_q = HookPoint()  # [batch pos head d_head]
-        self.hook_k = HookPoint()  # [batch pos head d_head]
-        self.hook_v = HookPoint()  # [batch pos head d_head]
-        self.hook_attn_scores = HookPoint()  # [batch head query_pos key_pos]
-        self.hook_pattern = HookPoint()  # [batch head query_pos key_pos]
-        self.hook_z = HookPoint()  # [batch pos head d_head]
-
-    # the attention path asks its hook set whether a hook needs the explicit scores
-    needs_explicit = AttentionHooks.needs_explicit
+class HookedAttention(Attention, AttentionHooks):
+    """`Attention` with its hook points (`AttentionHooks`) on itself: a single-pass model
+    needs one hook set per layer, so weights and hooks share the name `blocks.{l}.attn`, as
+    in TransformerLens. Attention.__init__'s super().__init__() builds the hooks."""
 
 
 class ReTranBlock(nn.Module):

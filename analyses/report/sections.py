@@ -292,17 +292,23 @@ def analysis_section(analysis: Analysis) -> SectionSpec:
     return SectionSpec(analysis.key, analysis.title, build)
 
 
-def build_ablation(ctx: Context) -> Built:
+def _grid_json(directory: Path | None, name: str, command: str, option: str) -> dict[str, Any]:
+    """The `name` JSON that `abacus-interp {command}` wrote into the directory passed as
+    `--{option}`; the section is omitted when none was passed."""
     import json
 
+    if directory is None:
+        raise Omitted(f"no {command} result given: run `abacus-interp {command} --out DIR` and pass `--{option} DIR`")
+    path = directory / name
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist; run `abacus-interp {command} --out {directory}` first")
+    return json.loads(path.read_text())
+
+
+def build_ablation(ctx: Context) -> Built:
     from abacus_interp.ablation import ablation_figure
 
-    if ctx.ablation_dir is None:
-        raise Omitted("no ablation given: run `abacus-interp ablate --out DIR` and pass `--ablation DIR`")
-    path = ctx.ablation_dir / "ablation.json"
-    if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist; run `abacus-interp ablate --out {ctx.ablation_dir}` first")
-    data = json.loads(path.read_text())
+    data = _grid_json(ctx.ablation_dir, "ablation.json", "ablate", "ablation")
     rows = [[c["factor"], c["label"], c.get("params"), c.get("train_seconds"),
              *("-" if e is None else f"{100 * e:.0f}%" for e in c["exact_match"])] for c in data["cells"]]
     table = H.grid_table(["factor", "value", "params", "train s", *map(str, data["cells"][0]["lengths"])], rows,
@@ -312,20 +318,13 @@ def build_ablation(ctx: Context) -> Built:
 
 
 def build_architectures(ctx: Context) -> Built:
-    import json
-
     from abacus_interp.compare_summary import (
         accuracy_vs_length_figure,
         accuracy_vs_params_figure,
         label,
     )
 
-    if ctx.architectures_dir is None:
-        raise Omitted("no comparison given: run `abacus-interp compare --out DIR` and pass `--architectures DIR`")
-    path = ctx.architectures_dir / "comparison.json"
-    if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist; run `abacus-interp compare --out {ctx.architectures_dir}` first")
-    data = json.loads(path.read_text())
+    data = _grid_json(ctx.architectures_dir, "comparison.json", "compare", "architectures")
     lengths = data["cells"][0]["lengths"]
     rows = [[label(c), f"{c['params']:,}", c.get("steps"), c.get("train_seconds"), f"{c['loss']:.3f}",
              f"{100 * c['exact_match']:.1f}%",
