@@ -298,7 +298,7 @@ def _grid_json(directory: Path | None, name: str, command: str, option: str) -> 
     import json
 
     if directory is None:
-        raise Omitted(f"no {command} result given: run `abacus-interp {command} --out DIR` and pass `--{option} DIR`")
+        raise Omitted(f"no --{option} given: run `abacus-interp {command} --out DIR` and pass `--{option} DIR`")
     path = directory / name
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist; run `abacus-interp {command} --out {directory}` first")
