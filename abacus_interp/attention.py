@@ -7,6 +7,12 @@ Fast path: torch SDPA, or flash-attn's kernel on CUDA in fp16/bf16 when it is in
 Explicit path: scores and pattern are materialised and pass through `hook_attn_scores`
 and `hook_pattern`. `attention_backend="auto"` takes the explicit path only when a hook
 is attached to one of those two points, so caching patterns never silently misses them.
+
+Positions inside attention (optional, `ModelConfig.rotary` / `abacus_window`): queries and
+keys rotated by each token's Abacus index (RoPE on the digit's index inside its number, not
+on its sequence position), and a local window on that index (a query sees only keys whose
+index is within +-w of its own). Both are worked out once per forward pass into an
+`AttentionContext` that every layer of every loop shares.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from dataclasses import dataclass
 import einops
 import torch
 import torch.nn.functional as F
-from jaxtyping import Bool, Float
+from jaxtyping import Bool, Float, Int
 from torch import Tensor, nn
 from transformer_lens.hook_points import HookPoint
 
@@ -54,20 +60,91 @@ class KVEntry:
 
 
 def attention_mask(
-    key_valid: Bool[Tensor, "batch key_pos"] | None, n_query: int, n_key: int, device
+    key_valid: Bool[Tensor, "batch key_pos"] | None,
+    n_query: int,
+    n_key: int,
+    device,
+    index: Int[Tensor, "batch key_pos"] | None = None,
+    window: int | None = None,
 ) -> Bool[Tensor, "batch 1 query_pos key_pos"] | None:
     """Causal mask for queries that are the last `n_query` of `n_key` positions, also hiding
-    padding keys. A padding query may see itself, so no softmax row is empty (no NaN).
+    padding keys and, with `window`, every key whose Abacus `index` differs from the query's
+    by more than `window`. A query always sees itself, so no softmax row is empty (no NaN).
     None means "plain causal with no padding", which SDPA handles without a mask."""
-    if key_valid is None and n_query == n_key:
+    if key_valid is None and window is None and n_query == n_key:
         return None
     key_pos = torch.arange(n_key, device=device)
     query_pos = torch.arange(n_key - n_query, n_key, device=device)
+    itself = key_pos[None, :] == query_pos[:, None]  # [query key]
     causal = key_pos[None, :] <= query_pos[:, None]  # [query key]
-    if key_valid is None:
+    visible = causal[None]  # [1 or batch, query key]
+    if key_valid is not None:
+        visible = visible & key_valid[:, None, :]
+    if window is not None:
+        if index is None:
+            raise ValueError("a window on the Abacus index needs the index of every position")
+        query_index = index[:, -n_query:, None]  # [batch query 1]
+        near = (query_index - index[:, None, :]).abs() <= window  # [batch query key]
+        visible = visible & near
+    if key_valid is None and window is None:
         return causal[None, None]
-    visible = key_valid[:, None, :] | (key_pos[None, None, :] == query_pos[None, :, None])
-    return (causal[None] & visible)[:, None]  # [batch 1 query key]
+    return (visible | itself[None])[:, None]  # [batch 1 query key]
+
+
+@dataclass(frozen=True)
+class Rotary:
+    """RoPE angles of the query positions: position p's pairs of channels (i, i + d_head/2)
+    are rotated by index[p] * base^(-2i/d_head). Keys are rotated when computed (the same
+    positions as the queries) and cached rotated, so a cached key never needs its index again."""
+
+    cos: Float[Tensor, "batch query_pos 1 half"]
+    sin: Float[Tensor, "batch query_pos 1 half"]
+
+    @classmethod
+    def of(cls, index: Int[Tensor, "batch pos"], d_head: int, base: float, dtype=torch.float32) -> Rotary:
+        half = d_head // 2
+        inv_freq = base ** (-torch.arange(half, device=index.device, dtype=torch.float64) / half)  # [half]
+        angles = (index[..., None].double() * inv_freq)[:, :, None, :]  # [batch pos 1 half]
+        return cls(cos=angles.cos().to(dtype), sin=angles.sin().to(dtype))
+
+    def apply(self, x: Float[Tensor, "batch pos head d_head"]) -> Float[Tensor, "batch pos head d_head"]:
+        first, second = x.chunk(2, dim=-1)
+        cos, sin = self.cos.to(x.dtype), self.sin.to(x.dtype)
+        return torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1)
+
+
+@dataclass(frozen=True)
+class AttentionContext:
+    """What every layer of every loop shares in one forward pass: which keys each query may
+    see (`mask`, None for plain causal attention) and how queries and keys are rotated
+    (`rotary`, None without rotary positions)."""
+
+    mask: Bool[Tensor, "batch 1 query_pos key_pos"] | None = None
+    rotary: Rotary | None = None
+
+    @classmethod
+    def build(
+        cls,
+        cfg: ModelConfig,
+        n_query: int,
+        n_key: int,
+        device,
+        key_valid: Bool[Tensor, "batch key_pos"] | None = None,
+        index: Int[Tensor, "batch key_pos"] | None = None,
+    ) -> AttentionContext:
+        """The context of `n_query` new positions after `n_key - n_query` earlier ones.
+        `index`: the Abacus index of every position (needed when `cfg` rotates or windows)."""
+        if cfg.attends_by_index and (index is None or index.shape[1] != n_key):
+            got = None if index is None else tuple(index.shape)
+            raise ValueError(
+                f"this model attends by Abacus index (rotary={cfg.rotary!r}, abacus_window={cfg.abacus_window}): "
+                f"pass index=model.attention_index(tokens) for all {n_key} positions (got {got})"
+            )
+        mask = attention_mask(key_valid, n_query, n_key, device, index, cfg.abacus_window)
+        rotary = None
+        if cfg.rotary == "abacus":
+            rotary = Rotary.of(index[:, -n_query:], cfg.d_head, cfg.rotary_base)
+        return cls(mask=mask, rotary=rotary)
 
 
 class Attention(nn.Module):
@@ -90,17 +167,19 @@ class Attention(nn.Module):
         self,
         x: Float[Tensor, "batch pos d_model"],
         hooks: AttentionHooks,
-        key_valid: Bool[Tensor, "batch key_pos"] | None = None,
+        context: AttentionContext,
         cache: KVEntry | None = None,
     ) -> tuple[Float[Tensor, "batch pos d_model"], KVEntry]:
-        q = hooks.hook_q(einops.einsum(x, self.W_Q, "b p d, h d e -> b p h e") + self.b_Q)
-        k = hooks.hook_k(einops.einsum(x, self.W_K, "b p d, h d e -> b p h e") + self.b_K)
+        q = einops.einsum(x, self.W_Q, "b p d, h d e -> b p h e") + self.b_Q
+        k = einops.einsum(x, self.W_K, "b p d, h d e -> b p h e") + self.b_K
+        if context.rotary is not None:
+            q, k = context.rotary.apply(q), context.rotary.apply(k)
+        q, k = hooks.hook_q(q), hooks.hook_k(k)  # [batch pos head d_head], after rotation
         v = hooks.hook_v(einops.einsum(x, self.W_V, "b p d, h d e -> b p h e") + self.b_V)
         if cache is not None:  # decoding: attend over everything seen so far
             k = torch.cat([cache.k, k], dim=1)
             v = torch.cat([cache.v, v], dim=1)
-        n_query, n_key = q.shape[1], k.shape[1]
-        mask = attention_mask(key_valid, n_query, n_key, x.device)
+        mask = context.mask
 
         backend = self.cfg.attention_backend
         if backend == "explicit" or (backend == "auto" and hooks.needs_explicit()):

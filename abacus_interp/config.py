@@ -11,6 +11,7 @@ ACTIVATIONS = ("gelu", "relu")
 NORMS = ("pre", "none")
 INJECTIONS = ("add", "norm_add", "none")
 POSITIONALS = ("abacus", "learned", "none")
+ROTARIES = ("none", "abacus")
 OFFSET_MODES = ("batch", "example")
 BACKENDS = ("auto", "explicit", "sdpa", "flash")
 # "gpt" is not a family of its own: it is the looped family with n_loops=1 and as many
@@ -59,12 +60,31 @@ class ModelConfig:
     abacus_max_offset: int = 100
     # "batch": one offset per batch (McLeish et al.); "example": one per sequence.
     abacus_offset_mode: str = "batch"
+    # "abacus": queries and keys rotated by each token's Abacus index (RoPE on the digit's
+    # index inside its number). Attention then depends on index differences only, so the
+    # aligned digits of operands and answer meet at offset 0 whatever the number's length,
+    # and no random offset is needed to train high indices. "none": no rotation.
+    rotary: str = "none"
+    # RoPE's base: channel pair i turns by index * base^(-2i/d_head). 1000 gives the slowest
+    # pair a period of thousands of digits, far beyond any number this model meets.
+    rotary_base: float = 1000.0
+    # A query sees only keys whose Abacus index is within +-w of its own (and itself). With
+    # w = 1 a loop can move a carry by one digit and no further, so a long carry chain needs
+    # more loops, and a longer number needs no attention offset it never saw in training:
+    # the model extrapolates by running more loops. None: no window.
+    abacus_window: int | None = None
     max_seq_len: int = 64
     # Tied: the unembedding is the transpose of the token embedding (fewer parameters).
     tie_unembed: bool = False
     # "auto": SDPA (or flash-attn on CUDA in half precision) unless a hook needs the
     # attention scores/pattern, then the explicit path. The others force one path.
     attention_backend: str = "auto"
+    # None: generate, solve and eval run n_loops loops unless told otherwise. A number: they
+    # run each problem's loop until the relative step of its answer positions' state,
+    # ||s_t - s_(t-1)|| / ||s_t||, falls below it (at most max_loops), so a harder problem
+    # gets more loops. Needs answer_slots: the whole answer is computed in one pass, so one
+    # loop count per problem decides it.
+    halt_tol: float | None = None
     init_std: float = 0.02
     ln_eps: float = 1e-5
     # True: every token after the first "=" is read as the placeholder "_", so the model fills
@@ -81,6 +101,7 @@ class ModelConfig:
             ("input_injection", self.input_injection, INJECTIONS),
             ("positional", self.positional, POSITIONALS),
             ("abacus_offset_mode", self.abacus_offset_mode, OFFSET_MODES),
+            ("rotary", self.rotary, ROTARIES),
             ("attention_backend", self.attention_backend, BACKENDS),
             ("family", self.family, FAMILIES),
         ]:
@@ -107,6 +128,22 @@ class ModelConfig:
                 "set d_head explicitly or change n_heads"
             )
         looped = self.family == "looped"
+        if self.abacus_window is not None and (isinstance(self.abacus_window, bool) or self.abacus_window < 0):
+            raise ValueError(f"ModelConfig.abacus_window={self.abacus_window!r}; use an integer >= 0, or null for no window")
+        if self.rotary != "none" and d_head % 2:
+            raise ValueError(f"rotary positions turn pairs of channels: d_head={d_head} must be even")
+        if self.halt_tol is not None and not (self.halt_tol > 0 and self.answer_slots):
+            raise ValueError(
+                f"ModelConfig.halt_tol={self.halt_tol}: adaptive halting needs a positive tolerance and "
+                "answer_slots (a task with answer_format='slots'); leave it null otherwise"
+            )
+        if self.rotary_base <= 1:
+            raise ValueError(f"ModelConfig.rotary_base={self.rotary_base} must be > 1")
+        if self.attends_by_index and not looped:
+            raise ValueError(
+                f"rotary and abacus_window are options of the looped family's attention; "
+                f"family={self.family!r} has none of them: leave them unset"
+            )
         if not looped and (self.n_loops != 1 or self.max_loops not in (None, 1)):
             raise ValueError(
                 f"family={self.family!r} runs once (its recurrence is over positions, not a loop); "
@@ -133,6 +170,11 @@ class ModelConfig:
         object.__setattr__(self, "_device", str(device))
 
     @property
+    def attends_by_index(self) -> bool:
+        """True when attention reads each token's Abacus index (rotary positions or a window)."""
+        return self.rotary != "none" or self.abacus_window is not None
+
+    @property
     def d_vocab(self) -> int:
         return len(self.vocab)
 
@@ -149,6 +191,10 @@ class ModelConfig:
             # left out, so a looped config is written exactly as before the field existed and
             # resuming a run started then still finds the same model config
             del out["family"]
+        for name in ("rotary", "rotary_base", "abacus_window", "halt_tol"):
+            # at their defaults, left out for the same reason: older runs resume unchanged
+            if out[name] == _DEFAULTS[name]:
+                del out[name]
         out["vocab"] = self.vocab.to_dict()
         return out
 
@@ -166,3 +212,6 @@ class ModelConfig:
         for name in getattr(self, "_derived", ()):
             base[name] = None
         return ModelConfig.from_dict({**base, **changes})
+
+
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(ModelConfig)}

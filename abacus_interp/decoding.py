@@ -101,7 +101,8 @@ def _generate_cached(model, tokens, valid, n_loops, budgets) -> Int[Tensor, "bat
     key_valid = valid
     # prefill: the whole prompt, filling cache[t][l] for every loop and layer
     inputs = model.embed(tokens, valid)
-    state = model.run_loops(inputs, range(n_loops), key_valid=key_valid, cache=cache)
+    index = model.attention_index(tokens)
+    state = model.run_loops(inputs, range(n_loops), key_valid=key_valid, cache=cache, index=index)
     logits = model.unembed(state[:, -1:])
     new_tokens = []
     done = torch.zeros(tokens.shape[0], dtype=torch.bool, device=tokens.device)
@@ -115,6 +116,7 @@ def _generate_cached(model, tokens, valid, n_loops, budgets) -> Int[Tensor, "bat
         # a finished row's padding is masked like prompt padding
         key_valid = torch.cat([key_valid, still_running[:, None]], dim=1)
         inputs = model.embed(tokens, key_valid, last=1)
-        state = model.run_loops(inputs, range(n_loops), key_valid=key_valid, cache=cache)
+        index = model.attention_index(tokens)  # every position's: the window compares with all keys
+        state = model.run_loops(inputs, range(n_loops), key_valid=key_valid, cache=cache, index=index)
         logits = model.unembed(state)
     return torch.stack(new_tokens, dim=1)

@@ -25,7 +25,7 @@ from torch import Tensor, nn
 from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
-from .attention import Attention, AttentionHooks, KVEntry
+from .attention import Attention, AttentionContext, AttentionHooks, KVEntry
 from .config import ModelConfig
 from .positions import abacus_indices, digit_table, learned_indices
 from .scoring import next_token_loss
@@ -111,11 +111,11 @@ class Block(nn.Module):
         self,
         x: Float[Tensor, "batch pos d_model"],
         hooks: BlockHooks,
-        key_valid: Bool[Tensor, "batch pos"] | None = None,
+        context: AttentionContext,
         cache: KVEntry | None = None,
     ) -> tuple[Float[Tensor, "batch pos d_model"], KVEntry]:
         x = hooks.hook_resid_pre(x)
-        attn_out, kv = self.attn(self.ln1(x), hooks.attn, key_valid, cache)
+        attn_out, kv = self.attn(self.ln1(x), hooks.attn, context, cache)
         x = hooks.hook_resid_mid(x + hooks.hook_attn_out(attn_out))
         x = hooks.hook_resid_post(x + hooks.hook_mlp_out(self.mlp(self.ln2(x), hooks.mlp)))
         return x, kv
@@ -207,6 +207,15 @@ class LoopedTransformer(HookedRootModule):
         pos_embed = self.hook_pos_embed(self.W_pos[index[:, keep]])  # [batch pos d_model]
         return self.hook_input(embed + pos_embed)
 
+    def attention_index(
+        self, tokens: Int[Tensor, "batch pos"], abacus_offset: Int[Tensor, " batch"] | int = 0
+    ) -> Int[Tensor, "batch pos"] | None:
+        """The Abacus index attention reads (rotary positions, the window), or None when this
+        model's attention reads no index. Pass it to `run_loops(..., index=...)`."""
+        if not self.cfg.attends_by_index:
+            return None
+        return abacus_indices(tokens, self.digit_table, abacus_offset)
+
     def _check_position_range(self, index: Int[Tensor, "batch pos"], limit: int) -> None:
         if int(index.max()) >= limit:
             raise ValueError(
@@ -232,22 +241,32 @@ class LoopedTransformer(HookedRootModule):
         state: Float[Tensor, "batch pos d_model"] | None = None,
         key_valid: Bool[Tensor, "batch pos"] | None = None,
         cache: KVCache | None = None,
+        index: Int[Tensor, "batch key_pos"] | None = None,
     ) -> Float[Tensor, "batch pos d_model"]:
         """Apply the block for loop indices `loops` (e.g. range(2, 5)) starting from `state`
         (the state leaving loop loops.start - 1; None at the start). With `cache`, keys and
-        values are read from and appended to cache[t][l].
+        values are read from and appended to cache[t][l]. `index`: the Abacus index of every
+        position (`attention_index(tokens)`), which a model with rotary positions or a window
+        needs; None for the others.
 
         After `compile_loops()`, a loop with no hook attached runs its layers through the
         compiled graph; hooked loops and cached decoding run eagerly."""
         self.check_loops(loops.stop)
+        if len(loops) == 0:
+            return state
+        n_query = inputs.shape[1]
+        first = cache[loops.start][0] if cache is not None else None
+        n_key = n_query + (first.k.shape[1] if first is not None else 0)
+        # built once: every layer of every loop shares the mask and the rotation
+        context = AttentionContext.build(self.cfg, n_query, n_key, inputs.device, key_valid, index)
         compiled = _compiled_layers(self.compile_backend) if self.compile_backend and cache is None else None
         for t in loops:
             hooks = self.loops[t]
             x = self.inject(inputs, state)
             if compiled is not None and not self._loop_is_hooked(t):
-                state = compiled(self, hooks, x, key_valid)
+                state = compiled(self, hooks, x, context)
             else:
-                state = self.apply_layers(hooks, x, key_valid, cache[t] if cache is not None else None)
+                state = self.apply_layers(hooks, x, context, cache[t] if cache is not None else None)
         return state
 
     def inject(
@@ -267,15 +286,16 @@ class LoopedTransformer(HookedRootModule):
         self,
         hooks: LoopHooks,
         x: Float[Tensor, "batch pos d_model"],
-        key_valid: Bool[Tensor, "batch pos"] | None = None,
+        context: AttentionContext,
         cache_row: list[KVEntry | None] | None = None,
     ) -> Float[Tensor, "batch pos d_model"]:
         """One application of the looped block's layers, from hook_state_pre to
-        hook_state_post of the loop whose `hooks` are given. `cache_row`: that loop's keys
-        and values per layer, updated in place (cached decoding)."""
+        hook_state_post of the loop whose `hooks` are given. `context`: the attention mask and
+        rotation of this pass (`run_loops` builds it). `cache_row`: that loop's keys and values
+        per layer, updated in place (cached decoding)."""
         x = hooks.hook_state_pre(x)
         for layer, (block, block_hooks) in enumerate(zip(self.blocks, hooks.blocks, strict=True)):
-            x, kv = block(x, block_hooks, key_valid, cache_row[layer] if cache_row is not None else None)
+            x, kv = block(x, block_hooks, context, cache_row[layer] if cache_row is not None else None)
             if cache_row is not None:
                 cache_row[layer] = kv
         return hooks.hook_state_post(x)
@@ -352,7 +372,8 @@ class LoopedTransformer(HookedRootModule):
         self.check_loops(n_loops)
         key_valid = None if valid is None or bool(valid.all()) else valid
         inputs = self.embed(tokens, valid, abacus_offset)
-        state = self.run_loops(inputs, range(n_loops), key_valid=key_valid)
+        index = self.attention_index(tokens, abacus_offset)
+        state = self.run_loops(inputs, range(n_loops), key_valid=key_valid, index=index)
         if return_type == "state":
             return state
         if return_type in ("logits", None):
@@ -404,7 +425,15 @@ class LoopedTransformer(HookedRootModule):
         batch_size: int = 512,
         use_cache: bool = True,
     ) -> list[str]:
-        """Greedy completions of model-order prompts, EOS stripped (see decoding.py)."""
+        """Greedy completions of model-order prompts, EOS stripped (see decoding.py).
+
+        `n_loops=None` runs the model's default: with `cfg.halt_tol` set, each problem's loop
+        until its answer converges (adaptive loops, see halting.py; `generate_adaptive` also
+        returns the loops each problem used), else the trained depth."""
+        if n_loops is None and self.cfg.halt_tol is not None:
+            from .halting import generate_adaptive
+
+            return generate_adaptive(self, prompts, max_new_tokens=max_new_tokens, batch_size=batch_size).completions
         from .decoding import generate
 
         return generate(self, prompts, n_loops, max_new_tokens, batch_size, use_cache)

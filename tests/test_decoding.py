@@ -59,17 +59,25 @@ def reference_greedy(model, prompt: str, n_loops: int | None, max_new_tokens: in
 
 PROMPTS = addition_prompts(16)
 
+# Position schemes decoding must handle: a learned Abacus table, absolute positions, and
+# rotary attention on the Abacus index with a window on it (no position table at all).
+POSITION_SCHEMES = {
+    "abacus": dict(positional="abacus"),
+    "learned": dict(positional="learned"),
+    "rotary-window": dict(positional="none", rotary="abacus", abacus_window=1),
+}
+
 
 def test_prompts_are_ragged():
     lengths = {len(p) for p in PROMPTS}
     assert len(lengths) >= 5 and min(lengths) <= 6 and max(lengths) >= 12
 
 
-@pytest.mark.parametrize("positional", ["abacus", "learned"])
+@pytest.mark.parametrize("scheme", POSITION_SCHEMES)
 @pytest.mark.parametrize("n_loops", [1, None, 6], ids=["below-trained", "trained", "above-trained"])
 @pytest.mark.parametrize("max_new_tokens", [None, 5])
-def test_cached_generate_equals_naive_generate(tiny_model, positional, n_loops, max_new_tokens):
-    model = decoding_model(tiny_model, positional=positional)
+def test_cached_generate_equals_naive_generate(tiny_model, scheme, n_loops, max_new_tokens):
+    model = decoding_model(tiny_model, **POSITION_SCHEMES[scheme])
     cached = model.generate(PROMPTS, n_loops=n_loops, max_new_tokens=max_new_tokens)
     naive = naive_generate(model, PROMPTS, n_loops=n_loops, max_new_tokens=max_new_tokens)
     assert cached == naive
@@ -81,10 +89,10 @@ def test_cached_generate_equals_naive_generate(tiny_model, positional, n_loops, 
         assert len(completion) <= budget
 
 
-@pytest.mark.parametrize("positional", ["abacus", "learned"])
+@pytest.mark.parametrize("scheme", POSITION_SCHEMES)
 @pytest.mark.parametrize("n_loops", [1, 5])
-def test_generate_equals_a_plain_greedy_loop_per_prompt(tiny_model, positional, n_loops):
-    model = decoding_model(tiny_model, positional=positional)
+def test_generate_equals_a_plain_greedy_loop_per_prompt(tiny_model, scheme, n_loops):
+    model = decoding_model(tiny_model, **POSITION_SCHEMES[scheme])
     max_new_tokens = 8
     batched = model.generate(PROMPTS, n_loops=n_loops, max_new_tokens=max_new_tokens)
     one_at_a_time = [

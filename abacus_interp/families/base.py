@@ -7,7 +7,8 @@ the body between embedding and unembedding, which a family supplies as `apply_la
 
 The training loop, scoring and decoding call a model as
     inputs = model.embed(tokens, valid, abacus_offset)         [batch pos d_model]
-    state  = model.run_loops(inputs, range(0, n), state, key_valid, cache)
+    index  = model.attention_index(tokens, abacus_offset)       [batch pos] or None
+    state  = model.run_loops(inputs, range(0, n), state, key_valid, cache, index)
     logits = model.unembed(state)                               [batch pos d_vocab]
 A family without a loop runs its layers once, so the only range it accepts is range(0, 1)
 (what those callers pass when cfg.n_loops is 1, which ModelConfig requires of it).
@@ -73,6 +74,7 @@ class SinglePassModel(HookedRootModule):
 
     # ------------------------------------------------- shared with the looped model
     embed = LoopedTransformer.embed
+    attention_index = LoopedTransformer.attention_index
     read_tokens = LoopedTransformer.read_tokens
     _check_position_range = LoopedTransformer._check_position_range
     unembed = LoopedTransformer.unembed
@@ -100,6 +102,7 @@ class SinglePassModel(HookedRootModule):
         state: Float[Tensor, "batch pos d_model"] | None = None,
         key_valid: Bool[Tensor, "batch key_pos"] | None = None,
         cache: list[LayerCache] | None = None,
+        index: None = None,
     ) -> Float[Tensor, "batch pos d_model"]:
         """`LoopedTransformer.run_loops` for a model without a loop: `loops` must be
         range(0, 1) (one pass of the layers) or empty (returns `state`). With `cache`
@@ -112,6 +115,8 @@ class SinglePassModel(HookedRootModule):
                 f"family {self.family!r} has no loop: it runs its layers once, so it takes "
                 f"loops=range(0, 1), not {loops}; n_loops must be 1"
             )
+        if index is not None:
+            raise ValueError(f"family {self.family!r} attends by sequence position only; pass index=None")
         if state is not None:
             raise ValueError(
                 f"family {self.family!r} has no loop state to start from; "

@@ -28,7 +28,7 @@ from jaxtyping import Bool, Float
 from torch import Tensor, nn
 from transformer_lens.hook_points import HookPoint
 
-from ..attention import Attention, AttentionHooks, KVEntry
+from ..attention import Attention, AttentionContext, AttentionHooks, KVEntry
 from ..config import ModelConfig
 from ..model import LayerNorm
 from .base import SinglePassModel
@@ -64,7 +64,10 @@ class ReTranBlock(nn.Module):
     ) -> tuple[Float[Tensor, "batch pos d_model"], tuple[KVEntry, LSTMState]]:
         kv_cache, lstm_state = cache if cache is not None else (None, None)
         x = self.hook_resid_pre(x)
-        attn_out, kv = self.attn(self.ln1(x), self.attn, key_valid, kv_cache)
+        n_query = x.shape[1]
+        n_key = n_query + (kv_cache.k.shape[1] if kv_cache is not None else 0)
+        context = AttentionContext.build(self.attn.cfg, n_query, n_key, x.device, key_valid)
+        attn_out, kv = self.attn(self.ln1(x), self.attn, context, kv_cache)
         x = self.hook_resid_mid(x + self.hook_attn_out(attn_out))
         lstm_out, lstm_state = self.lstm(self.ln2(x), valid, lstm_state, first_position)
         x = self.hook_resid_post(x + self.hook_lstm_out(lstm_out))

@@ -104,6 +104,7 @@ def training_losses(model, batch, generator, cfg, device, autocast, allowed=None
 
     with autocast:
         inputs = model.embed(tokens[:, :n_in], abacus_offset=offsets)  # [batch n_in d_model]
+        index = model.attention_index(tokens[:, :n_in], offsets)  # [batch n_in], None unless attention reads it
         r = n_prefix = n_progressive = None
         if tcfg.progressive == "mix":  # a random depth r, read out beside the full depth R
             lo, hi = tcfg.mix_depths or (1, R)
@@ -123,7 +124,7 @@ def training_losses(model, batch, generator, cfg, device, autocast, allowed=None
             n_prefix = int(torch.randint(0, R, (1,), generator=generator))
             n_progressive = int(torch.randint(1, R - n_prefix + 1, (1,), generator=generator))
             wanted.add(n_prefix)
-        states = _states_at(model, inputs, wanted, start)  # one pass, read out on the way
+        states = _states_at(model, inputs, wanted, start, index)  # one pass, read out on the way
         state_full = states[R]
         full = loss_of(state_full)
         if tcfg.progressive == "mix":
@@ -132,7 +133,7 @@ def training_losses(model, batch, generator, cfg, device, autocast, allowed=None
         elif tcfg.progressive == "mcleish":
             prefix = states[n_prefix]
             prefix = prefix.detach() if prefix is not None else None  # n_prefix = 0: the start state
-            progressive = model.run_loops(inputs, range(n_prefix, n_prefix + n_progressive), state=prefix)
+            progressive = model.run_loops(inputs, range(n_prefix, n_prefix + n_progressive), state=prefix, index=index)
             alpha = tcfg.progressive_alpha
             loss = (1 - alpha) * full + alpha * loss_of(progressive)
         else:
@@ -172,12 +173,12 @@ def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
     return tensor.to(device, non_blocking=True)
 
 
-def _states_at(model, inputs, depths: set[int], start=None) -> dict[int, torch.Tensor | None]:
+def _states_at(model, inputs, depths: set[int], start=None, index=None) -> dict[int, torch.Tensor | None]:
     """The state after each number of loops in `depths`, from one pass through the deepest
     that starts from `start` (None: the model's own zero state). Depth 0 is `start`."""
     states, state, done = {}, start, 0
     for depth in sorted(depths):
-        state = model.run_loops(inputs, range(done, depth), state=state) if depth > done else state
+        state = model.run_loops(inputs, range(done, depth), state=state, index=index) if depth > done else state
         states[depth], done = state, depth
     return states
 

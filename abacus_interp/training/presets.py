@@ -11,7 +11,8 @@ from .config import RunConfig, TrainConfig
 
 def _run(name: str, task_name: str, task_kwargs: dict, model: dict, train: TrainConfig) -> RunConfig:
     task = get_task(task_name, **task_kwargs)
-    cfg = ModelConfig(vocab=task.vocab, positional=task.positional, answer_slots=task.answer_slots, **model)
+    # the task's position scheme unless the recipe chooses another (extrap-add: none, rotary)
+    cfg = ModelConfig(vocab=task.vocab, **{"positional": task.positional, "answer_slots": task.answer_slots, **model})
     return RunConfig(task=task_name, task_kwargs=task_kwargs, model=cfg, train=train, preset=name)
 
 
@@ -116,6 +117,39 @@ def loop_add() -> RunConfig:
             progressive="mix", mix_depths=(2, 24), step_penalty=1.0, init_state_noise=0.5,
             eval_every=250, eval_problems=256,
             checkpoint_every=1000, dense_checkpoints=8, dense_until=500,
+        ),
+    )
+
+
+def extrap_add() -> RunConfig:
+    """Length extrapolation by running more loops: addition in the answer-slot format, trained
+    on operands of up to 5 digits, solving numbers many times longer.
+
+    Two choices of the attention make it possible on a CPU budget:
+    * rotary positions on the Abacus index and no position table (`positional="none"`,
+      `rotary="abacus"`): attention sees only index differences, so the aligned digits of
+      both operands and the answer slot meet at offset 0 whatever the number's length;
+    * a window of +-1 on the Abacus index (`abacus_window=1`): a query sees only its own
+      column and the two beside it. A loop can then move a carry by one digit and no
+      further, so nothing in the model depends on the number's length, and a carry chain
+      longer than any seen in training is solved by running more loops.
+    The loop recipe is loop-add's (norm_add injection, mix loss, step penalty, noise starts)
+    with the mix depths at 6..24, so every step trains deep loops.
+    `halt_tol`: generate, solve and eval stop each problem's loop once its answer has
+    converged (up to max_loops = 128), which is what a long carry chain needs.
+    """
+    return _run(
+        "extrap-add",
+        "addition",
+        {"max_digits": 5, "answer_format": "slots", "cascade_fraction": 0.0},
+        # max_seq_len bounds evaluation only (there is no position table): 100-digit operands
+        dict(d_model=64, n_heads=4, n_layers=1, n_loops=6, max_loops=128, max_seq_len=320, abacus_max_offset=0,
+             positional="none", rotary="abacus", abacus_window=1, input_injection="norm_add", halt_tol=1e-3),
+        TrainConfig(
+            steps=3000, batch_size=64, lr=2e-3, weight_decay=0.01, warmup_steps=200, grad_clip=1.0,
+            progressive="mix", mix_depths=(6, 24), step_penalty=1.0, init_state_noise=0.5,
+            eval_every=250, eval_problems=256,
+            checkpoint_every=500, dense_checkpoints=8, dense_until=500,
         ),
     )
 
@@ -236,6 +270,7 @@ PRESETS: dict[str, Callable[[], RunConfig]] = {
     "demo-add": demo_add,
     "small-add": small_add,
     "loop-add": loop_add,
+    "extrap-add": extrap_add,
     "grok-mod113": grok_mod113,
     "grok-mod113-fast": grok_mod113_fast,
     "expressions": expressions,

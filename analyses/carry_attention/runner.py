@@ -29,6 +29,7 @@ class LoopRunner:
             self.logits, cache = model.run_with_cache(tokens, n_loops=n_loops, names_filter=lambda n: n in wanted)
         self.cache = cache
         self.inputs = cache["hook_input"]
+        self.index = model.attention_index(tokens)
 
     def from_loop(self, start: int, fwd_hooks) -> torch.Tensor:
         if start == 0:
@@ -36,5 +37,5 @@ class LoopRunner:
                 return self.model.run_with_hooks(self.tokens, n_loops=self.n_loops, fwd_hooks=list(fwd_hooks))
         state = self.cache[act_name("state_post", loop=start - 1)]
         with torch.inference_mode(), self.model.hooks(fwd_hooks=list(fwd_hooks)):
-            final = self.model.run_loops(self.inputs, range(start, self.n_loops), state=state)
+            final = self.model.run_loops(self.inputs, range(start, self.n_loops), state=state, index=self.index)
             return self.model.unembed(final)

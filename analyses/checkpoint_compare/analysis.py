@@ -214,9 +214,10 @@ def _forward(model, batch, mask, select, batch_size):
     for start in range(0, len(batch.tokens), batch_size):
         tokens = batch.tokens[start : start + batch_size]
         inputs = model.embed(tokens)
+        index = model.attention_index(tokens)
         state = None
         for t in range(L):
-            state = model.run_loops(inputs, range(t, t + 1), state)
+            state = model.run_loops(inputs, range(t, t + 1), state, index=index)
             states[t].append(state[mask[start : start + batch_size]])
         logits.append(model.unembed(state))
     logits = torch.cat(logits)

@@ -99,10 +99,11 @@ def collect(
         readout_count = real.sum(1).clamp_min(1)
 
         inputs = model.embed(tokens)
+        index = model.attention_index(tokens)
         states = torch.empty((horizon, b, p, model.cfg.d_model), dtype=inputs.dtype, device=device)
         s, prev_logp = None, None
         for t in range(horizon):
-            new = model.run_loops(inputs, range(t, t + 1), state=s)
+            new = model.run_loops(inputs, range(t, t + 1), state=s, index=index)
             diff_sq = ((new - s) if s is not None else new).float().pow(2).sum(-1)  # [B P]
             norm_sq = new.float().pow(2).sum(-1)
             step[rows, t] = (masks * diff_sq).sum(-1).sqrt().T.cpu().numpy()
@@ -141,10 +142,11 @@ def _force_explicit_attention(model, loop: int):
     return model.hooks(fwd_hooks=[(name, lambda x, hook: None) for name in names])
 
 
-def loop_map(model, inputs: torch.Tensor, loop: int):
+def loop_map(model, inputs: torch.Tensor, loop: int, index: torch.Tensor | None = None):
     """f(s) = the state leaving loop `loop` given the state `s` leaving the loop before,
-    with the input injected (the map whose fixed points the analysis is about)."""
-    return lambda s: model.run_loops(inputs, range(loop, loop + 1), state=s)
+    with the input injected (the map whose fixed points the analysis is about). `index`:
+    `model.attention_index(tokens)` of the same tokens as `inputs`."""
+    return lambda s: model.run_loops(inputs, range(loop, loop + 1), state=s, index=index)
 
 
 def model_spectrum(
@@ -169,12 +171,13 @@ def model_spectrum(
     try:
         with torch.no_grad():
             inputs = model.embed(tokens)
+            index = model.attention_index(tokens)
         for n in sorted(set(at_loops)):
             with torch.no_grad():
-                s = model.run_loops(inputs, range(n))
+                s = model.run_loops(inputs, range(n), index=index)
             loop = min(n, model.cfg.max_loops - 1)
             with _force_explicit_attention(model, loop):
-                out[n] = spectrum(loop_map(model, inputs, loop), s, mask=mask, n_iter=n_iter, tol=tol, seed=seed)
+                out[n] = spectrum(loop_map(model, inputs, loop, index), s, mask=mask, n_iter=n_iter, tol=tol, seed=seed)
     finally:
         model.train(was_training)
     return out

@@ -120,11 +120,12 @@ def path_independence(
         tokens, valid = batch.tokens.to(device), batch.valid.to(device)
         readout = batch.loss_mask.to(device)[:, :-1]
         inputs = model.embed(tokens)  # [batch pos d_model]
+        index = model.attention_index(tokens)
 
-        def step(state, t, inputs=inputs):
-            return model.run_loops(inputs, range(t, t + 1), state=state)
+        def step(state, t, inputs=inputs, index=index):
+            return model.run_loops(inputs, range(t, t + 1), state=state, index=index)
 
-        reference_end = model.run_loops(inputs, range(horizon))
+        reference_end = model.run_loops(inputs, range(horizon), index=index)
         alternatives = start_states(reference_end, valid, starts, generator)
         # the reference starts from the model's own zero state (state=None)
         _, ends, cosines = trajectories_agree(step, None, alternatives, horizon, valid)

@@ -230,7 +230,7 @@ def gradient_symmetricity(model, vocab, p: int, n_samples: int = 100, seed: int 
     try:
         with torch.enable_grad():
             inputs = model.embed(tokens).detach().requires_grad_(True)
-            state = model.run_loops(inputs, range(n_loops or model.cfg.n_loops))
+            state = model.run_loops(inputs, range(n_loops or model.cfg.n_loops), index=model.attention_index(tokens))
             logits = model.unembed(state)[:, -1]
             logits.gather(1, cols[:, None]).sum().backward()
     finally:
