@@ -72,12 +72,48 @@ def cmd_eval(args) -> int:
     # more hook sets only when asked for deeper loops; never fewer than the model has
     model = load_model(path, max_loops=max([saved_capacity, *(args.loops or [])]), device=args.device)
     task = load_task(run_dir_of(run))
+    if args.lengths or args.chains:
+        return _eval_extrapolation(model, task, args)
     readout = run_readout(read_run_config(run)["train"], task)  # score it the way it was trained
     report = evaluate(model, task, grid=args.grid, loops=args.loops, n_per_cell=args.n, seed=args.seed, **readout)
     print(format_report(report))
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(report.to_dict(), indent=2))
+        print(f"wrote {args.json}")
+    return 0
+
+
+def _parse_chains(text: str) -> list[tuple[int, int]]:
+    """"5,10,20" (a chain of c columns in c-digit operands) or "5:20" (5 columns in 20 digits)."""
+    out = []
+    for item in text.split(","):
+        chain, _, digits = item.strip().partition(":")
+        try:
+            c, d = int(chain), int(digits or chain)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(f"expected chains like 5,10 or 5:20 (chain:digits); got {text!r}") from e
+        if not 1 <= c <= d:
+            raise argparse.ArgumentTypeError(f"chain {item!r}: need 1 <= chain <= digits")
+        out.append((d, c))
+    return out
+
+
+def _eval_extrapolation(model, task, args) -> int:
+    from .evaluation.extrapolation import format_table, length_extrapolation
+
+    counts = args.loops or [None]  # None: the model's default loops (adaptive when it has halt_tol)
+    results = []
+    for n_loops in counts:
+        result = length_extrapolation(model, task, args.lengths or [], args.chains or [], n=args.n, n_loops=n_loops,
+                                      tol=args.halt_tol, seed=args.seed)
+        print(format_table(result))
+        results.append(result.to_dict())
+    print("samples: 'uniform' = both operands of exactly that many digits, digits uniform; "
+          "'chain c' = a planted carry chain of c columns (tasks.carries.sample_with_cascade)")
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps({"extrapolation": results}, indent=2))
         print(f"wrote {args.json}")
     return 0
 
@@ -125,11 +161,20 @@ def cmd_solve(args) -> int:
     warning = _beyond_trained_length(task, example, args.run)
     if warning:
         print(f"warning: {warning}", file=sys.stderr)
-    completion = model.generate([example.prompt], n_loops=args.loops)[0]
+    from .halting import generate_adaptive, resolve_halting
+
+    fixed, tol = resolve_halting(model, args.loops, None)
+    if fixed is None:
+        decoded = generate_adaptive(model, [example.prompt], tol=tol)
+        completion = decoded.completions[0]
+        loops = f"{decoded.loops_used[0]} loops ({'converged' if decoded.converged[0] else 'cap reached'}, tol {tol:g})"
+    else:
+        completion = model.generate([example.prompt], n_loops=fixed)[0]
+        loops = f"{fixed} loops"
     print(task.to_human(completion))
     if args.verbose:
         verdict = "correct" if task.check(example, completion) else f"wrong (expected {example.answer})"
-        print(f"model order: {example.prompt}{completion}  -> {verdict}")
+        print(f"model order: {example.prompt}{completion}  -> {verdict}; {loops}")
     return 0
 
 
@@ -221,7 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("train", help="train a preset into a run directory (resumes if it has resume/)")
-    p.add_argument("--preset", help="demo-add, small-add, loop-add, grok-mod113, grok-mod113-fast, expressions, paper-add-1x16, paper-add-8x2")
+    p.add_argument("--preset", help="demo-add, small-add, loop-add, extrap-add, grok-mod113, grok-mod113-fast, expressions, paper-add-1x16, paper-add-8x2")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field, e.g. train.lr=3e-4")
     p.add_argument("--out", required=True, help="run directory")
     p.set_defaults(func=cmd_train)
@@ -231,7 +276,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--step", type=int, help="checkpoint step (default: latest)")
     p.add_argument("--grid", type=_parse_range, help="operand digit range, e.g. 1..20")
     p.add_argument("--loops", type=_parse_int_list, help="loop counts, e.g. 1,2,4,8")
-    p.add_argument("--n", type=int, default=100, help="problems per grid cell")
+    p.add_argument("--n", type=int, default=100, help="problems per grid cell (per row with --lengths/--chains)")
+    p.add_argument("--lengths", type=_parse_int_list,
+                   help="length extrapolation instead: exact match on operands of exactly these digit counts, e.g. 5,10,50")
+    p.add_argument("--chains", type=_parse_chains,
+                   help="length extrapolation on planted carry chains: 5,10 (chain c in c digits) or 5:20")
+    p.add_argument("--halt-tol", type=float,
+                   help="with --lengths/--chains: adaptive loops at this tolerance (default: the model's halt_tol)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", help="write every number to this file")
     _add_device_option(p)
@@ -240,8 +291,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("solve", help='solve one problem in human order, e.g. "123+456"')
     p.add_argument("run")
     p.add_argument("problem")
-    p.add_argument("--loops", type=int)
-    p.add_argument("--verbose", action="store_true", help="also show the model-order text and a verdict")
+    p.add_argument("--loops", type=int, help="a fixed loop count (default: the model's, adaptive when it has halt_tol)")
+    p.add_argument("--verbose", action="store_true", help="also show the model-order text, a verdict and the loops used")
     _add_device_option(p)
     p.set_defaults(func=cmd_solve)
 

@@ -86,3 +86,29 @@ def test_halting_needs_the_answer_slot_format():
     model = LoopedTransformer(ModelConfig(vocab=SLOT_VOCAB, d_model=32, n_heads=4)).eval()
     with pytest.raises(ValueError, match="answer-slot"):
         generate_adaptive(model, ["1+2="], tol=1e-3)
+
+
+def test_length_extrapolation_scores_what_greedy_decoding_answers():
+    from abacus_interp.evaluation.extrapolation import format_table, length_extrapolation
+    from abacus_interp.tasks import get_task
+    from abacus_interp.tasks.carries import longest_cascade
+
+    task = get_task("addition", max_digits=3, answer_format="slots")
+    model = slot_model(halt_tol=0.3)
+    result = length_extrapolation(model, task, lengths=[3, 6], chains=[(6, 4)], n=12, seed=1)
+    assert [(r.digits, r.chain, r.n) for r in result.rows] == [(3, None, 12), (6, None, 12), (6, 4, 12)]
+    from abacus_interp.evaluation.extrapolation import problems
+
+    for r in result.rows:
+        examples = problems(task, r.digits, r.chain, 12, seed=1)
+        if r.chain is not None:  # the planted chain is the longest one in every problem
+            assert {longest_cascade(*e.operands) for e in examples} == {r.chain}
+        decoded = generate_adaptive(model, [e.prompt for e in examples], tol=0.3, max_new_tokens=r.digits + 2)
+        correct = [task.check(e, c) for e, c in zip(examples, decoded.completions, strict=True)]
+        assert r.exact_match == sum(correct) / 12
+        assert r.loops_max == max(decoded.loops_used)
+    fixed = length_extrapolation(model, task, lengths=[3], n=12, n_loops=2, seed=1)
+    assert fixed.fixed_loops == 2 and fixed.rows[0].converged is None and fixed.rows[0].loops_max == 2
+    assert "12" in format_table(result) and "adaptive loops" in format_table(result)
+    with pytest.raises(ValueError, match="does not fit"):
+        length_extrapolation(model, task, lengths=[], chains=[(3, 5)], n=2)

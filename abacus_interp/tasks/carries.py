@@ -53,6 +53,24 @@ def carry_chain_lengths(a: int, b: int) -> list[int]:
     return lengths
 
 
+def decision_distance(a: int, b: int) -> list[int]:
+    """Per answer digit, how many columns below it decide its carry: 1 + the number of
+    columns directly below whose digits sum to 9 (they pass on whatever reaches them), up to
+    the first column that generates (sum >= 10) or kills (sum <= 8) a carry; counted to the
+    units column when every column below sums to 9; 0 for the units digit.
+
+    A model that moves carry information one column per step needs this many steps before
+    the digit can be known, whether a carry arrives or not: 999 + 1 -> [0, 1, 2, 3];
+    909 + 91 -> [0, 1, 2, 3] (the chain of nines above the generating units column);
+    450 + 540 -> [0, 1, 2] (no carry at all, but the 9-sums above the units column wait for it)."""
+    pairs = _digit_pairs(a, b)
+    out = [0] * len(pairs)
+    for i in range(1, len(pairs)):
+        x, y = pairs[i - 1]
+        out[i] = out[i - 1] + 1 if x + y == 9 else 1
+    return out
+
+
 def longest_cascade(a: int, b: int) -> int:
     """The longest carry chain in the problem (a complexity score; callers bucket 5+)."""
     return max(carry_chain_lengths(a, b), default=0)

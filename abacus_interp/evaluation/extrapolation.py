@@ -1,0 +1,149 @@
+"""Length extrapolation: exact match of greedy answers on operands far longer than training,
+on two samplers that are not the training one, with the loops each problem used.
+
+* "uniform": both operands of exactly `digits` digits, every digit uniform (most carry
+  chains are short: a chain of length c has probability about 10^-(c-1) per column);
+* "chain c": a planted carry chain of exactly length c (one generating column, then c - 1
+  columns summing to 9; `tasks.carries.sample_with_cascade`) in operands of `digits` digits,
+  the rest random: the problems a carry has to travel furthest in.
+
+Answers are decoded with the model's default loops (adaptive when `cfg.halt_tol` is set, see
+`abacus_interp.halting`) or a fixed count. The result is a typed table; `format_table`
+prints it with every row's sample size.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+from ..halting import generate_adaptive, resolve_halting
+from ..tasks.carries import longest_cascade, sample_with_cascade
+from .common import section_rng
+
+
+@dataclass(frozen=True)
+class ExtrapolationRow:
+    digits: int  # operand length (both operands)
+    sample: str  # "uniform" or "chain c"
+    chain: int | None  # the planted chain length; None for uniform problems
+    n: int  # problems scored
+    exact_match: float
+    loops_median: float
+    loops_max: int
+    converged: float | None  # share that met the tolerance before the cap; None at fixed loops
+    # exact match among the problems that did and did not converge (None: no such problem)
+    exact_match_converged: float | None
+    exact_match_not_converged: float | None
+    longest_chain_median: float  # of the problems scored (uniform: what the sampler gave)
+
+
+@dataclass(frozen=True)
+class ExtrapolationResult:
+    trained_digits: int  # the task's max_digits: the in-distribution length
+    rows: tuple[ExtrapolationRow, ...]
+    tol: float | None  # the halting tolerance; None at a fixed loop count
+    cap: int | None  # the loop cap of adaptive halting
+    fixed_loops: int | None  # the loop count when not adaptive
+    seed: int
+
+    def row(self, digits: int, chain: int | None = None) -> ExtrapolationRow:
+        for r in self.rows:
+            if r.digits == digits and r.chain == chain:
+                return r
+        raise KeyError(f"no row for {digits} digits, chain {chain}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def problems(task, digits: int, chain: int | None, n: int, seed: int):
+    """The `n` problems of one row, from a stream keyed by (seed, digits, chain)."""
+    rng = section_rng(seed, "extrapolation", digits, chain)
+    if chain is None:
+        return task.sample_cell(n, rng, digits, digits)
+    if chain > digits:
+        raise ValueError(f"a carry chain of {chain} columns does not fit operands of {digits} digits")
+    return [task.make(*sample_with_cascade(chain, digits, rng)) for _ in range(n)]
+
+
+def length_extrapolation(
+    model,
+    task,
+    lengths: Sequence[int],
+    chains: Sequence[tuple[int, int]] = (),
+    n: int = 100,
+    n_loops: int | None = None,
+    tol: float | None = None,
+    max_loops: int | None = None,
+    seed: int = 0,
+    batch_size: int = 128,
+) -> ExtrapolationResult:
+    """Exact match per operand length on uniform problems (`lengths`) and per (digits,
+    chain) on planted carry chains (`chains`). `n_loops` fixes the loop count; otherwise
+    each problem runs to convergence (`tol`, default the model's `halt_tol`, at most
+    `max_loops`)."""
+    if not getattr(task, "has_carries", False):
+        raise ValueError(f"length extrapolation scores addition problems; task {task.name!r} has no carries")
+    fixed, tol = resolve_halting(model, n_loops, tol)
+    cap = (model.cfg.max_loops if max_loops is None else max_loops) if fixed is None else None
+    specs = [(d, None) for d in lengths] + [(d, c) for d, c in chains]
+    rows = []
+    for digits, chain in specs:
+        examples = problems(task, digits, chain, n, seed)
+        prompts = [e.prompt for e in examples]
+        budget = task.max_answer_digits(digits, digits) + 1  # the answer and its EOS
+        if fixed is None:
+            decoded = generate_adaptive(model, prompts, tol=tol, max_loops=cap, max_new_tokens=budget,
+                                        batch_size=batch_size)
+            completions, used, converged = decoded.completions, decoded.loops_used, decoded.converged
+        else:
+            completions = model.generate(prompts, n_loops=fixed, max_new_tokens=budget, batch_size=batch_size)
+            used, converged = [fixed] * len(prompts), None
+        correct = [task.check(e, c) for e, c in zip(examples, completions, strict=True)]
+        rows.append(ExtrapolationRow(
+            digits=digits,
+            sample="uniform" if chain is None else f"chain {chain}",
+            chain=chain,
+            n=len(examples),
+            exact_match=sum(correct) / len(correct),
+            loops_median=float(statistics.median(used)),
+            loops_max=max(used),
+            converged=None if converged is None else sum(converged) / len(converged),
+            exact_match_converged=_share(correct, converged, True),
+            exact_match_not_converged=_share(correct, converged, False),
+            longest_chain_median=float(statistics.median(longest_cascade(*e.operands) for e in examples)),
+        ))
+    return ExtrapolationResult(trained_digits=task.max_digits, rows=tuple(rows), tol=tol, cap=cap,
+                               fixed_loops=fixed, seed=seed)
+
+
+def _share(correct: list[bool], converged: list[bool] | None, which: bool) -> float | None:
+    if converged is None:
+        return None
+    picked = [c for c, ok in zip(correct, converged, strict=True) if ok == which]
+    return sum(picked) / len(picked) if picked else None
+
+
+def format_table(result: ExtrapolationResult) -> str:
+    if result.fixed_loops is not None:
+        how = f"{result.fixed_loops} loops for every problem"
+    else:
+        how = f"adaptive loops: each problem until its answer's relative step < {result.tol:g}, at most {result.cap}"
+    lines = [
+        f"length extrapolation (trained on operands of up to {result.trained_digits} digits; {how})",
+        f"{'digits':>6} {'x trained':>9} {'sample':>9} {'n':>5} {'exact':>7} {'loops med':>9} {'max':>4} "
+        f"{'converged':>9} {'exact|conv':>10} {'exact|not':>9}",
+    ]
+    for r in result.rows:
+        lines.append(
+            f"{r.digits:>6} {r.digits / result.trained_digits:>8.1f}x {r.sample:>9} {r.n:>5} {r.exact_match:>7.1%} "
+            f"{r.loops_median:>9g} {r.loops_max:>4} {_pct(r.converged):>9} {_pct(r.exact_match_converged):>10} "
+            f"{_pct(r.exact_match_not_converged):>9}"
+        )
+    return "\n".join(lines)
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"

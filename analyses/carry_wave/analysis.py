@@ -1,0 +1,311 @@
+"""Measure the carry wave of an answer-slot adder: per loop, which answer digits are right.
+
+Every answer digit k of a problem has a carry distance: how many columns below it decide
+whether a carry arrives (`tasks.carries.decision_distance`: the run of columns summing to 9
+directly below it, plus the column that generates or kills). Its lock-in loop is the first
+loop from which the logit lens reads the right digit at every later loop up to the horizon.
+A model that ripples carries one column per step locks a digit in at a loop that grows
+linearly with its carry distance; the slope is the loops it spends per link.
+
+Samples (named in every label, because they give different numbers):
+* uniform: both operands of exactly D digits, digits uniform (mostly short distances);
+* planted chains: a run of c - 1 columns summing to 9 above one deciding column, c spread
+  over 1..D (`tasks.carries.sample_with_cascade`), the rest random. In every other problem
+  the deciding column kills the carry instead of generating it, so the digits above it are
+  9s, not 0s: a model that guessed "a carry comes" without waiting for it is wrong on half.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+
+from abacus_interp.evaluation.common import section_rng
+from abacus_interp.evaluation.extrapolation import ExtrapolationResult, length_extrapolation
+from abacus_interp.halting import generate_adaptive
+from abacus_interp.jsonsafe import json_safe
+from abacus_interp.tasks.carries import (
+    carry_chain_lengths,
+    decision_distance,
+    longest_cascade,
+    sample_with_cascade,
+)
+from abacus_interp.tokens import encode_batch
+from analyses.common import resolve
+from analyses.contract import takes_config
+
+from .config import CarryWaveConfig
+
+
+@dataclass(frozen=True)
+class LinearFit:
+    """y = slope * x + intercept by least squares; None where x does not vary."""
+
+    slope: float | None
+    intercept: float | None
+    r2: float | None
+    n: int
+
+    @classmethod
+    def of(cls, x: Sequence[float], y: Sequence[float]) -> LinearFit:
+        if len(x) < 2 or len(set(x)) < 2:
+            return cls(slope=None, intercept=None, r2=None, n=len(x))
+        slope, intercept = np.polyfit(np.asarray(x, float), np.asarray(y, float), 1)
+        predicted = slope * np.asarray(x, float) + intercept
+        total = float(np.sum((np.asarray(y, float) - np.mean(y)) ** 2))
+        r2 = 1 - float(np.sum((np.asarray(y, float) - predicted) ** 2)) / total if total > 0 else None
+        return cls(slope=float(slope), intercept=float(intercept), r2=r2, n=len(x))
+
+
+@dataclass(frozen=True)
+class LockInFit:
+    """Lock-in loop against carry distance over the answer digits of one sample."""
+
+    label: str  # e.g. "planted chains, 20 digits"
+    sample: str  # "uniform" or "planted chains"
+    digits: int
+    n_problems: int
+    exact_match_at_horizon: float
+    never_locked: int  # answer digits still wrong at the horizon (left out of the fit)
+    chain: tuple[int, ...]  # per locked digit: the carry distance arriving at it
+    lock_in: tuple[int, ...]  # per locked digit: its lock-in loop (1-based)
+    median_by_chain: tuple[tuple[int, float], ...]  # (carry distance, median lock-in loop)
+    fit: LinearFit
+
+
+@dataclass(frozen=True)
+class HaltingFit:
+    """Loops used by adaptive halting against the longest carry distance of each problem."""
+
+    label: str
+    longest_chain: tuple[int, ...]  # per problem: its longest carry distance
+    loops_used: tuple[int, ...]
+    converged: tuple[bool, ...]
+    fit: LinearFit
+
+
+@dataclass(frozen=True)
+class WaveProblem:
+    """One long planted chain, loop by loop: the probability of the right digit at each answer
+    position (the carry wave travelling up the answer)."""
+
+    prompt: str  # model order, least-significant digit first
+    human: str  # "a+b" in the usual order
+    chain: int  # the longest carry distance of the problem
+    p_correct: tuple[tuple[float, ...], ...]  # [loop][answer digit, least significant first]
+    carry_distance: tuple[int, ...]  # per answer digit
+    lock_in: tuple[int | None, ...]  # per answer digit; None: not right at the horizon
+
+
+@dataclass(frozen=True)
+class ConvergenceCheck:
+    """Does not converging by the cap predict a wrong answer (Anil et al. 2022)?"""
+
+    label: str
+    cap: int
+    n: int
+    converged: float
+    exact_match_converged: float | None
+    exact_match_not_converged: float | None
+
+
+@dataclass(frozen=True)
+class CarryWaveResult:
+    trained_digits: int
+    horizon: int
+    accuracy: ExtrapolationResult
+    lock_in: tuple[LockInFit, ...]
+    halting: HaltingFit
+    wave: WaveProblem
+    convergence: ConvergenceCheck
+
+    def to_dict(self) -> dict:
+        return json_safe(asdict(self))
+
+    def figures(self):
+        from .figures import carry_wave_figures
+
+        return carry_wave_figures(self)
+
+    def findings(self) -> list[str]:
+        from .findings import carry_wave_findings
+
+        return carry_wave_findings(self)
+
+
+@takes_config(CarryWaveConfig)
+def run(
+    model_or_run,
+    task=None,
+    *,
+    n_problems: int = CarryWaveConfig.n_problems,
+    length_multiples: tuple[float, ...] = CarryWaveConfig.length_multiples,
+    far_multiple: int = CarryWaveConfig.far_multiple,
+    horizon: int = CarryWaveConfig.horizon,
+    stress_cap: int = CarryWaveConfig.stress_cap,
+    seed: int = 0,
+) -> CarryWaveResult:
+    subject = resolve(model_or_run, task, max_loops=None)
+    model, task = subject.model, subject.task
+    if not (model.cfg.answer_slots and getattr(task, "has_carries", False)):
+        raise ValueError("the carry wave needs an addition model trained in the answer-slot format")
+    if horizon > model.cfg.max_loops:
+        raise ValueError(f"horizon={horizon} exceeds the model's max_loops={model.cfg.max_loops}; "
+                         f"load it with load_model(path, max_loops={horizon})")
+    n_trained, far = task.max_digits, task.max_digits * far_multiple
+    lengths = sorted({max(1, round(m * n_trained)) for m in length_multiples})
+    accuracy = length_extrapolation(model, task, lengths, chains=[(n_trained, n_trained), (far, far)],
+                                    n=n_problems, seed=seed)
+    groups = {
+        ("uniform", n_trained): _uniform(task, n_trained, n_problems, seed),
+        ("planted chains", n_trained): _planted(task, n_trained, n_problems, seed),
+        ("uniform", far): _uniform(task, far, n_problems, seed),
+        ("planted chains", far): _planted(task, far, n_problems, seed),
+    }
+    fits, curves = [], {}
+    for (sample, digits), examples in groups.items():
+        p_correct, correct = per_loop_correct(model, examples, horizon)
+        curves[(sample, digits)] = p_correct
+        fits.append(_lock_in_fit(f"{sample}, {digits} digits", sample, digits, examples, correct))
+
+    planted = groups[("planted chains", n_trained)] + groups[("planted chains", far)]
+    decoded = generate_adaptive(model, [e.prompt for e in planted], max_new_tokens=far + 2)
+    chains = [max(decision_distance(*e.operands)) for e in planted]
+    halting = HaltingFit(label=f"planted chains, {n_trained} and {far} digits", longest_chain=tuple(chains),
+                         loops_used=tuple(decoded.loops_used), converged=tuple(decoded.converged),
+                         fit=LinearFit.of(chains, decoded.loops_used))
+
+    far_planted = groups[("planted chains", far)]
+    # the longest planted chain that delivers a carry (even problems keep their generator)
+    longest = max(range(0, len(far_planted), 2), key=lambda i: longest_cascade(*far_planted[i].operands))
+    wave = _wave(far_planted[longest], curves[("planted chains", far)][longest])
+
+    stressed = generate_adaptive(model, [e.prompt for e in far_planted], max_loops=stress_cap, max_new_tokens=far + 2)
+    right = [task.check(e, c) for e, c in zip(far_planted, stressed.completions, strict=True)]
+    convergence = ConvergenceCheck(
+        label=f"planted chains, {far} digits", cap=stress_cap, n=len(right),
+        converged=stressed.convergence_rate,
+        exact_match_converged=_mean([r for r, c in zip(right, stressed.converged, strict=True) if c]),
+        exact_match_not_converged=_mean([r for r, c in zip(right, stressed.converged, strict=True) if not c]),
+    )
+    return CarryWaveResult(trained_digits=n_trained, horizon=horizon, accuracy=accuracy, lock_in=tuple(fits),
+                           halting=halting, wave=wave, convergence=convergence)
+
+
+def _uniform(task, digits: int, n: int, seed: int):
+    return task.sample_cell(n, section_rng(seed, "carry-wave uniform", digits), digits, digits)
+
+
+def _planted(task, digits: int, n: int, seed: int):
+    """`n` problems whose planted chain lengths are spread evenly over 1..digits; every other
+    one with its generating column turned into a killing one (no carry, same distances)."""
+    rng = section_rng(seed, "carry-wave planted", digits)
+    chains = [1 + (i * (digits - 1)) // max(1, n - 1) for i in range(n)]
+    out = []
+    for i, c in enumerate(chains):
+        a, b = sample_with_cascade(c, digits, rng)
+        if i % 2:
+            a, b = _kill_generator(a, b, c, rng)
+        out.append(task.make(a, b))
+    return out
+
+
+def _kill_generator(a: int, b: int, chain: int, rng) -> tuple[int, int]:
+    """(a, b) with the column that starts the chain of length `chain` made to sum to 2..8
+    (digits kept non-zero, so neither operand gets shorter)."""
+    lengths = carry_chain_lengths(a, b)
+    column = lengths.index(chain) - chain  # the chain of `chain` links arrives at lengths.index(chain)
+    x = rng.randint(1, 7)
+    y = rng.randint(1, 8 - x)
+    scale = 10**column
+    a += (x - (a // scale) % 10) * scale
+    b += (y - (b // scale) % 10) * scale
+    return a, b
+
+
+@torch.no_grad()
+def per_loop_correct(model, examples, horizon: int, batch_size: int = 64) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Per problem, [loop, answer digit] arrays of the logit lens after each loop 1..horizon:
+    the probability of the right digit, and whether it is the greedy one. Inputs are what
+    training feeds (prompt, answer, EOS; the model reads every answer token as a slot)."""
+    vocab = model.cfg.vocab
+    probs, correct = [], []
+    for start in range(0, len(examples), batch_size):
+        chunk = examples[start : start + batch_size]
+        batch = encode_batch(vocab, [e.prompt for e in chunk], [e.target for e in chunk])
+        tokens = batch.tokens.to(model.W_E.device)
+        inputs, index = model.embed(tokens), model.attention_index(tokens)
+        n_answer = [len(vocab.encode(e.target)) for e in chunk]
+        rows = [torch.arange(int(p) - 1, int(p) - 1 + k) for p, k in zip(batch.prompt_lengths, n_answer, strict=True)]
+        p_loops = [[] for _ in chunk]
+        state = None
+        for t in range(horizon):
+            state = model.run_loops(inputs, range(t, t + 1), state=state, index=index)
+            logp = model.unembed(state).float().log_softmax(-1)  # [batch pos d_vocab]
+            for i, positions in enumerate(rows):
+                targets = tokens[i, positions + 1]
+                p_loops[i].append((logp[i, positions].gather(-1, targets[:, None])[:, 0].exp(),
+                                   logp[i, positions].argmax(-1) == targets))
+        for i in range(len(chunk)):
+            probs.append(torch.stack([p for p, _ in p_loops[i]]).cpu().numpy())  # [loop digit]
+            correct.append(torch.stack([c for _, c in p_loops[i]]).cpu().numpy())
+    return probs, correct
+
+
+def lock_in_loops(correct: np.ndarray) -> list[int | None]:
+    """Per answer digit: the first loop (1-based) from which it is right at every later loop
+    up to the horizon; None when it is wrong at the horizon."""
+    out = []
+    for k in range(correct.shape[1]):
+        column = correct[:, k]
+        if not column[-1]:
+            out.append(None)
+            continue
+        wrong = np.nonzero(~column)[0]
+        out.append(int(wrong[-1]) + 2 if len(wrong) else 1)
+    return out
+
+
+def _lock_in_fit(label, sample, digits, examples, correct) -> LockInFit:
+    chains, locks, never, exact = [], [], 0, 0
+    for example, table in zip(examples, correct, strict=True):
+        distance = decision_distance(*example.operands)
+        loops = lock_in_loops(table)[: len(distance)]  # the answer digits (the EOS row left out)
+        exact += all(lo is not None for lo in lock_in_loops(table))
+        for c, lo in zip(distance, loops, strict=True):
+            if lo is None:
+                never += 1
+            else:
+                chains.append(c)
+                locks.append(lo)
+    by_chain = sorted({c: statistics.median([lo for cc, lo in zip(chains, locks, strict=True) if cc == c])
+                       for c in set(chains)}.items())
+    return LockInFit(label=label, sample=sample, digits=digits, n_problems=len(examples),
+                     exact_match_at_horizon=exact / len(examples), never_locked=never, chain=tuple(chains),
+                     lock_in=tuple(locks), median_by_chain=tuple(by_chain), fit=LinearFit.of(chains, locks))
+
+
+def _wave(example, p_correct: np.ndarray) -> WaveProblem:
+    a, b = example.operands
+    distance = decision_distance(a, b)
+    n = len(distance)
+    locks = [lo for lo in lock_in_loops(p_correct > 0.5)][:n]
+    return WaveProblem(prompt=example.prompt, human=f"{a}+{b}", chain=max(distance), carry_distance=tuple(distance),
+                       p_correct=tuple(tuple(round(float(p), 4) for p in row[:n]) for row in p_correct),
+                       lock_in=tuple(locks))
+
+
+def _mean(values: list[bool]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def slope_text(fit: LinearFit) -> str:
+    if fit.slope is None:
+        return "no fit (one carry distance only)"
+    r2 = "" if fit.r2 is None or math.isnan(fit.r2) else f", R^2 {fit.r2:.2f}"
+    return f"{fit.slope:.2f} loops per link (intercept {fit.intercept:.1f}{r2}, n={fit.n})"

@@ -1,0 +1,31 @@
+"""The sizes of the carry-wave analysis, shared by its `run` and its report plugin."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class CarryWaveConfig:
+    """Defaults are the report's; `quick()` the tests'. Lengths are multiples of the trained
+    operand length N (the task's max_digits)."""
+
+    # problems per (sample, length) group of the lock-in fit and per row of the accuracy table
+    n_problems: int = 48
+    # operand lengths of the accuracy table, in multiples of N
+    length_multiples: tuple[float, ...] = (1, 2, 4, 10, 20)
+    # the lock-in fit is measured in distribution (N digits) and at this multiple of N
+    far_multiple: int = 4
+    # loops run for the lock-in curves (a digit that is right at this loop and after is locked)
+    horizon: int = 64
+    # the cap for the convergence check of Anil et al.: below what the longest chains need,
+    # so some problems stop unconverged and their accuracy can be compared
+    stress_cap: int = 24
+
+    def __post_init__(self):
+        if self.n_problems < 2 or self.horizon < 2 or self.stress_cap < 2:
+            raise ValueError("CarryWaveConfig: n_problems, horizon and stress_cap must be >= 2")
+
+    @classmethod
+    def quick(cls) -> CarryWaveConfig:
+        return cls(n_problems=6, length_multiples=(1, 2), far_multiple=2, horizon=12, stress_cap=6)

@@ -1,0 +1,95 @@
+"""Plotly figures of a carry-wave result (returned, never shown)."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from plotly.colors import qualitative
+from plotly.subplots import make_subplots
+
+COLORS = qualitative.Plotly
+
+
+def carry_wave_figures(result) -> dict[str, go.Figure]:
+    return {
+        "accuracy_by_length": accuracy_by_length(result),
+        "lock_in_by_chain": lock_in_by_chain(result),
+        "loops_by_chain": loops_by_chain(result),
+        "carry_wave": carry_wave(result),
+        "convergence": convergence(result),
+    }
+
+
+def accuracy_by_length(result) -> go.Figure:
+    acc = result.accuracy
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    for sample in dict.fromkeys(r.sample if r.chain is None else "planted chain = length" for r in acc.rows):
+        rows = [r for r in acc.rows if (r.sample if r.chain is None else "planted chain = length") == sample]
+        color = COLORS[0] if sample == "uniform" else COLORS[1]
+        fig.add_trace(go.Scatter(x=[r.digits for r in rows], y=[r.exact_match for r in rows], mode="lines+markers",
+                                 name=f"exact match, {sample}", line={"color": color},
+                                 text=[f"n={r.n}" for r in rows]), secondary_y=False)
+        fig.add_trace(go.Scatter(x=[r.digits for r in rows], y=[r.loops_median for r in rows], mode="lines+markers",
+                                 name=f"median loops used, {sample}", line={"color": color, "dash": "dot"}),
+                      secondary_y=True)
+    fig.add_vline(x=acc.trained_digits, line_dash="dash", line_color="gray", annotation_text="trained length")
+    fig.update_xaxes(title_text="operand digits (both operands)", type="log")
+    fig.update_yaxes(title_text="exact match", range=[0, 1.02], tickformat=".0%", secondary_y=False)
+    fig.update_yaxes(title_text="loops used (adaptive)", secondary_y=True)
+    fig.update_layout(title="Exact match and loops used by operand length")
+    return fig
+
+
+def lock_in_by_chain(result) -> go.Figure:
+    fig = go.Figure()
+    for i, fit in enumerate(result.lock_in):
+        color = COLORS[i % len(COLORS)]
+        x = [c for c, _ in fit.median_by_chain]
+        fig.add_trace(go.Scatter(x=x, y=[m for _, m in fit.median_by_chain], mode="markers+lines",
+                                 name=f"{fit.label} (median)", line={"color": color}))
+        if fit.fit.slope is not None:
+            fig.add_trace(go.Scatter(x=[min(x), max(x)], y=[fit.fit.slope * v + fit.fit.intercept for v in (min(x), max(x))],
+                                     mode="lines", line={"color": color, "dash": "dash"}, showlegend=False,
+                                     name=f"fit: {fit.fit.slope:.2f} loops per link"))
+    fig.update_layout(title="Lock-in loop of an answer digit against the carry chain arriving at it",
+                      xaxis_title="carry distance (links of the chain arriving at the digit)",
+                      yaxis_title="lock-in loop (median; dashed: least-squares fit over all digits)")
+    return fig
+
+
+def loops_by_chain(result) -> go.Figure:
+    h = result.halting
+    fig = go.Figure(go.Scatter(x=h.longest_chain, y=h.loops_used, mode="markers", name=h.label,
+                               marker={"color": [COLORS[0] if c else COLORS[1] for c in h.converged], "opacity": 0.6}))
+    if h.fit.slope is not None:
+        xs = [min(h.longest_chain), max(h.longest_chain)]
+        fig.add_trace(go.Scatter(x=xs, y=[h.fit.slope * v + h.fit.intercept for v in xs], mode="lines",
+                                 line={"dash": "dash", "color": "gray"}, name=f"fit: {h.fit.slope:.2f} loops per link"))
+    fig.update_layout(title=f"Loops used by adaptive halting ({h.label}; red: cap reached)",
+                      xaxis_title="longest carry chain of the problem", yaxis_title="loops used")
+    return fig
+
+
+def carry_wave(result) -> go.Figure:
+    w = result.wave
+    n_digits = len(w.carry_distance)
+    fig = go.Figure(go.Heatmap(
+        z=[list(row) for row in w.p_correct], x=list(range(n_digits)), y=list(range(1, len(w.p_correct) + 1)),
+        zmin=0, zmax=1, colorscale="Viridis", colorbar={"title": "P(right digit)"},
+    ))
+    fig.update_layout(
+        title=f"The carry wave: logit lens per loop on {w.human} (chain of {w.chain})",
+        xaxis_title="answer digit (0 = units; the chain runs upward)", yaxis_title="loop",
+    )
+    return fig
+
+
+def convergence(result) -> go.Figure:
+    c = result.convergence
+    labels = ["converged", "cap reached"]
+    values = [c.exact_match_converged, c.exact_match_not_converged]
+    fig = go.Figure(go.Bar(x=labels, y=[v if v is not None else 0 for v in values],
+                           text=["-" if v is None else f"{v:.0%}" for v in values], textposition="outside"))
+    fig.update_layout(title=f"Exact match by convergence at a cap of {c.cap} loops ({c.label}, n={c.n}, "
+                            f"{c.converged:.0%} converged)",
+                      yaxis={"range": [0, 1.1], "tickformat": ".0%", "title": "exact match"})
+    return fig

@@ -1,0 +1,31 @@
+"""The carry-wave analysis as the report runs it (see `analyses.contract`)."""
+
+from __future__ import annotations
+
+from analyses.contract import RunContext
+
+from .analysis import CarryWaveResult
+from .analysis import run as run_carry_wave
+from .config import CarryWaveConfig
+
+
+class CarryWaveAnalysis:
+    key = "carry_wave"
+    title = "Extrapolation by looping: the carry wave"
+    Config = CarryWaveConfig
+
+    def skip_reason(self, run: RunContext) -> str | None:
+        cfg = run.model.cfg
+        if not getattr(run.task, "has_carries", False):
+            return f"task {run.task.name!r} has no carries to follow"
+        if not (run.is_looped and cfg.answer_slots):
+            return ("the carry wave is read off an answer-slot model's loops (answer_format='slots'); "
+                    "this model writes its answer token by token, so carries travel through its own answer")
+        return None
+
+    def run(self, run: RunContext, config: CarryWaveConfig) -> CarryWaveResult:
+        horizon = min(config.horizon, run.model.cfg.max_loops)
+        return run_carry_wave(run.model, run.task, config=config, horizon=horizon, seed=run.seed)
+
+
+ANALYSIS = CarryWaveAnalysis()

@@ -1,0 +1,68 @@
+"""The carry-wave analysis: carry distances, lock-in loops and the planted samples on
+synthetic inputs, and the whole analysis on a tiny answer-slot model."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from abacus_interp import LoopedTransformer, ModelConfig, Vocab
+from abacus_interp.tasks import get_task
+from abacus_interp.tasks.carries import decision_distance, longest_cascade
+from analyses import carry_wave
+from analyses.carry_wave.analysis import LinearFit, _kill_generator, _planted, lock_in_loops
+
+
+def test_decision_distance_counts_the_columns_a_digit_waits_for():
+    assert decision_distance(999, 1) == [0, 1, 2, 3]
+    assert decision_distance(909, 91) == [0, 1, 2, 3]
+    assert decision_distance(450, 540) == [0, 1, 2]  # no carry, yet the 9-sums wait for the units
+    assert decision_distance(123, 456) == [0, 1, 1]
+
+
+def test_lock_in_is_the_first_loop_right_from_then_on():
+    correct = np.array([[0, 1, 0], [1, 1, 0], [0, 1, 1], [1, 1, 1]], dtype=bool)  # [loop digit]
+    assert lock_in_loops(correct) == [4, 1, 3]
+    assert lock_in_loops(np.array([[1, 1], [1, 0]], dtype=bool)) == [1, None]
+
+
+def test_a_linear_fit_recovers_a_planted_slope():
+    x = [1, 2, 3, 4, 5, 6]
+    fit = LinearFit.of(x, [2 * v + 3 for v in x])
+    assert fit.slope == pytest.approx(2) and fit.intercept == pytest.approx(3) and fit.r2 == pytest.approx(1)
+    assert LinearFit.of([2, 2], [1, 5]).slope is None
+
+
+def test_planted_problems_keep_their_distances_and_alternate_carry_and_no_carry():
+    task = get_task("addition", max_digits=5, answer_format="slots")
+    problems = _planted(task, 10, 10, seed=0)
+    for i, e in enumerate(problems):
+        a, b = e.operands
+        assert len(str(a)) == len(str(b)) == 10
+        planted = 1 + (i * 9) // 9
+        if i % 2 == 0:
+            assert longest_cascade(a, b) == planted and max(decision_distance(a, b)) >= planted
+        else:  # killed: no carry, so a chain reaching the top column has no extra answer digit
+            assert longest_cascade(a, b) < planted and max(decision_distance(a, b)) >= planted - 1
+    a, b = _kill_generator(999, 1, 3, random.Random(0))
+    assert longest_cascade(a, b) == 0 and decision_distance(a, b) == [0, 1, 2] and len(str(a)) == 3
+
+
+def test_the_analysis_runs_on_a_slot_model_and_reports_its_samples():
+    task = get_task("addition", max_digits=3, answer_format="slots")
+    cfg = ModelConfig(vocab=Vocab(tuple("0123456789+=_")), d_model=32, n_heads=4, n_loops=3, max_loops=24,
+                      max_seq_len=64, answer_slots=True, positional="none", rotary="abacus", abacus_window=1,
+                      input_injection="norm_add", halt_tol=0.05)
+    model = LoopedTransformer(cfg).eval()
+    result = carry_wave.run(model, task, config=carry_wave.CarryWaveConfig.quick())
+    assert [f.label for f in result.lock_in] == ["uniform, 3 digits", "planted chains, 3 digits",
+                                                 "uniform, 6 digits", "planted chains, 6 digits"]
+    assert len(result.wave.p_correct) == 12 and len(result.wave.p_correct[0]) == len(result.wave.carry_distance)
+    assert result.convergence.cap == 6 and result.convergence.n == 6
+    assert set(result.figures()) == {"accuracy_by_length", "lock_in_by_chain", "loops_by_chain", "carry_wave",
+                                     "convergence"}
+    text = " ".join(result.findings())
+    assert "Uniform problems" in text and "planted chains, 6 digits" in text
+    assert result.to_dict()["accuracy"]["trained_digits"] == 3
