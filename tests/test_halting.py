@@ -112,3 +112,30 @@ def test_length_extrapolation_scores_what_greedy_decoding_answers():
     assert "12" in format_table(result) and "adaptive loops" in format_table(result)
     with pytest.raises(ValueError, match="does not fit"):
         length_extrapolation(model, task, lengths=[], chains=[(3, 5)], n=2)
+
+
+def test_the_shipped_extrap_add_run_solves_longer_numbers_by_looping_longer(capsys):
+    """checkpoints/extrap-add, trained on operands of up to 5 digits: 20-digit problems and a
+    planted carry chain of 20 columns, at its default (adaptive) loops, and the chain needs
+    more loops than a uniform problem does."""
+    from pathlib import Path
+
+    from abacus_interp import load_model
+    from abacus_interp.checkpoints import load_task
+    from abacus_interp.cli import main
+    from abacus_interp.evaluation.extrapolation import length_extrapolation
+
+    run = Path(__file__).resolve().parents[1] / "checkpoints" / "extrap-add"
+    model, task = load_model(run), load_task(run)
+    result = length_extrapolation(model, task, lengths=[20], chains=[(20, 20)], n=30, seed=5)
+    uniform, chain = result.row(20), result.row(20, 20)
+    assert uniform.exact_match >= 0.95 and chain.exact_match >= 0.95
+    # a carry through 19 columns with no second-operand digits beside them: the trained depth
+    # of 6 loops moves it only part of the way; the adaptive loop runs until it arrives
+    example = task.make(10**20 - 1, 1)
+    assert not task.check(example, model.generate([example.prompt], n_loops=6)[0])
+    decoded = generate_adaptive(model, [example.prompt])
+    assert task.check(example, decoded.completions[0]) and decoded.loops_used[0] > 24
+    assert main(["solve", str(run), "99999999999999999999+1", "--verbose"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "100000000000000000000" and "correct" in out and "converged" in out

@@ -126,7 +126,8 @@ def test_report_of_a_tiny_addition_run(add_report):
     assert_well_formed(html_path, report)
     status = {k: s["status"] for k, s in report["sections"].items()}
     assert report["failed_sections"] == [], {k: report["sections"][k]["error"] for k in report["failed_sections"]}
-    assert status == {"model_card": "ok", "evaluation": "ok", "fixed_point": "ok", "carry_attention": "ok",
+    assert status == {"model_card": "ok", "evaluation": "ok", "fixed_point": "ok", "carry_wave": "omitted",
+                      "carry_attention": "ok",
                       "checkpoint_compare": "ok", "embedding_evolution": "ok", "fourier": "omitted",
                       "ablation": "omitted", "architectures": "omitted"}
     assert "modular" in report["sections"]["fourier"]["reason"]
@@ -375,7 +376,7 @@ def shipped(name: str) -> Path:
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("name", ["small-add", "grok-mod113", "grok-mod113-fast"])
+@pytest.mark.parametrize("name", ["small-add", "extrap-add", "grok-mod113", "grok-mod113-fast"])
 def test_report_of_shipped_run(name, tmp_path):
     run = shipped(name)
     t0 = time.perf_counter()
@@ -389,6 +390,7 @@ def test_report_of_shipped_run(name, tmp_path):
     assert status["fourier"] == ("ok" if modular else "omitted")
     assert status["carry_attention"] == ("omitted" if modular else "ok")
     assert status["fixed_point"] == ("omitted" if modular else "ok")
+    assert status["carry_wave"] == ("ok" if name == "extrap-add" else "omitted")
     for key, sec in report["sections"].items():
         if sec["status"] == "ok":
             assert 2 <= len(sec["findings"]) <= MAX_FINDINGS, (key, sec["findings"])
