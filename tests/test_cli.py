@@ -104,7 +104,7 @@ def test_solve_prints_digits_in_human_order(trained, capsys):
     assert lines[0].strip() == answer
     # the human problem 12+3 is given to the model least-significant digit first: 21+3=
     m = re.fullmatch(
-        r"model order: 21\+3=([0-9+=]*)\s+-> (correct|wrong \(expected 15\))", lines[1]
+        r"model order: 21\+3=([0-9+=]*)\s+-> (correct|wrong \(expected 15\)); 2 loops", lines[1]
     )
     assert m, lines[1]
     assert m.group(1)[::-1] == answer
@@ -125,21 +125,21 @@ def test_solve_converts_between_human_and_model_order(trained, capsys, monkeypat
     lines = capsys.readouterr().out.strip().splitlines()
     assert seen == [(["789+312="], 6)]
     assert lines[0] == "1200"
-    assert lines[1] == "model order: 789+312=0021  -> correct"
+    assert lines[1] == "model order: 789+312=0021  -> correct; 6 loops"
     assert run_dir.exists()
 
     monkeypatch.setattr(
         LoopedTransformer, "generate", lambda self, prompts, n_loops=None, **kw: ["51"]
     )
     assert main(["solve", str(run_dir), "12+3", "--verbose"]) == 0
-    assert capsys.readouterr().out.splitlines() == ["15", "model order: 21+3=51  -> correct"]
+    assert capsys.readouterr().out.splitlines() == ["15", "model order: 21+3=51  -> correct; 2 loops"]
     monkeypatch.setattr(
         LoopedTransformer, "generate", lambda self, prompts, n_loops=None, **kw: ["61"]
     )
     assert main(["solve", str(run_dir), "12+3", "--verbose"]) == 0
     assert capsys.readouterr().out.splitlines() == [
         "16",
-        "model order: 21+3=61  -> wrong (expected 15)",
+        "model order: 21+3=61  -> wrong (expected 15); 2 loops",
     ]
 
 
