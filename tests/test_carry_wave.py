@@ -65,4 +65,5 @@ def test_the_analysis_runs_on_a_slot_model_and_reports_its_samples():
                                      "convergence"}
     text = " ".join(result.findings())
     assert "Uniform problems" in text and "planted chains, 6 digits" in text
+    assert 2 <= len(result.findings()) <= 6
     assert result.to_dict()["accuracy"]["trained_digits"] == 3

@@ -19,10 +19,12 @@ def carry_wave_findings(result) -> list[str]:
         parts = ", ".join(f"{r.exact_match:.0%} for a chain of {r.chain} in {r.digits} digits "
                           f"(median {r.loops_median:g} loops, at most {r.loops_max})" for r in chains)
         out.append(f"Planted carry chains (n={chains[0].n} each): {parts}.")
-    for fit in result.lock_in:
-        never = f"; {fit.never_locked} digits were still wrong at loop {result.horizon}" if fit.never_locked else ""
-        out.append(f"Lock-in loop against carry distance, {fit.label} (n={fit.n_problems} problems): "
-                   f"{slope_text(fit.fit)}{never}.")
+    if result.lock_in:  # one sentence for every sample, so the section stays short
+        parts = []
+        for fit in result.lock_in:
+            never = f", {fit.never_locked} digits still wrong at loop {result.horizon}" if fit.never_locked else ""
+            parts.append(f"{fit.label} (n={fit.n_problems}): {slope_text(fit.fit)}{never}")
+        out.append("Lock-in loop against carry distance: " + "; ".join(parts) + ".")
     h = result.halting
     out.append(f"Adaptive halting spends {slope_text(h.fit)} of a problem's longest chain ({h.label}); "
                f"{sum(h.converged)}/{len(h.converged)} problems converged before the cap.")
