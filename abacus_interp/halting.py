@@ -31,6 +31,7 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from .tokens import EOS_ID, PAD_ID
+from .training.loop import relative_step
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +86,7 @@ def generate_adaptive(
     cfg = model.cfg
     if not cfg.answer_slots:
         raise ValueError("adaptive loops need a model trained in the answer-slot format (answer_slots=True)")
-    tol = cfg.halt_tol if tol is None else tol
+    _, tol = resolve_halting(model, None, tol)
     if tol is None or tol < 0:
         raise ValueError(f"tol={tol}: give a tolerance >= 0 (0 runs every problem to the cap)")
     cap = cfg.max_loops if max_loops is None else max_loops
@@ -141,10 +142,13 @@ def _place_non_digits(answer: list[int], read: list[int], digits: set[int], plac
 
 
 def _budget(prompt_len: int, max_new_tokens: int | None, max_seq_len: int) -> int:
-    budget = prompt_len if max_new_tokens is None else max_new_tokens
-    if budget < 1:
-        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-    return max(1, min(budget, max_seq_len - prompt_len)) if max_new_tokens is None else budget
+    """Answer positions to compute: `max_new_tokens`, or as many as the prompt has tokens
+    (enough for the sum or product of its operands) within max_seq_len."""
+    if max_new_tokens is not None:
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        return max_new_tokens
+    return max(1, min(prompt_len, max_seq_len - prompt_len))
 
 
 def _halting_pass(
@@ -175,7 +179,8 @@ def _halting_pass(
         new = model.run_loops(inputs, range(t, t + 1), state=state, index=index)  # [active pos d_model]
         predicted = _greedy(model.unembed(new))  # [active pos]
         region = _answer_region(predicted, positions, starts[active], ends[active])  # [active pos]
-        step = _relative_step(new, state, region)  # [active]
+        # ||s_t - s_(t-1)|| / ||s_t|| over each row's answer region; 1 before the first loop
+        step = torch.ones(len(active), device=device) if state is None else relative_step(new, state, region[..., None])
         at = fixed_at[active]
         halted = torch.where(at > 0, at == t + 1, step < tol) | (t + 1 >= cap)
         for j in halted.nonzero().flatten().tolist():
@@ -206,15 +211,3 @@ def _answer_region(
     is_eos = (predicted == EOS_ID) & inside
     first_eos = torch.where(is_eos, positions[None], ends[:, None] + 1).amin(1)  # [batch]
     return inside & (positions[None] <= first_eos[:, None])
-
-
-def _relative_step(
-    new: Float[Tensor, "batch pos d_model"], old: Float[Tensor, "batch pos d_model"] | None,
-    region: Bool[Tensor, "batch pos"],
-) -> Float[Tensor, " batch"]:
-    """||s_t - s_(t-1)|| / ||s_t|| over each row's answer region; 1 before the first loop."""
-    weight = region[..., None].to(new.dtype)
-    norm = (new * weight).flatten(1).norm(dim=1).clamp_min(1e-12)
-    if old is None:
-        return torch.ones_like(norm)
-    return ((new - old) * weight).flatten(1).norm(dim=1) / norm

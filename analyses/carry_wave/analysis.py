@@ -274,9 +274,9 @@ def lock_in_loops(correct: np.ndarray) -> list[int | None]:
 def _lock_in_fit(label, sample, digits, examples, correct) -> LockInFit:
     chains, locks, never, exact = [], [], 0, 0
     for example, table in zip(examples, correct, strict=True):
-        distance = decision_distance(*example.operands)
-        loops = lock_in_loops(table)[: len(distance)]  # the answer digits (the EOS row left out)
-        exact += all(lo is not None for lo in lock_in_loops(table))
+        distance = decision_distance(*example.operands)  # one per answer digit (the table has no EOS row)
+        loops = lock_in_loops(table)
+        exact += all(lo is not None for lo in loops)
         for c, lo in zip(distance, loops, strict=True):
             if lo is None:
                 never += 1
@@ -294,7 +294,7 @@ def _wave(example, p_correct: np.ndarray) -> WaveProblem:
     a, b = example.operands
     distance = decision_distance(a, b)
     n = len(distance)
-    locks = [lo for lo in lock_in_loops(p_correct > 0.5)][:n]
+    locks = lock_in_loops(p_correct > 0.5)[:n]
     return WaveProblem(prompt=example.prompt, human=f"{a}+{b}", chain=max(distance), carry_distance=tuple(distance),
                        p_correct=tuple(tuple(round(float(p), 4) for p in row[:n]) for row in p_correct),
                        lock_in=tuple(locks))
