@@ -170,12 +170,10 @@ class Attention(nn.Module):
         context: AttentionContext,
         cache: KVEntry | None = None,
     ) -> tuple[Float[Tensor, "batch pos d_model"], KVEntry]:
-        q = einops.einsum(x, self.W_Q, "b p d, h d e -> b p h e") + self.b_Q
-        k = einops.einsum(x, self.W_K, "b p d, h d e -> b p h e") + self.b_K
+        q, k, v = self._project_qkv(x)  # [batch pos head d_head] each
         if context.rotary is not None:
             q, k = context.rotary.apply(q), context.rotary.apply(k)
-        q, k = hooks.hook_q(q), hooks.hook_k(k)  # [batch pos head d_head], after rotation
-        v = hooks.hook_v(einops.einsum(x, self.W_V, "b p d, h d e -> b p h e") + self.b_V)
+        q, k, v = hooks.hook_q(q), hooks.hook_k(k), hooks.hook_v(v)  # q and k after rotation
         if cache is not None:  # decoding: attend over everything seen so far
             k = torch.cat([cache.k, k], dim=1)
             v = torch.cat([cache.v, v], dim=1)
@@ -195,8 +193,19 @@ class Attention(nn.Module):
                 is_causal=mask is None,
             ).transpose(1, 2)  # [batch pos head d_head]
         z = hooks.hook_z(z)
-        out = einops.einsum(z, self.W_O, "b p h e, h e d -> b p d") + self.b_O
-        return out, KVEntry(k=k, v=v)
+        # the heads' outputs summed by one matmul over (head, d_head): W_O viewed as [head*d_head d_model]
+        out = torch.addmm(self.b_O, z.flatten(-2).flatten(0, -2), self.W_O.flatten(0, 1))  # [batch*pos d_model]
+        return out.view(*z.shape[:-2], -1), KVEntry(k=k, v=v)
+
+    def _project_qkv(self, x: Float[Tensor, "batch pos d_model"]) -> tuple[Tensor, Tensor, Tensor]:
+        """Queries, keys and values from one matmul: with d_model 64 a projection is too small
+        to keep a CPU core busy, and three einsums (batched over heads) cost 1.3x one fused
+        matmul in a training step (benchmarks/README.md)."""
+        n_heads, d_head = self.cfg.n_heads, self.cfg.d_head
+        weight = torch.cat([self.W_Q, self.W_K, self.W_V]).permute(1, 0, 2).flatten(1)  # [d_model 3*head*d_head]
+        bias = torch.cat([self.b_Q, self.b_K, self.b_V]).flatten()  # [3*head*d_head]
+        qkv = torch.addmm(bias, x.flatten(0, -2), weight)  # [batch*pos 3*head*d_head]
+        return qkv.view(*x.shape[:-1], 3, n_heads, d_head).unbind(-3)
 
     def _explicit(self, q, k, v, mask, hooks: AttentionHooks) -> Float[Tensor, "batch pos head d_head"]:
         scores = einops.einsum(q, k, "b q h e, b k h e -> b h q k") / math.sqrt(self.cfg.d_head)

@@ -10,6 +10,7 @@ import argparse
 import dataclasses
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -35,6 +36,7 @@ def _parse_range(text: str) -> tuple[int, int]:
 
 def cmd_train(args) -> int:
     from .training import TrainingDiverged, TrainingInterrupted, apply_overrides, get_preset, train
+    from .training.launch import launch, processes_to_start
 
     out = Path(args.out)
     if (out / "resume" / "state.json").exists() and args.preset is None:
@@ -46,14 +48,27 @@ def cmd_train(args) -> int:
     else:
         cfg = get_preset(args.preset)
     cfg = apply_overrides(cfg, args.set or [])
+    processes = processes_to_start(cfg.train)
+    if processes > 1:
+        print(f"training in {processes} processes, one per core (train.processes={cfg.train.processes})")
+        preset = ["--preset", args.preset] if args.preset else []
+        return launch(["train", "--out", str(out), *preset, *(a for s in args.set or [] for a in ("--set", s))],
+                      processes)
+    lead = os.environ.get("RANK", "0") == "0"  # under several processes, one reports
     try:
         result = train(cfg, out)
     except TrainingInterrupted as e:
-        print(f"interrupted: {e}")
+        if lead:
+            print(f"interrupted: {e}")
         return 130
     except TrainingDiverged as e:
-        print(f"training diverged: {e}")
+        if lead:
+            print(f"training diverged: {e}")
         return 1
+    except ValueError:  # rank 0 says it (main prints it)
+        if not lead:
+            return 2
+        raise
     if result.is_writer:  # under torchrun, one rank reports
         metrics = {k: round(v, 4) if isinstance(v, float) else v for k, v in result.last_metrics.items()}
         print(f"trained {out} to step {result.final_step}: {json.dumps(metrics)}")

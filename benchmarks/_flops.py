@@ -7,13 +7,16 @@ step does not need (padding positions) is not counted, so MFU reads low when bat
 carry much padding. A looped model applies its layers once per loop, so the count is per
 layer application, times the loops a step runs with gradient.
 
-MFU is stated only against a peak we can name: dense bf16 on H100/H200 (989 TFLOP/s, the
-SXM figure without sparsity). Elsewhere (CPU, fp32, other GPUs) the benchmarks print the
-achieved FLOP/s alone.
+MFU is stated against a peak we can name: dense bf16 on H100/H200 (989 TFLOP/s, the SXM
+figure without sparsity), or on the CPU the fp32 matmul peak measured on the same machine in
+the same run (`cpu_matmul_peak`: the best of square matmuls on one core, times the cores the
+training uses). Elsewhere (other GPUs) the benchmarks print the achieved FLOP/s alone.
 """
 
 from __future__ import annotations
 
+import statistics
+import time
 from dataclasses import dataclass
 
 import torch
@@ -76,11 +79,36 @@ def device_peak(device: torch.device, bf16: bool) -> Peak | None:
     return None
 
 
+def cpu_matmul_peak(cores: int, sizes: tuple[int, ...] = (256, 384, 512), reps: int = 20) -> Peak:
+    """The fp32 matmul FLOP/s of one core of this CPU (torch with one thread, the best median
+    over square sizes `sizes`), times `cores`: what a training using `cores` cores could reach
+    at best. Measured now, so it reflects this machine's clock and load."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        best = 0.0
+        for n in sizes:
+            a, b = torch.randn(n, n), torch.randn(n, n)
+            for _ in range(3):
+                a @ b
+            times = []
+            for _ in range(reps):
+                start = time.perf_counter()
+                a @ b
+                times.append(time.perf_counter() - start)
+            best = max(best, 2 * n**3 / statistics.median(times))
+    finally:
+        torch.set_num_threads(previous)
+    return Peak(f"measured fp32 matmul peak of {cores} core{'s' if cores > 1 else ''}", best * cores / 1e12)
+
+
 def throughput(flops: float, seconds: float, peak: Peak | None) -> str:
     """Achieved FLOP/s, and the fraction of `peak` when there is one."""
     achieved = flops / seconds
     if peak is None:
         return f"{achieved / 1e9:.1f} GFLOP/s"
+    if peak.tflops < 10:  # a CPU: GFLOP/s read better
+        return f"{achieved / 1e9:.1f} GFLOP/s = {achieved / (peak.tflops * 1e12):.1%} of the {peak.name}"
     return f"{achieved / 1e12:.1f} TFLOP/s = {achieved / (peak.tflops * 1e12):.1%} MFU"
 
 

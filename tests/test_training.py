@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,7 @@ from abacus_interp.training import (
     train,
 )
 from abacus_interp.training import loop as loop_module
-from abacus_interp.training.data import BatchSource
+from abacus_interp.training.data import BatchSource, ShardWeights, shard_rows
 from abacus_interp.training.schedule import checkpoint_steps, lr_multiplier
 
 REPO = Path(__file__).resolve().parents[1]
@@ -584,30 +585,36 @@ def test_override_of_task_rebuilds_vocab():
 
 
 # --------------------------------------------------------------------- multi-process
-def test_ranks_draw_different_batches():
+def test_ranks_share_each_batch_and_split_its_rows():
     cfg = tiny_cfg()
-    task = cfg.make_task()
-    r0 = BatchSource(task, cfg.train, 24, rank=0, world_size=2)
-    r1 = BatchSource(task, cfg.train, 24, rank=1, world_size=2)
-    single = BatchSource(task, cfg.train, 24)
-    assert not torch.equal(r0.batch(1).tokens, r1.batch(1).tokens)
-    assert torch.equal(r0.batch(1).tokens, BatchSource(task, cfg.train, 24, 0, 2).batch(1).tokens)
-    assert not torch.equal(r0.batch(1).tokens, r0.batch(2).tokens)
-    assert single.batch(3).tokens.shape[0] == r0.batch(3).tokens.shape[0] == cfg.train.batch_size
-    g0, g1 = r0.generator(1), r1.generator(1)
-    assert not torch.equal(
-        torch.randint(0, 10**6, (4,), generator=g0), torch.randint(0, 10**6, (4,), generator=g1)
-    )
+    source = BatchSource(cfg.make_task(), cfg.train, 24)
+    assert torch.equal(source.batch(1).tokens, BatchSource(cfg.make_task(), cfg.train, 24).batch(1).tokens)
+    assert not torch.equal(source.batch(1).tokens, source.batch(2).tokens)
+    for n, world in [(8, 2), (7, 2), (5, 3)]:
+        rows = [shard_rows(n, rank, world) for rank in range(world)]
+        covered = [i for r in rows for i in range(n)[r]]
+        assert covered == list(range(n)), "the ranks' rows partition the batch, in order"
+        assert max(r.stop - r.start for r in rows) - min(r.stop - r.start for r in rows) <= 1
 
 
-def test_full_batch_shards_partition_the_training_split():
-    cfg = apply_overrides(get_preset("grok-mod113"), ["task.p=13", "model.max_seq_len=5"])
-    task = cfg.make_task()
-    shards = [
-        BatchSource(task, cfg.train, 5, rank=r, world_size=2).batch(1).tokens for r in range(2)
-    ]
-    rows = [tuple(row.tolist()) for shard in shards for row in shard]
-    assert len(rows) == len(set(rows)) == len(task.full_split("train"))
+def test_shard_weights_make_the_rank_average_the_batch_mean():
+    """Per-rank means, weighted and averaged as the gradient all-reduce does, give the whole
+    batch's mean, per scored token and per example, also for uneven shards."""
+    generator = torch.Generator().manual_seed(0)
+    scored = torch.rand(7, 9, generator=generator) < 0.4  # [batch pos]
+    scored[:, 0] = True  # every example scores something
+    values = torch.randn(7, 9, generator=generator)
+    world = 2
+    per_token = per_example = 0.0
+    for rank in range(world):
+        rows = shard_rows(7, rank, world)
+        w = ShardWeights.of(scored, rows, world)
+        per_token += w.per_token * values[rows][scored[rows]].mean().item() / world
+        per_example += w.per_example * values[rows, 0].mean().item() / world
+    assert per_token == pytest.approx(values[scored].mean().item(), abs=1e-6)
+    assert per_example == pytest.approx(values[:, 0].mean().item(), abs=1e-6)
+    whole = ShardWeights.of(scored, shard_rows(7, 0, 1), 1)
+    assert whole.per_token == whole.per_example == 1.0
 
 
 def _free_port() -> int:
@@ -616,15 +623,45 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+MULTI = [*TINY, "train.steps=6", "train.checkpoint_every=3", "train.eval_every=3", "train.device=cpu",
+         "train.log_every=1"]
+
+
+def _assert_same_training(multi_dir: Path, single_dir: Path) -> None:
+    """Two processes train as one does: the same batches, tokens, losses and weights up to
+    the order of floating-point sums."""
+    multi, single = ckpt.read_metrics(multi_dir), ckpt.read_metrics(single_dir)
+    assert [r["step"] for r in multi] == [r["step"] for r in single] == list(range(1, 7))
+    for m, s in zip(multi, single, strict=True):
+        assert m["tokens"] == s["tokens"]
+        for key in ("loss", "full_depth_loss", "grad_norm", "train_exact_match"):
+            assert m[key] == pytest.approx(s[key], rel=1e-4, abs=1e-6), (m["step"], key)
+    final_multi, final_single = weights(ckpt.step_path(multi_dir, 6)), weights(ckpt.step_path(single_dir, 6))
+    for name, tensor in final_single.items():
+        torch.testing.assert_close(final_multi[name], tensor, rtol=1e-4, atol=1e-5)
+    assert sorted(p.name for p in multi_dir.iterdir()) == ["checkpoints", "config.json", "metrics.jsonl", "resume"]
+    assert not [p for p in multi_dir.rglob("*") if p.name.endswith(".tmp")]
+
+
+@pytest.mark.slow
+def test_train_command_starts_processes_that_train_as_one(tmp_path):
+    """`abacus-interp train` with train.processes=2 starts two ranks itself (no torchrun),
+    with mix depths, start noise and a step penalty drawn alike on both."""
+    sets = [*MULTI, "train.progressive=mix", "train.mix_depths=[1,3]", "train.init_state_noise=0.5",
+            "train.step_penalty=0.5"]
+    args = [a for s in sets for a in ("--set", s)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "abacus_interp.cli", "train", "--preset", "demo-add", *args]
+    proc = subprocess.run([*command, "--set", "train.processes=2", "--out", str(tmp_path / "two")],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, f"train failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    assert "training in 2 processes" in proc.stdout and proc.stdout.count("trained ") == 1
+    train(apply_overrides(get_preset("demo-add"), sets), tmp_path / "one", progress=False)
+    _assert_same_training(tmp_path / "two", tmp_path / "one")
+
+
 @pytest.mark.slow
 def test_torchrun_two_processes_gloo(tmp_path):
-    sets = [
-        *TINY,
-        "train.steps=6",
-        "train.checkpoint_every=3",
-        "train.eval_every=3",
-        "train.device=cpu",
-    ]
     out = tmp_path / "ddp"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     cmd = [
@@ -639,34 +676,37 @@ def test_torchrun_two_processes_gloo(tmp_path):
         "train",
         "--preset",
         "demo-add",
-        *[arg for s in sets for arg in ("--set", s)],
+        *[arg for s in MULTI for arg in ("--set", s)],
         "--out",
         str(out),
     ]
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, f"torchrun failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     assert "trained " in proc.stdout
-
-    multi = ckpt.read_metrics(out)
-    assert [r["step"] for r in multi] == list(range(1, 7)), "each step logged exactly once"
-    assert sorted(p.name for p in out.iterdir()) == [
-        "checkpoints",
-        "config.json",
-        "metrics.jsonl",
-        "resume",
-    ]
-    assert not [p for p in out.rglob("*") if p.name.endswith(".tmp")]
-
     single_dir = tmp_path / "single"
-    train(apply_overrides(get_preset("demo-add"), sets), single_dir, progress=False)
-    single = ckpt.read_metrics(single_dir)
-    assert [r["step"] for r in single] == [r["step"] for r in multi]
-    # two ranks see two different batches per step: twice the tokens, a different loss curve
-    for m, s in zip(multi, single, strict=True):
-        assert 1.5 * s["tokens"] <= m["tokens"] <= 2.5 * s["tokens"]
-    assert multi[0]["loss"] != single[0]["loss"]
-    final_multi = weights(ckpt.step_path(out, 6))
-    final_single = weights(ckpt.step_path(single_dir, 6))
-    assert any(not torch.equal(final_multi[k], final_single[k]) for k in final_single)
+    train(apply_overrides(get_preset("demo-add"), MULTI), single_dir, progress=False)
+    _assert_same_training(out, single_dir)
     # both ranks started from the same weights as a single process
     assert_same_weights(weights(ckpt.step_path(out, 0)), weights(ckpt.step_path(single_dir, 0)))
+
+
+@pytest.mark.slow
+def test_train_command_processes_stop_together_on_sigterm(tmp_path):
+    """A SIGTERM to `abacus-interp train` reaches both ranks; they agree on the step to stop
+    after, rank 0 saves it, and the run resumes from there."""
+    out = tmp_path / "run"
+    sets = [*TINY, "train.steps=100000", "train.checkpoint_every=100000", "train.device=cpu", "train.processes=2"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "abacus_interp.cli", "train", "--preset", "demo-add",
+               *[a for s in sets for a in ("--set", s)], "--out", str(out)]
+    proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (out / "metrics.jsonl").exists() or max((r["step"] for r in ckpt.read_metrics(out)), default=0) < 20:
+        assert time.monotonic() < deadline and proc.poll() is None, "training did not get going"
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr[-3000:]
+    assert stdout.count("interrupted: SIGTERM received") == 1
+    saved = json.loads((out / "resume" / "state.json").read_text())["step"]
+    assert saved >= 20 and ckpt.step_path(out, saved).exists()

@@ -78,6 +78,12 @@ class TrainConfig:
     # ms, issue 17). Off by default: the first steps wait for compilation (tens of seconds on a
     # GPU, a minute or more on a small CPU), which a short CPU run never earns back.
     compile: bool = False
+    # Processes that share each batch (each takes its rows, gradients averaged): on a CPU a
+    # small model keeps one core busy with one process, and a second process uses the second
+    # core nearly twice as well as a second thread (benchmarks/README.md). `abacus-interp
+    # train` starts them (torchrun, gloo) and caps them at the cores it may use; the training
+    # is the same as on one process up to the order of floating-point sums.
+    processes: int = 1
 
     def __post_init__(self):
         for name in ("betas", "mix_depths"):
@@ -115,6 +121,8 @@ class TrainConfig:
             raise ValueError("train.progressive_alpha must be in [0, 1]")
         if self.grad_clip is not None and self.grad_clip <= 0:
             raise ValueError("train.grad_clip must be > 0, or null for no clipping")
+        if self.processes < 1:
+            raise ValueError("train.processes must be >= 1")
         for name in ("log_every", "eval_every", "checkpoint_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"train.{name} must be >= 1")

@@ -1,28 +1,35 @@
-"""Training batches, drawn from generators seeded by (seed, rank, step).
+"""Training batches, drawn from generators seeded by (seed, step).
 
 Because every random draw of a step is a function of its step number, a resumed run sees
-exactly the batches, Abacus offsets and progressive-loss depths of the uninterrupted one,
-and ranks of a multi-process run draw different data, without saving any RNG state.
+exactly the batches, Abacus offsets and progressive-loss depths of the uninterrupted one.
+
+Under several processes every rank draws the same whole batch and trains on its own rows
+of it (`shard_rows`), and each rank's loss is weighted by its share of the batch
+(`ShardWeights`), so the averaged gradient is the whole batch's: the number of processes
+changes the speed, not the training (up to the order of floating-point sums).
 """
 
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 
 import torch
+from jaxtyping import Bool
 
+from ..scoring import without_eos
 from ..tokens import Batch, encode_batch
 from .config import TrainConfig
 
 
-def step_seed(seed: int, rank: int, step: int) -> int:
-    return (seed * 1_000_003 + rank * 10_007 + step) % (2**63)
+def step_seed(seed: int, step: int) -> int:
+    # the formula ranks once had with rank 0, so earlier runs resume on the same data
+    return (seed * 1_000_003 + step) % (2**63)
 
 
 class BatchSource:
-    def __init__(self, task, cfg: TrainConfig, max_seq_len: int, rank: int = 0, world_size: int = 1):
+    def __init__(self, task, cfg: TrainConfig, max_seq_len: int):
         self.task, self.cfg, self.max_seq_len = task, cfg, max_seq_len
-        self.rank, self.world_size = rank, world_size
         self.full_batch: Batch | None = None
         if cfg.batch_size is None:
             if not task.has_fixed_split:
@@ -30,9 +37,8 @@ class BatchSource:
                     f"train.batch_size=null (full batch) needs a task with a fixed training split; "
                     f"{task.name!r} generates problems, so set train.batch_size"
                 )
-            # full batch: every step sees the whole training split (each rank its shard)
-            examples = task.full_split("train")[rank::world_size]
-            self.full_batch = self._encode(examples)
+            # full batch: every step sees the whole training split
+            self.full_batch = self._encode(task.full_split("train"))
 
     def _encode(self, examples) -> Batch:
         return encode_batch(
@@ -40,11 +46,47 @@ class BatchSource:
         )
 
     def batch(self, step: int) -> Batch:
+        """The whole batch of `step` (every rank draws the same one)."""
         if self.full_batch is not None:
             return self.full_batch
-        rng = random.Random(step_seed(self.cfg.seed, self.rank, step))
+        rng = random.Random(step_seed(self.cfg.seed, step))
         return self._encode(self.task.sample(self.cfg.batch_size, rng))
 
     def generator(self, step: int) -> torch.Generator:
-        """For Abacus offsets and progressive-loss depths of this step."""
-        return torch.Generator().manual_seed(step_seed(self.cfg.seed + 1, self.rank, step))
+        """For Abacus offsets, start noise and progressive-loss depths of this step; the
+        same on every rank, so all ranks run the same depths."""
+        return torch.Generator().manual_seed(step_seed(self.cfg.seed + 1, step))
+
+
+def scored_positions(batch: Batch, loss_positions: str) -> Bool[torch.Tensor, "batch pos"]:
+    """Where the loss reads the logits: the positions whose next token it scores."""
+    if loss_positions == "answer":
+        return batch.loss_mask
+    if loss_positions == "answer_tokens":  # no EOS term (Nanda et al.)
+        return without_eos(batch.tokens, batch.loss_mask)
+    # "all": every position whose next token is real
+    return torch.cat([batch.valid[:, 1:], torch.zeros_like(batch.valid[:, :1])], dim=1)
+
+
+def shard_rows(n_examples: int, rank: int, world_size: int) -> slice:
+    """Rank `rank`'s contiguous rows of a batch of `n_examples` (sizes differ by at most one)."""
+    return slice(rank * n_examples // world_size, (rank + 1) * n_examples // world_size)
+
+
+@dataclass(frozen=True)
+class ShardWeights:
+    """What turns a rank's means over its own rows into its part of the whole batch's mean:
+    gradients are averaged over ranks, so a rank's term is weighted by world_size times its
+    share. Both are exactly 1.0 on one process."""
+
+    per_token: float  # for a mean over scored positions (the cross-entropy)
+    per_example: float  # for a mean over examples (the step penalty)
+
+    @classmethod
+    def of(cls, scored: Bool[torch.Tensor, "batch pos"], rows: slice, world_size: int) -> ShardWeights:
+        n_examples = scored.shape[0]
+        n_scored = int(scored.sum())
+        return cls(
+            per_token=world_size * int(scored[rows].sum()) / max(n_scored, 1),
+            per_example=world_size * (rows.stop - rows.start) / n_examples,
+        )

@@ -31,10 +31,10 @@ from .. import checkpoints as ckpt
 from ..evaluation.heldout import heldout_sets
 from ..families import build_model
 from ..positions import sample_offsets
-from ..scoring import next_token_loss, score_examples, without_eos
+from ..scoring import next_token_loss, score_examples
 from . import distributed as dist_utils
 from .config import RunConfig
-from .data import BatchSource
+from .data import BatchSource, ShardWeights, scored_positions, shard_rows
 from .schedule import checkpoint_steps, lr_multiplier
 
 logger = logging.getLogger(__name__)
@@ -64,34 +64,37 @@ def readout_ids(cfg: RunConfig, task, device=None) -> torch.Tensor | None:
     return torch.tensor(task.answer_token_ids, dtype=torch.long, device=device)
 
 
-def training_losses(model, batch, generator, cfg, device, autocast, allowed=None):
-    """Full-depth loss, plus the progressive-loss term when configured. `batch` is in host
-    memory; `allowed`: the readout's token ids (`readout_ids`), None for the whole vocabulary.
+def training_losses(model, batch, generator, cfg, device, autocast, allowed=None, part=(0, 1)):
+    """Full-depth loss, plus the progressive-loss term when configured. `batch` is the
+    step's whole batch, in host memory; `part`: (rank, world_size), this process's rows of it
+    (`data.shard_rows`), its loss weighted so that the average over ranks is the whole
+    batch's loss. `allowed`: the readout's token ids (`readout_ids`), None for the whole
+    vocabulary. Returns (loss, full-depth loss, full-depth state, scored positions), of this
+    rank's rows.
 
     Nothing here waits for the device: the masks, the last scored position and the Abacus
     offsets are worked out on the host, and the copies to the device are non-blocking."""
     tcfg, R = cfg.train, cfg.model.n_loops
-    if tcfg.loss_positions in ("answer", "answer_tokens"):
-        loss_mask = batch.loss_mask
-        if tcfg.loss_positions == "answer_tokens":  # no EOS term (Nanda et al.)
-            loss_mask = without_eos(batch.tokens, loss_mask)
-    else:  # every position whose next token is real
-        loss_mask = torch.cat([batch.valid[:, 1:], torch.zeros_like(batch.valid[:, :1])], dim=1)
+    scored = scored_positions(batch, tcfg.loss_positions)  # [batch pos], the whole batch
+    rows = shard_rows(batch.tokens.shape[0], *part)
+    weights = ShardWeights.of(scored, rows, part[1])
     dtype = torch.float64 if tcfg.loss_dtype == "float64" else torch.float32
     # The model reads positions 0..n_in-1. The model is causal, so positions after the last
     # scored one feed nothing the loss reads; with the answer tokens only (no EOS) they are
     # not computed ("a b = c": the input "c" is dropped, 40% of a grokking step). The other
     # modes score up to the last position and their step penalty reads every position.
+    # (Every rank takes the whole batch's n_in and draws for the whole batch, then keeps its
+    # rows: the draws are those of one process.)
     n_in = batch.tokens.shape[1]
-    if tcfg.loss_positions == "answer_tokens" and loss_mask.any():
-        n_in = int(loss_mask.any(0).nonzero().max()) + 1
+    if tcfg.loss_positions == "answer_tokens" and scored.any():
+        n_in = int(scored.any(0).nonzero().max()) + 1
     offsets = 0
     if cfg.model.positional == "abacus" and cfg.model.abacus_max_offset > 0:
         # drawn in host memory: the model bounds its position indices from them without a device read
         offsets = sample_offsets(
             batch.tokens.shape[0], cfg.model.abacus_max_offset, cfg.model.abacus_offset_mode, generator
-        )
-    tokens, loss_mask = to_device(batch.tokens, device), to_device(loss_mask, device)
+        )[rows]
+    tokens, loss_mask = to_device(batch.tokens[rows], device), to_device(scored[rows], device)
     # On the CPU exactly the scoring module's loss, so CPU runs keep their numbers bit for
     # bit; elsewhere one that never makes the host wait (the same mean, summed in another order)
     loss_function = next_token_loss if device.type == "cpu" else masked_next_token_loss
@@ -100,7 +103,8 @@ def training_losses(model, batch, generator, cfg, device, autocast, allowed=None
         logits = model.unembed(state)
         if n_in < tokens.shape[1]:  # a zero row for position n_in, which is never scored
             logits = F.pad(logits, (0, 0, 0, 1))
-        return loss_function(logits, tokens[:, : n_in + 1], loss_mask[:, : n_in + 1], dtype, allowed)
+        mean = loss_function(logits, tokens[:, : n_in + 1], loss_mask[:, : n_in + 1], dtype, allowed)
+        return mean * weights.per_token
 
     with autocast:
         inputs = model.embed(tokens[:, :n_in], abacus_offset=offsets)  # [batch n_in d_model]
@@ -115,8 +119,8 @@ def training_losses(model, batch, generator, cfg, device, autocast, allowed=None
             wanted.add(deepest - 1)
         start = None
         if tcfg.init_state_noise and float(torch.rand(1, generator=generator)) < tcfg.init_state_noise:
-            noise = torch.randn(inputs.shape, generator=generator)  # [batch n_in d_model]
-            start = noise.to(inputs, non_blocking=True)
+            noise = torch.randn((batch.tokens.shape[0], *inputs.shape[1:]), generator=generator)  # [batch n_in d_model]
+            start = noise[rows].to(inputs, non_blocking=True)
         if tcfg.progressive == "mcleish":
             # McLeish et al.: n loops without gradient, then k loops with gradient. The state
             # after n loops is read off the full-depth pass (detached below) instead of a
@@ -139,8 +143,9 @@ def training_losses(model, batch, generator, cfg, device, autocast, allowed=None
         else:
             loss = full
         if tcfg.step_penalty and deepest > 1:
-            valid = to_device(batch.valid[:, :n_in, None], device)
-            loss = loss + tcfg.step_penalty * relative_step(states[deepest], states[deepest - 1], valid).mean()
+            valid = to_device(batch.valid[rows, :n_in, None], device)
+            settle = relative_step(states[deepest], states[deepest - 1], valid).mean() * weights.per_example
+            loss = loss + tcfg.step_penalty * settle
         return loss, full, state_full, loss_mask
 
 
@@ -284,6 +289,9 @@ def train(cfg: RunConfig, run_dir: str | Path, progress: bool = True) -> TrainRe
     tcfg = cfg.train
     world = dist_utils.setup(tcfg.device)
     device, is_writer = world.device, world.rank == 0
+    if tcfg.processes > 1 and not world.distributed:
+        logger.info("train.processes=%d is how many processes `abacus-interp train` starts; "
+                    "this call trains in one", tcfg.processes)
     task = cfg.make_task()
 
     # --- model, optimizer, data
@@ -298,7 +306,13 @@ def train(cfg: RunConfig, run_dir: str | Path, progress: bool = True) -> TrainRe
         [{"params": decay, "weight_decay": tcfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
         lr=tcfg.lr, betas=tcfg.betas,
     )
-    source = BatchSource(task, tcfg, cfg.model.max_seq_len, world.rank, world.world_size)
+    source = BatchSource(task, tcfg, cfg.model.max_seq_len)
+    part = (world.rank, world.world_size)  # this process's rows of every batch
+    if tcfg.batch_size is not None and tcfg.batch_size < world.world_size:
+        raise ValueError(
+            f"train.batch_size={tcfg.batch_size} cannot be split over {world.world_size} processes; "
+            f"use a batch of at least {world.world_size} or fewer processes (train.processes)"
+        )
     eval_sets = heldout_sets(task, tcfg.eval_problems, cfg.model.max_seq_len) if is_writer else {}
     save_at = set(checkpoint_steps(tcfg))
     allowed = readout_ids(cfg, task, device)  # the readout of the loss and the evaluation
@@ -336,6 +350,7 @@ def train(cfg: RunConfig, run_dir: str | Path, progress: bool = True) -> TrainRe
     for s in handlers:
         signal.signal(s, lambda signum, frame: stop_signal.append(signal.Signals(signum).name))
 
+    stopping = False  # every rank's agreed answer to "was any rank asked to stop?"
     bar = tqdm(total=tcfg.steps, initial=step, disable=not (progress and is_writer), desc="train", dynamic_ncols=True)
     row: dict = {}
     start_time = time.time()
@@ -349,37 +364,41 @@ def train(cfg: RunConfig, run_dir: str | Path, progress: bool = True) -> TrainRe
             for group in optimizer.param_groups:
                 group["lr"] = tcfg.lr * lr_multiplier(step, tcfg)
 
-            # --- forward: full-depth (+ progressive) loss on this step's batch
+            # --- forward: full-depth (+ progressive) loss on this process's rows of the batch
             batch = source.batch(step)
+            rows = shard_rows(batch.tokens.shape[0], *part)
             loss, full_loss, state, loss_mask = training_losses(
-                model, batch, source.generator(step), cfg, device, autocast, allowed
+                model, batch, source.generator(step), cfg, device, autocast, allowed, part
             )
 
-            # --- backward, average gradients across ranks, clip, update. Nothing in a step
+            # --- backward, average gradients across ranks (with them, whether any rank was
+            # asked to stop, so all stop after the same step), clip, update. Nothing in a step
             # reads a value back from the device; a non-finite loss or gradient norm is noted
             # on the device and raised at the next logged step or checkpoint, whichever is first.
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            dist_utils.average_gradients(model, world)
             params = [p for p in model.parameters() if p.grad is not None]
+            stopping = dist_utils.average_gradients(params, world, stop=bool(stop_signal))
             grad_norm = torch.nn.utils.clip_grad_norm_(params, tcfg.grad_clip or float("inf"))
             divergence.note(step, loss, grad_norm)
             optimizer.step()
-            local_tokens += int(batch.valid.sum())  # the batch is in host memory: no device read
+            local_tokens += int(batch.valid[rows].sum())  # the batch is in host memory: no device read
 
             # --- log, evaluate on held-out sets, checkpoint
             if step % tcfg.log_every == 0 or step == 1 or step in save_at:
                 divergence.check(world, last_good_step, run_dir)
                 sync_tokens()
+                # each rank's loss is its weighted part (`training_losses`): their mean is the batch's
                 loss_value = dist_utils.mean_across_ranks(loss.item(), world)
-                tokens = to_device(batch.tokens, device)
+                tokens = to_device(batch.tokens[rows], device)
+                accuracy = _batch_accuracy(model, state, tokens, loss_mask, allowed)
                 row = {
                     "step": step,
                     "loss": loss_value,
-                    "full_depth_loss": full_loss.item(),
-                    "train_exact_match": _batch_accuracy(model, state, tokens, loss_mask, allowed),
+                    "full_depth_loss": dist_utils.mean_across_ranks(full_loss.item(), world),
+                    "train_exact_match": dist_utils.weighted_mean_across_ranks(accuracy, len(tokens), world),
                     "lr": optimizer.param_groups[0]["lr"],
-                    "grad_norm": dist_utils.mean_across_ranks(float(grad_norm), world),
+                    "grad_norm": float(grad_norm),  # of the averaged gradients: the same on every rank
                     "tokens": tokens_seen,
                     "elapsed_s": round(time.time() - start_time, 3),
                 }
@@ -393,11 +412,12 @@ def train(cfg: RunConfig, run_dir: str | Path, progress: bool = True) -> TrainRe
             if step in save_at:
                 save(step, row)
             bar.update(1)
-            if stop_signal:
+            if stopping:
                 if step not in save_at:
                     save(step, row)
+                received = stop_signal[0] if stop_signal else "a signal (on another process)"
                 raise TrainingInterrupted(
-                    f"{stop_signal[0]} received: stopped after step {step} and saved a checkpoint; "
+                    f"{received} received: stopped after step {step} and saved a checkpoint; "
                     f"run the same train command again to resume"
                 )
     finally:
@@ -406,5 +426,5 @@ def train(cfg: RunConfig, run_dir: str | Path, progress: bool = True) -> TrainRe
             signal.signal(s, h)
         if metrics_file:
             metrics_file.close()
-        dist_utils.teardown(world, finished=step >= tcfg.steps and not stop_signal)
+        dist_utils.teardown(world, finished=step >= tcfg.steps and not stopping)
     return TrainResult(run_dir=run_dir, final_step=step, last_metrics=row, is_writer=is_writer)

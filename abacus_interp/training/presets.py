@@ -53,7 +53,7 @@ def small_add() -> RunConfig:
         {"max_digits": 8},
         dict(d_model=128, n_heads=4, n_layers=1, n_loops=4, max_seq_len=96, abacus_max_offset=20),
         TrainConfig(
-            steps=8000, batch_size=64, lr=1.5e-3, weight_decay=0.01, warmup_steps=100, grad_clip=1.0,
+            steps=8000, batch_size=64, lr=1.5e-3, weight_decay=0.01, warmup_steps=100, grad_clip=1.0, processes=2,
             progressive="mcleish", progressive_alpha=0.5, eval_every=250, eval_problems=256,
             checkpoint_every=1000, dense_checkpoints=12, dense_until=500,
         ),
@@ -113,7 +113,7 @@ def loop_add() -> RunConfig:
         dict(d_model=64, n_heads=4, n_layers=1, n_loops=6, max_loops=24, max_seq_len=36, abacus_max_offset=0,
              input_injection="norm_add"),
         TrainConfig(
-            steps=4000, batch_size=64, lr=2e-3, weight_decay=0.01, warmup_steps=200, grad_clip=1.0,
+            steps=4000, batch_size=64, lr=2e-3, weight_decay=0.01, warmup_steps=200, grad_clip=1.0, processes=2,
             progressive="mix", mix_depths=(2, 24), step_penalty=1.0, init_state_noise=0.5,
             eval_every=250, eval_problems=256,
             checkpoint_every=1000, dense_checkpoints=8, dense_until=500,
@@ -158,7 +158,7 @@ def extrap_add() -> RunConfig:
         dict(d_model=64, n_heads=4, n_layers=1, n_loops=6, max_loops=128, max_seq_len=320, abacus_max_offset=0,
              positional="none", rotary="abacus", abacus_window=1, input_injection="norm_add", halt_tol=1e-3),
         TrainConfig(
-            steps=3000, batch_size=64, lr=2e-3, weight_decay=0.01, warmup_steps=200, grad_clip=1.0,
+            steps=3000, batch_size=64, lr=2e-3, weight_decay=0.01, warmup_steps=200, grad_clip=1.0, processes=2,
             progressive="mix", mix_depths=(6, 24), step_penalty=1.0, init_state_noise=0.5,
             eval_every=250, eval_problems=256,
             checkpoint_every=500, dense_checkpoints=8, dense_until=500,
@@ -255,7 +255,7 @@ def expressions() -> RunConfig:
         {"grammar": "reference", "min_len": 8, "max_len": 30, "max_answer_len": 5},
         dict(d_model=32, n_heads=4, n_layers=1, n_loops=3, max_loops=12, max_seq_len=48, abacus_max_offset=0),
         TrainConfig(
-            steps=2000, batch_size=256, lr=3e-3, weight_decay=0.01, warmup_steps=100, grad_clip=1.0,
+            steps=2000, batch_size=256, lr=3e-3, weight_decay=0.01, warmup_steps=100, grad_clip=1.0, processes=2,
             eval_every=250, eval_problems=256, checkpoint_every=1000, dense_checkpoints=2, dense_until=100,
         ),
     )

@@ -1,0 +1,92 @@
+"""Start a training run in several processes on this machine (`train.processes`), the way
+`torchrun --standalone` would, without the user running torchrun: one process per rank with
+the torch.distributed environment set, the rendezvous on a free local port, signals passed on
+(every rank saves and stops after the same step), and the first failure's exit status
+returned. If one rank fails, the others get a grace period to notice, then are stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from .config import TrainConfig
+from .distributed import pick_device
+
+# A rank whose peer died learns it at its next collective (gloo closes the connection), which
+# is at most one step away; after this long it is stopped.
+GRACE_SECONDS = 30.0
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity), not the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def processes_to_start(cfg: TrainConfig) -> int:
+    """How many processes `abacus-interp train` starts for `cfg`: `train.processes`, at most
+    one per core on the CPU (one per GPU on CUDA), and 1 inside a process a launcher
+    (torchrun, or this module) already started."""
+    if "WORLD_SIZE" in os.environ:
+        return 1
+    import torch
+
+    device = pick_device(cfg.device, 0)
+    limit = torch.cuda.device_count() if device.type == "cuda" else available_cores()
+    return max(1, min(cfg.processes, limit))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(cli_args: list[str], processes: int) -> int:
+    """Run `abacus-interp <cli_args>` as `processes` ranks; returns 0, or the exit status of
+    the first rank that failed (rank 0's when several did)."""
+    port = _free_port()
+    threads = max(1, available_cores() // processes)  # one core each: threads would fight over them
+    ranks = []
+    for rank in range(processes):
+        env = {
+            **os.environ,
+            "RANK": str(rank), "LOCAL_RANK": str(rank),
+            "WORLD_SIZE": str(processes), "LOCAL_WORLD_SIZE": str(processes),
+            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+            "OMP_NUM_THREADS": str(threads),
+        }
+        ranks.append(subprocess.Popen([sys.executable, "-m", "abacus_interp.cli", *cli_args], env=env))
+
+    def pass_on(signum, frame):  # Ctrl-C reaches the ranks from the terminal too; twice is harmless
+        for process in ranks:
+            if process.poll() is None:
+                process.send_signal(signum)
+
+    previous = {s: signal.signal(s, pass_on) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return _wait(ranks)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _wait(ranks: list[subprocess.Popen]) -> int:
+    failed_at = None
+    while any(process.poll() is None for process in ranks):
+        if failed_at is None and any(process.returncode for process in ranks):
+            failed_at = time.monotonic()
+        if failed_at is not None and time.monotonic() - failed_at > GRACE_SECONDS:
+            for process in ranks:
+                if process.poll() is None:
+                    process.kill()
+        time.sleep(0.1)
+    codes = [process.returncode for process in ranks]
+    return next((code for code in codes if code), 0)
