@@ -285,9 +285,20 @@ def _rewrite_metrics(run_dir: Path, rows: list[dict]) -> None:
 
 
 def train(cfg: RunConfig, run_dir: str | Path, progress: bool = True) -> TrainResult:
-    run_dir = Path(run_dir)
+    """Train (or resume) the run `cfg` in `run_dir`. Under several processes, the process
+    group is torn down on every way out, errors included: a process that exits with it alive
+    can abort in gloo's threads at interpreter shutdown."""
+    world = dist_utils.setup(cfg.train.device)
+    result = None
+    try:
+        result = _train(cfg, Path(run_dir), progress, world)
+        return result
+    finally:
+        dist_utils.teardown(world, finished=result is not None and result.final_step >= cfg.train.steps)
+
+
+def _train(cfg: RunConfig, run_dir: Path, progress: bool, world: dist_utils.World) -> TrainResult:
     tcfg = cfg.train
-    world = dist_utils.setup(tcfg.device)
     device, is_writer = world.device, world.rank == 0
     if tcfg.processes > 1 and not world.distributed:
         logger.info("train.processes=%d is how many processes `abacus-interp train` starts; "
@@ -350,7 +361,6 @@ def train(cfg: RunConfig, run_dir: str | Path, progress: bool = True) -> TrainRe
     for s in handlers:
         signal.signal(s, lambda signum, frame: stop_signal.append(signal.Signals(signum).name))
 
-    stopping = False  # every rank's agreed answer to "was any rank asked to stop?"
     bar = tqdm(total=tcfg.steps, initial=step, disable=not (progress and is_writer), desc="train", dynamic_ncols=True)
     row: dict = {}
     start_time = time.time()
@@ -426,5 +436,4 @@ def train(cfg: RunConfig, run_dir: str | Path, progress: bool = True) -> TrainRe
             signal.signal(s, h)
         if metrics_file:
             metrics_file.close()
-        dist_utils.teardown(world, finished=step >= tcfg.steps and not stopping)
     return TrainResult(run_dir=run_dir, final_step=step, last_metrics=row, is_writer=is_writer)
