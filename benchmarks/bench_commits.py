@@ -52,11 +52,12 @@ def steps_per_second(tree: Path, bench_args: list[str]) -> dict[str, float]:
     rates = {}
     lines = result.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("preset"))
+    column = lines[header].split().index("steps/s")  # versions differ in the columns before it
     for line in lines[header + 1 :]:
         fields = line.split()
-        if len(fields) < 9 or not fields[0][0].isalpha() or "/" in fields[0]:
+        if len(fields) <= column or not fields[1].replace(",", "").isdigit():  # a preset row: name, parameters, ...
             continue
-        rates[fields[0]] = float(fields[6])  # preset params batch loops loss tokens/step steps/s ...
+        rates[fields[0]] = float(fields[column])
     return rates
 
 

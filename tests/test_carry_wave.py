@@ -7,12 +7,14 @@ import random
 
 import numpy as np
 import pytest
+import torch
 
 from abacus_interp import LoopedTransformer, ModelConfig, Vocab
 from abacus_interp.tasks import get_task
 from abacus_interp.tasks.carries import decision_distance, longest_cascade
 from analyses import carry_wave
 from analyses.carry_wave.analysis import LinearFit, _kill_generator, _planted, lock_in_loops
+from analyses.carry_wave.patching import _lock_in, chain_pair, delayed_carry
 
 
 def test_decision_distance_counts_the_columns_a_digit_waits_for():
@@ -62,8 +64,47 @@ def test_the_analysis_runs_on_a_slot_model_and_reports_its_samples():
     assert len(result.wave.p_correct) == 12 and len(result.wave.p_correct[0]) == len(result.wave.carry_distance)
     assert result.convergence.cap == 6 and result.convergence.n == 6
     assert set(result.figures()) == {"accuracy_by_length", "lock_in_by_chain", "loops_by_chain", "carry_wave",
-                                     "convergence"}
+                                     "delayed_carry", "convergence"}
+    assert result.delayed.switch_loops == (0, 2, 4) and result.delayed.chain == 4
+    assert all(len(row) == 4 for row in result.delayed.lock_in)
     text = " ".join(result.findings())
     assert "Uniform problems" in text and "planted chains, 6 digits" in text
     assert 2 <= len(result.findings()) <= 6
     assert result.to_dict()["accuracy"]["trained_digits"] == 3
+
+
+@pytest.mark.parametrize("digits,chain", [(20, 18), (5, 4), (3, 1)])
+def test_a_chain_pair_differs_only_in_whether_the_units_column_carries(digits, chain):
+    clean, corrupted = chain_pair(digits, chain, random.Random(digits))
+    assert all(len(str(x)) == digits for x in (*clean, *corrupted))
+    assert str(clean[0])[:-1] == str(corrupted[0])[:-1] and str(clean[1])[:-1] == str(corrupted[1])[:-1]
+    assert longest_cascade(*clean) == chain and longest_cascade(*corrupted) == 0
+    clean_sum, corrupted_sum = str(sum(clean))[::-1], str(sum(corrupted))[::-1]  # least significant first
+    assert len(clean_sum) == len(corrupted_sum) == digits, "no answer gains a digit"
+    assert clean_sum[1:chain] == "0" * (chain - 1) and corrupted_sum[1:chain] == "9" * (chain - 1)
+    assert clean_sum[chain + 1:] == corrupted_sum[chain + 1:]
+    with pytest.raises(ValueError, match="top column"):
+        chain_pair(5, 5, random.Random(0))
+
+
+def test_delayed_lock_in_counts_loops_from_the_start():
+    right = np.array([[0, 1], [1, 0], [1, 1]], dtype=bool)  # [loop digit], loops 5, 6, 7
+    assert _lock_in(torch.as_tensor(right), first_loop=5) == [6, 7]
+    assert _lock_in(torch.as_tensor(np.array([[1, 1], [1, 0]], dtype=bool)), first_loop=1) == [1, None]
+
+
+def test_the_shipped_extrapolator_starts_its_carry_wave_when_the_carry_is_switched_on():
+    """checkpoints/extrap-add: switching the units column to generate the carry after s loops
+    makes each chain digit lock in a fixed number of loops after s, growing with the digit."""
+    from pathlib import Path
+
+    from abacus_interp.checkpoints import load_model, load_task
+
+    run = Path(__file__).resolve().parents[1] / "checkpoints" / "extrap-add"
+    model, task = load_model(run, max_loops=48).eval(), load_task(run)
+    clean, corrupted = chain_pair(20, 18, random.Random(0))
+    result = delayed_carry(model, task, clean, corrupted, 18, [4, 8, 16], horizon=48)
+    assert result.corrupted_right
+    after = np.array([[lo - s for lo in row] for s, row in zip(result.switch_loops, result.lock_in, strict=True)])
+    assert np.abs(after - after[-1]).max() <= 1, "the same wave, whenever it starts"
+    assert after[-1, -1] - after[-1, 0] >= 18, "the top of the chain waits for the carry to climb"

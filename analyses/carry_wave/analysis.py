@@ -40,6 +40,7 @@ from analyses.common import resolve
 from analyses.contract import takes_config
 
 from .config import CarryWaveConfig
+from .patching import DelayedCarry, chain_pair, delayed_carry
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,7 @@ class CarryWaveResult:
     lock_in: tuple[LockInFit, ...]
     halting: HaltingFit
     wave: WaveProblem
+    delayed: DelayedCarry
     convergence: ConvergenceCheck
 
     def to_dict(self) -> dict:
@@ -148,6 +150,7 @@ def run(
     far_multiple: int = CarryWaveConfig.far_multiple,
     horizon: int = CarryWaveConfig.horizon,
     stress_cap: int = CarryWaveConfig.stress_cap,
+    switch_loops: tuple[int, ...] = CarryWaveConfig.switch_loops,
     seed: int = 0,
 ) -> CarryWaveResult:
     subject = resolve(model_or_run, task, max_loops=None)
@@ -185,6 +188,10 @@ def run(
     longest = max(range(0, len(far_planted), 2), key=lambda i: longest_cascade(*far_planted[i].operands))
     wave = _wave(far_planted[longest], curves[("planted chains", far)][longest])
 
+    chain = max(1, far - 2)
+    clean, corrupted = chain_pair(far, chain, section_rng(seed, "carry-wave delayed carry", far))
+    delayed = delayed_carry(model, task, clean, corrupted, chain, [s for s in switch_loops if s < horizon], horizon)
+
     stressed = generate_adaptive(model, [e.prompt for e in far_planted], max_loops=stress_cap, max_new_tokens=far + 2)
     right = [task.check(e, c) for e, c in zip(far_planted, stressed.completions, strict=True)]
     convergence = ConvergenceCheck(
@@ -194,7 +201,7 @@ def run(
         exact_match_not_converged=_mean([r for r, c in zip(right, stressed.converged, strict=True) if not c]),
     )
     return CarryWaveResult(trained_digits=n_trained, horizon=horizon, accuracy=accuracy, lock_in=tuple(fits),
-                           halting=halting, wave=wave, convergence=convergence)
+                           halting=halting, wave=wave, delayed=delayed, convergence=convergence)
 
 
 def _uniform(task, digits: int, n: int, seed: int):

@@ -21,11 +21,17 @@ class CarryWaveConfig:
     # the cap for the convergence check of Anil et al.: below what the longest chains need,
     # so some problems stop unconverged and their accuracy can be compared
     stress_cap: int = 24
+    # the delayed-carry patch: loops run on the carry-killing input before the carry-generating
+    # one replaces it (0: the clean run), on a chain of 4N - 2 columns in 4N digits
+    switch_loops: tuple[int, ...] = (0, 2, 4, 8, 12, 16)
 
     def __post_init__(self):
         if self.n_problems < 2 or self.horizon < 2 or self.stress_cap < 2:
             raise ValueError("CarryWaveConfig: n_problems, horizon and stress_cap must be >= 2")
+        if not self.switch_loops or min(self.switch_loops) < 0 or max(self.switch_loops) >= self.horizon:
+            raise ValueError(f"CarryWaveConfig.switch_loops={self.switch_loops}: loop counts in [0, horizon)")
 
     @classmethod
     def quick(cls) -> CarryWaveConfig:
-        return cls(n_problems=6, length_multiples=(1, 2), far_multiple=2, horizon=12, stress_cap=6)
+        return cls(n_problems=6, length_multiples=(1, 2), far_multiple=2, horizon=12, stress_cap=6,
+                   switch_loops=(0, 2, 4))

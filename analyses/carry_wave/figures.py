@@ -15,6 +15,7 @@ def carry_wave_figures(result) -> dict[str, go.Figure]:
         "lock_in_by_chain": lock_in_by_chain(result),
         "loops_by_chain": loops_by_chain(result),
         "carry_wave": carry_wave(result),
+        "delayed_carry": delayed_carry(result),
         "convergence": convergence(result),
     }
 
@@ -92,4 +93,20 @@ def convergence(result) -> go.Figure:
     fig.update_layout(title=f"Exact match by convergence at a cap of {c.cap} loops ({c.label}, n={c.n}, "
                             f"{c.converged:.0%} converged)",
                       yaxis={"range": [0, 1.1], "tickformat": ".0%", "title": "exact match"})
+    return fig
+
+
+def delayed_carry(result) -> go.Figure:
+    """Lock-in loop of each chain digit when the carry is switched on after s loops: parallel
+    lines s loops apart mean the wave starts when the carry does."""
+    d = result.delayed
+    fig = go.Figure()
+    digits = list(range(1, d.chain + 1))
+    for i, (s, row) in enumerate(zip(d.switch_loops, d.lock_in, strict=True)):
+        name = "clean run (no switch)" if s == 0 else f"carry switched on after {s} loops"
+        fig.add_trace(go.Scatter(x=digits, y=list(row), mode="lines+markers", name=name,
+                                 line={"color": COLORS[i % len(COLORS)], "dash": "dot" if s == 0 else "solid"}))
+    fig.update_xaxes(title_text="answer digit k (1 = tens; the chain is digits 1..chain)")
+    fig.update_yaxes(title_text="lock-in loop (from the start)")
+    fig.update_layout(title=f"Delayed carry: {d.clean} against {d.corrupted} (units column patched after s loops)")
     return fig
