@@ -46,6 +46,11 @@ class AblationSpec:
     lengths: tuple[int, ...]
     n_per_length: int = 100
     description: str = ""
+    # generated answers with each model's default loops (adaptive when it has halt_tol) and
+    # planted carry chains (digits, chain) beside the uniform lengths, instead of teacher-forced
+    # exact match at the trained loop count: how a looped extrapolator is meant to be used
+    generate: bool = False
+    chains: tuple[tuple[int, int], ...] = ()
 
     def cells(self) -> list[Variant]:
         return [Variant("baseline", "baseline"), *self.variants]
@@ -85,7 +90,37 @@ def _extrapolation() -> AblationSpec:
     )
 
 
-SPECS = {"extrapolation": _extrapolation}
+def _extrapolation_by_loops() -> AblationSpec:
+    # around the extrap-add preset (rotary attention on the Abacus index, a window of 1, mix
+    # depths 6..24, adaptive loops): each cell drops or changes one of its levers
+    no_loop_recipe = ("train.progressive=none", "train.mix_depths=null", "train.step_penalty=null", "train.init_state_noise=0",
+                      "model.halt_tol=null")
+    return AblationSpec(
+        preset="extrap-add",
+        base=("train.eval_every=1000", "train.checkpoint_every=3000", "train.dense_checkpoints=1",
+              "train.dense_until=1"),
+        variants=(
+            Variant("positions", "learned Abacus table, offsets to 96",
+                    ("model.positional=abacus", "model.rotary=none", "model.abacus_window=null",
+                     "model.abacus_max_offset=96", "model.abacus_offset_mode=example")),
+            Variant("positions", "rotary, no window", ("model.abacus_window=null",)),
+            Variant("positions", "window, no rotary", ("model.rotary=none",)),
+            Variant("window", "2", ("model.abacus_window=2",)),
+            Variant("loops", "1 loop x 6 layers", ("model.n_loops=1", "model.max_loops=1", "model.n_layers=6",
+                                                  *no_loop_recipe)),
+            Variant("loop training", "no mix depths", ("train.progressive=none",)),
+        ),
+        lengths=(5, 10, 20, 50),
+        chains=((5, 5), (10, 10), (20, 20)),
+        n_per_length=100,
+        generate=True,
+        description="one lever at a time around extrap-add (operands of up to 5 digits); exact match of "
+                    "generated answers, adaptive loops where the model halts, on uniform problems to 10x the "
+                    "trained length and on planted carry chains to 4x",
+    )
+
+
+SPECS = {"extrapolation": _extrapolation, "extrapolation-by-loops": _extrapolation_by_loops}
 
 
 def get_spec(name: str) -> AblationSpec:
@@ -105,10 +140,51 @@ def evaluate_lengths(model, task, lengths, n_per_length: int, seed: int = 0) -> 
     return {"lengths": list(lengths), "exact_match": exact, "n_per_length": n_per_length}
 
 
+def evaluate_generated(model, task, lengths, chains, n_per_length: int, seed: int = 0) -> dict[str, Any]:
+    """Exact match of generated answers (the model's default loops, adaptive when it halts)
+    on uniform lengths and planted chains; None where the problem does not fit the model."""
+    from .evaluation.extrapolation import length_extrapolation
+
+    def scored(lengths_, chains_):
+        digits = lengths_[0] if lengths_ else chains_[0][0]
+        if not cell_fits(task, digits, digits, model.cfg.max_seq_len):
+            return None
+        return length_extrapolation(model, task, lengths_, chains_, n=n_per_length, seed=seed).rows
+
+    uniform = [scored([d], []) for d in lengths]
+    planted = [scored([], [chain]) for chain in chains]
+    return {
+        "lengths": list(lengths),
+        "exact_match": [None if r is None else r[0].exact_match for r in uniform],
+        "loops_median": [None if r is None else r[0].loops_median for r in uniform],
+        "chains": [list(c) for c in chains],
+        "chain_exact_match": [None if r is None else r[0].exact_match for r in planted],
+        "chain_loops_median": [None if r is None else r[0].loops_median for r in planted],
+        "n_per_length": n_per_length,
+    }
+
+
+def _train_cell(cfg, cell_dir: Path, preset: str, edits: list[str], progress: bool) -> None:
+    """Train one cell with `abacus-interp train`'s processes (`train.processes`), in this
+    process when that is one."""
+    from .training import train
+    from .training.launch import launch, processes_to_start
+
+    processes = processes_to_start(cfg.train)
+    if processes == 1:
+        train(cfg, cell_dir, progress=progress)
+        return
+    status = launch(["train", "--preset", preset, "--out", str(cell_dir), *(a for e in edits for a in ("--set", e))],
+                    processes)
+    if status:
+        raise RuntimeError(f"training the ablation cell {cell_dir} failed (exit status {status}); "
+                           "run the ablation again to resume it")
+
+
 def run_ablation(spec: AblationSpec, out: str | Path, progress: bool = True) -> dict[str, Any]:
     """Train (or resume) every cell of `spec` under `out/cells/`, evaluate it, and write
     `out/ablation.json`; returns its content."""
-    from .training import apply_overrides, get_preset, train
+    from .training import apply_overrides, get_preset
 
     out = Path(out)
     (out / "cells").mkdir(parents=True, exist_ok=True)
@@ -119,9 +195,12 @@ def run_ablation(spec: AblationSpec, out: str | Path, progress: bool = True) -> 
         eval_path = cell_dir / "lengths.json"
         if not eval_path.exists():
             started = time.perf_counter()
-            train(cfg, cell_dir, progress=progress)
+            _train_cell(cfg, cell_dir, spec.preset, [*spec.base, *variant.overrides], progress)
             model = ckpt.load_model(cell_dir)
-            lengths = evaluate_lengths(model, cfg.make_task(), spec.lengths, spec.n_per_length)
+            if spec.generate:
+                lengths = evaluate_generated(model, cfg.make_task(), spec.lengths, spec.chains, spec.n_per_length)
+            else:
+                lengths = evaluate_lengths(model, cfg.make_task(), spec.lengths, spec.n_per_length)
             rows = ckpt.read_metrics(cell_dir)
             lengths["train_seconds"] = rows[-1].get("elapsed_s") if rows else None
             lengths["params"] = sum(p.numel() for p in model.parameters())
@@ -164,17 +243,27 @@ def findings(data: dict[str, Any]) -> list[str]:
     trained = data["spec"]["trained_max_digits"]
     if not trained:
         return []
-    marks = [m for m in (trained, 2 * trained, 3 * trained) if m in data["spec"]["lengths"]]
+    lengths = data["spec"]["lengths"]
+    marks = lengths if len(lengths) <= 4 else [m for m in (trained, 2 * trained, 3 * trained) if m in lengths]
+    chains = [tuple(c) for c in data["spec"].get("chains") or ()]  # none in ablations written before chains
+
+    def percent(e):
+        return "-" if e is None else f"{100 * e:.0f}%"
 
     def describe(cell):
-        ems = "/".join("-" if e is None else f"{100 * e:.0f}%" for e in (_at(cell, m) for m in marks))
+        ems = "/".join(percent(_at(cell, m)) for m in marks)
         limit = extrapolation_limit(cell)
-        return f"{cell['label']} {ems} (>= 50% up to {limit if limit is not None else 0} digits)"
+        text = f"{cell['label']} {ems} (>= 50% up to {limit if limit is not None else 0} digits"
+        if chains:
+            text += ", chains " + "/".join(percent(e) for e in cell["chain_exact_match"])
+        return text + ")"
 
     base = next(c for c in data["cells"] if c["factor"] == "baseline")
     out = []
     factors = list(dict.fromkeys(c["factor"] for c in data["cells"] if c["factor"] != "baseline"))
     header = "/".join(f"{m} digits" for m in marks)
+    if chains:
+        header += "; planted chains " + "/".join(f"{c} in {d} digits" for d, c in chains)
     for factor in factors:
         cells = [c for c in data["cells"] if c["factor"] == factor]
         out.append(f"{factor} (exact match at {header}): " + ", ".join(describe(c) for c in [base, *cells]) + ".")

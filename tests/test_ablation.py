@@ -99,3 +99,23 @@ def test_shipped_ablation_is_what_the_command_writes_from_its_cells(tmp_path):
     again = run_ablation(spec, copy, progress=False)  # every cell is evaluated: read, not retrained
     assert again["cells"] == data["cells"] and again["findings"] == data["findings"]
     assert again["spec"] == json.loads(json.dumps({**asdict(spec), "trained_max_digits": 4}))
+
+
+def test_a_generated_answer_ablation_trains_cells_in_two_processes_and_scores_chains(tmp_path):
+    """The extrapolation-by-loops kind of spec: cells trained by `train.processes=2` (the
+    ablation starts the ranks), scored on generated answers, uniform and planted chains."""
+    tiny = ("task.max_digits=2", "model.d_model=16", "model.d_head=4", "model.d_mlp=32", "model.max_seq_len=40",
+            "model.max_loops=8", "train.mix_depths=[2,8]", "train.steps=4", "train.batch_size=8",
+            "train.eval_problems=8", "train.eval_every=4", "train.checkpoint_every=4", "train.dense_checkpoints=1",
+            "train.dense_until=1", "train.warmup_steps=1", "train.processes=2", "train.device=cpu")
+    spec = AblationSpec(preset="extrap-add", base=tiny, lengths=(2, 4), chains=((2, 2), (4, 3)), generate=True,
+                        variants=(Variant("window", "2", ("model.abacus_window=2",)),), n_per_length=8)
+    data = run_ablation(spec, tmp_path / "abl", progress=False)
+    assert [c["cell"] for c in data["cells"]] == ["baseline", "window-2"]
+    for cell in data["cells"]:
+        assert len(cell["exact_match"]) == 2 and len(cell["chain_exact_match"]) == 2
+        assert all(0 <= e <= 1 for e in [*cell["exact_match"], *cell["chain_exact_match"]])
+        assert all(loops >= 1 for loops in cell["chain_loops_median"])
+        assert (tmp_path / "abl" / "cells" / cell["cell"] / "resume" / "state.json").exists()
+    spec = get_spec("extrapolation-by-loops")
+    assert spec.generate and len({v.label for v in spec.variants}) == len(spec.variants)
