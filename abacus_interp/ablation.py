@@ -164,27 +164,11 @@ def evaluate_generated(model, task, lengths, chains, n_per_length: int, seed: in
     }
 
 
-def _train_cell(cfg, cell_dir: Path, preset: str, edits: list[str], progress: bool) -> None:
-    """Train one cell with `abacus-interp train`'s processes (`train.processes`), in this
-    process when that is one."""
-    from .training import train
-    from .training.launch import launch, processes_to_start
-
-    processes = processes_to_start(cfg.train)
-    if processes == 1:
-        train(cfg, cell_dir, progress=progress)
-        return
-    status = launch(["train", "--preset", preset, "--out", str(cell_dir), *(a for e in edits for a in ("--set", e))],
-                    processes)
-    if status:
-        raise RuntimeError(f"training the ablation cell {cell_dir} failed (exit status {status}); "
-                           "run the ablation again to resume it")
-
-
 def run_ablation(spec: AblationSpec, out: str | Path, progress: bool = True) -> dict[str, Any]:
     """Train (or resume) every cell of `spec` under `out/cells/`, evaluate it, and write
     `out/ablation.json`; returns its content."""
     from .training import apply_overrides, get_preset
+    from .training.launch import train_run
 
     out = Path(out)
     (out / "cells").mkdir(parents=True, exist_ok=True)
@@ -195,7 +179,7 @@ def run_ablation(spec: AblationSpec, out: str | Path, progress: bool = True) -> 
         eval_path = cell_dir / "lengths.json"
         if not eval_path.exists():
             started = time.perf_counter()
-            _train_cell(cfg, cell_dir, spec.preset, [*spec.base, *variant.overrides], progress)
+            train_run(cfg, cell_dir, spec.preset, [*spec.base, *variant.overrides], progress)
             model = ckpt.load_model(cell_dir)
             if spec.generate:
                 lengths = evaluate_generated(model, cfg.make_task(), spec.lengths, spec.chains, spec.n_per_length)

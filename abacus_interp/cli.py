@@ -241,7 +241,8 @@ def report_digest(report: dict, per_section: int = 1) -> str:
 def cmd_ablate(args) -> int:
     from .ablation import get_spec, run_ablation
 
-    data = run_ablation(get_spec(args.spec), args.out)
+    spec = get_spec(args.spec)
+    data = run_ablation(dataclasses.replace(spec, base=(*spec.base, *args.set)), args.out)
     for line in data["findings"]:
         print(line)
     print(f"wrote {Path(args.out) / 'ablation.json'}; add it to a report with "
@@ -328,6 +329,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("ablate", help="train one run per variant of a recipe; exact match vs operand length")
     p.add_argument("--spec", default="extrapolation", help="the ablation to run (abacus_interp.ablation.SPECS)")
     p.add_argument("--out", required=True, help="directory for the cells and ablation.json (resumes)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="edit every cell's config, e.g. --set train.processes=1 (pass the same edits to resume)")
     p.set_defaults(func=cmd_ablate)
 
     p = sub.add_parser("compare", help="train one run per model family and size; accuracy vs params and length")

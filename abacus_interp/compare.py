@@ -152,7 +152,8 @@ def run_comparison(
 ) -> dict[str, Any]:
     """Train (or resume) each selected cell under `out/cells/`, evaluate it, and write
     `out/comparison.json` over every evaluated cell there; returns its content."""
-    from .training import apply_overrides, get_preset, train
+    from .training import apply_overrides, get_preset
+    from .training.launch import train_run
 
     out = Path(out)
     (out / "cells").mkdir(parents=True, exist_ok=True)
@@ -168,7 +169,7 @@ def run_comparison(
                                  "pass the same --set values, or choose a new --out")
             continue
         started = time.perf_counter()
-        train(cfg, cell_dir, progress=progress)
+        train_run(cfg, cell_dir, spec.preset, [*spec.base, *contender.overrides], progress)
         evaluation = evaluate_cell(ckpt.load_model(cell_dir, device="cpu"), cfg.make_task(), spec)
         rows = ckpt.read_metrics(cell_dir)
         evaluation["train_seconds"] = next((r["elapsed_s"] for r in reversed(rows) if "elapsed_s" in r), None)

@@ -29,7 +29,7 @@ from abacus_interp.training import apply_overrides, get_preset
 SHIPPED = Path(__file__).resolve().parents[1] / "checkpoints" / "expr-compare"
 TINY = ("train.steps=6", "train.batch_size=16", "train.warmup_steps=2", "train.eval_every=6",
         "train.eval_problems=8", "train.checkpoint_every=6", "train.dense_checkpoints=1", "train.dense_until=1",
-        "train.device=cpu")
+        "train.device=cpu", "train.processes=1")
 
 
 def tiny_spec() -> ComparisonSpec:

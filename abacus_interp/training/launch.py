@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 
-from .config import TrainConfig
+from .config import RunConfig, TrainConfig
 from .distributed import pick_device
 
 # A rank whose peer died learns it at its next collective (gloo closes the connection), which
@@ -90,3 +90,19 @@ def _wait(ranks: list[subprocess.Popen]) -> int:
         time.sleep(0.1)
     codes = [process.returncode for process in ranks]
     return next((code for code in codes if code), 0)
+
+
+def train_run(cfg: RunConfig, run_dir, preset: str, edits: list[str], progress: bool = True) -> None:
+    """Train (or resume) the run `cfg` = preset `preset` with `--set` `edits` into `run_dir`
+    as `abacus-interp train` does: in `train.processes` processes (started here), or in this
+    process when that is one. For commands that train many runs (ablate, compare)."""
+    from .loop import train
+
+    processes = processes_to_start(cfg.train)
+    if processes == 1:
+        train(cfg, run_dir, progress=progress)
+        return
+    edit_args = [a for e in edits for a in ("--set", e)]
+    status = launch(["train", "--preset", preset, "--out", str(run_dir), *edit_args], processes)
+    if status:
+        raise RuntimeError(f"training {run_dir} failed (exit status {status}); run the same command again to resume")
