@@ -14,6 +14,7 @@ from abacus_interp.tasks import get_task
 from abacus_interp.tasks.carries import decision_distance, longest_cascade
 from analyses import carry_wave
 from analyses.carry_wave.analysis import LinearFit, _kill_generator, _planted, lock_in_loops
+from analyses.carry_wave.heads import GROUP_NAMES, _key_groups, head_reading, knockout
 from analyses.carry_wave.patching import _lock_in, chain_pair, delayed_carry
 
 
@@ -64,7 +65,10 @@ def test_the_analysis_runs_on_a_slot_model_and_reports_its_samples():
     assert len(result.wave.p_correct) == 12 and len(result.wave.p_correct[0]) == len(result.wave.carry_distance)
     assert result.convergence.cap == 6 and result.convergence.n == 6
     assert set(result.figures()) == {"accuracy_by_length", "lock_in_by_chain", "loops_by_chain", "carry_wave",
-                                     "delayed_carry", "convergence"}
+                                     "delayed_carry", "convergence", "head_reading", "knockout", "path_independence"}
+    assert [r.label for r in result.heads] == ["planted chains, 3 digits", "planted chains, 6 digits"]
+    assert len(result.heads[0].mass) == 3 and len(result.heads[0].mass[0]) == 4
+    assert [r.digits for r in result.path_independence] == [3]
     assert result.delayed.switch_loops == (0, 2, 4) and result.delayed.chain == 4
     assert all(len(row) == 4 for row in result.delayed.lock_in)
     text = " ".join(result.findings())
@@ -108,3 +112,70 @@ def test_the_shipped_extrapolator_starts_its_carry_wave_when_the_carry_is_switch
     after = np.array([[lo - s for lo in row] for s, row in zip(result.switch_loops, result.lock_in, strict=True)])
     assert np.abs(after - after[-1]).max() <= 1, "the same wave, whenever it starts"
     assert after[-1, -1] - after[-1, 0] >= 18, "the top of the chain waits for the carry to climb"
+
+
+def test_key_groups_name_the_columns_around_the_predicted_digit():
+    """4321+789= then slots (model order, units first): the position predicting answer digit
+    i sees a_i, b_i as "aligned", a_(i-1), b_(i-1) as "carry source" and the position
+    predicting digit i - 1 as "answer slot below"."""
+    vocab = Vocab(tuple("0123456789+=_"))
+    task = get_task("addition", max_digits=4, answer_format="slots")
+    example = task.make(1234, 987)
+    cfg = ModelConfig(vocab=vocab, d_model=16, n_heads=2, max_seq_len=32, answer_slots=True, positional="none",
+                      rotary="abacus", abacus_window=1)
+    model = LoopedTransformer(cfg)
+    from abacus_interp.tokens import encode_batch
+
+    batch = encode_batch(vocab, [example.prompt], [example.target])
+    queries, masks = _key_groups(batch.tokens, model.attention_index(batch.tokens), vocab.encode("=")[0],
+                                 vocab.encode("+")[0], batch.prompt_lengths, [len(example.target)])
+    assert queries[:, 1].tolist() == [8, 9, 10, 11]  # "=" predicts the units digit, then the slots
+
+    def keys(row, group):
+        return torch.nonzero(masks[row, GROUP_NAMES.index(group)]).flatten().tolist()
+
+    # digit 2 (hundreds), predicted at position 10: a = 4321 at 0..3, "+" at 4, b = 789 at 5..7
+    assert keys(2, "aligned a_i, b_i") == [2, 7]
+    assert keys(2, "carry source a_(i-1), b_(i-1)") == [1, 6]
+    assert keys(2, "two below a_(i-2), b_(i-2)") == [0, 5]
+    assert keys(2, "answer slot below") == [9] and keys(2, "own answer slot") == [10]
+    assert keys(0, "carry source a_(i-1), b_(i-1)") == [] and keys(0, "answer slot below") == []
+    assert (masks.sum(1) == 1).all(), "every key falls in exactly one group"
+
+
+def _shipped_extrapolator():
+    from pathlib import Path
+
+    from abacus_interp.checkpoints import load_model, load_task
+
+    run = Path(__file__).resolve().parents[1] / "checkpoints" / "extrap-add"
+    return load_model(run, max_loops=64).eval(), load_task(run)
+
+
+def test_the_shipped_extrapolator_carries_through_one_head_reading_the_answer_slot_below():
+    """checkpoints/extrap-add on planted 20-digit chains: L0H0 alone reads the slot below
+    and the carry source; removing its access to the slot below breaks the long chains, the
+    same removal in any other head changes nothing."""
+    model, task = _shipped_extrapolator()
+    examples = _planted(task, 20, 24, 0)
+    reading = head_reading(model, examples, 8, "planted chains, 20 digits")
+    mass = np.array(reading.mass)  # [loop head group]
+    assert np.allclose(mass.sum(-1), 1, atol=1e-3), "the groups split each attention row"
+    assert mass[:, :, GROUP_NAMES.index("answer slot above")].max() == 0, "attention is causal"
+    below = mass[-1, :, GROUP_NAMES.index("answer slot below")]
+    assert below.argmax() == 0 and below[0] > 0.05 and below[1:].max() < 0.05
+    result = knockout(model, examples, 48, "planted chains, 20 digits", ["answer slot below"])
+    assert result.baseline == 1.0
+    assert result.exact_match[0][0] <= 0.1 and min(result.exact_match[0][1:]) >= 0.95
+
+
+def test_the_shipped_extrapolator_is_path_independent_beyond_its_trained_length():
+    from analyses.carry_wave.analysis import _uniform
+    from analyses.carry_wave.stability import path_independence_by_length
+
+    model, task = _shipped_extrapolator()
+    rows = path_independence_by_length(model, {d: _uniform(task, d, 16, 0) for d in (5, 20)}, 48, seed=0)
+    for row in rows:
+        assert row.reference_exact_match == 1.0
+        assert [s.start for s in row.starts] == ["noise", "noise_x4", "other"]
+        assert all(s.same_answer == 1.0 and s.same_state == 1.0 for s in row.starts), row

@@ -40,7 +40,12 @@ from analyses.common import resolve
 from analyses.contract import takes_config
 
 from .config import CarryWaveConfig
+from .heads import HeadReading, Knockout, head_reading, knockout
 from .patching import DelayedCarry, chain_pair, delayed_carry
+from .stability import PathIndependenceAtLength, path_independence_by_length
+
+# the key groups whose removal, head by head, the knockout measures
+KNOCKOUT_GROUPS = ("aligned a_i, b_i", "carry source a_(i-1), b_(i-1)", "answer slot below")
 
 
 @dataclass(frozen=True)
@@ -125,6 +130,9 @@ class CarryWaveResult:
     wave: WaveProblem
     delayed: DelayedCarry
     convergence: ConvergenceCheck
+    heads: tuple[HeadReading, ...]  # in distribution and at the far length, planted chains
+    knockout: Knockout  # planted chains at the far length, at the horizon
+    path_independence: tuple[PathIndependenceAtLength, ...]
 
     def to_dict(self) -> dict:
         return json_safe(asdict(self))
@@ -151,6 +159,8 @@ def run(
     horizon: int = CarryWaveConfig.horizon,
     stress_cap: int = CarryWaveConfig.stress_cap,
     switch_loops: tuple[int, ...] = CarryWaveConfig.switch_loops,
+    head_loops: int = CarryWaveConfig.head_loops,
+    path_multiples: tuple[float, ...] = CarryWaveConfig.path_multiples,
     seed: int = 0,
 ) -> CarryWaveResult:
     subject = resolve(model_or_run, task, max_loops=None)
@@ -200,8 +210,14 @@ def run(
         exact_match_converged=_mean([r for r, c in zip(right, stressed.converged, strict=True) if c]),
         exact_match_not_converged=_mean([r for r, c in zip(right, stressed.converged, strict=True) if not c]),
     )
+    heads = tuple(head_reading(model, groups[("planted chains", d)], min(head_loops, horizon), f"planted chains, {d} digits")
+                  for d in (n_trained, far))
+    knocked = knockout(model, far_planted, horizon, f"planted chains, {far} digits", KNOCKOUT_GROUPS)
+    path_lengths = sorted({max(1, round(m * n_trained)) for m in path_multiples})
+    path = path_independence_by_length(model, {d: _uniform(task, d, n_problems, seed) for d in path_lengths}, horizon, seed)
     return CarryWaveResult(trained_digits=n_trained, horizon=horizon, accuracy=accuracy, lock_in=tuple(fits),
-                           halting=halting, wave=wave, delayed=delayed, convergence=convergence)
+                           halting=halting, wave=wave, delayed=delayed, convergence=convergence, heads=heads,
+                           knockout=knocked, path_independence=path)
 
 
 def _uniform(task, digits: int, n: int, seed: int):

@@ -24,14 +24,19 @@ class CarryWaveConfig:
     # the delayed-carry patch: loops run on the carry-killing input before the carry-generating
     # one replaces it (0: the clean run), on a chain of 4N - 2 columns in 4N digits
     switch_loops: tuple[int, ...] = (0, 2, 4, 8, 12, 16)
+    # loops over which each head's attention is split by column (it settles after a few)
+    head_loops: int = 12
+    # path independence on uniform problems at these multiples of N, from three other starts
+    # (the 20x row costs more than the rest together and says the same on the shipped run)
+    path_multiples: tuple[float, ...] = (1, 2, 4, 10)
 
     def __post_init__(self):
-        if self.n_problems < 2 or self.horizon < 2 or self.stress_cap < 2:
-            raise ValueError("CarryWaveConfig: n_problems, horizon and stress_cap must be >= 2")
+        if self.n_problems < 2 or self.horizon < 2 or self.stress_cap < 2 or self.head_loops < 1:
+            raise ValueError("CarryWaveConfig: n_problems, horizon and stress_cap must be >= 2, head_loops >= 1")
         if not self.switch_loops or min(self.switch_loops) < 0 or max(self.switch_loops) >= self.horizon:
             raise ValueError(f"CarryWaveConfig.switch_loops={self.switch_loops}: loop counts in [0, horizon)")
 
     @classmethod
     def quick(cls) -> CarryWaveConfig:
         return cls(n_problems=6, length_multiples=(1, 2), far_multiple=2, horizon=12, stress_cap=6,
-                   switch_loops=(0, 2, 4))
+                   switch_loops=(0, 2, 4), head_loops=3, path_multiples=(1,))

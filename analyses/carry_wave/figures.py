@@ -17,6 +17,9 @@ def carry_wave_figures(result) -> dict[str, go.Figure]:
         "carry_wave": carry_wave(result),
         "delayed_carry": delayed_carry(result),
         "convergence": convergence(result),
+        "head_reading": head_reading(result),
+        "knockout": knockout(result),
+        "path_independence": path_independence(result),
     }
 
 
@@ -109,4 +112,52 @@ def delayed_carry(result) -> go.Figure:
     fig.update_xaxes(title_text="answer digit k (1 = tens; the chain is digits 1..chain)")
     fig.update_yaxes(title_text="lock-in loop (from the start)")
     fig.update_layout(title=f"Delayed carry: {d.clean} against {d.corrupted} (units column patched after s loops)")
+    return fig
+
+
+def head_reading(result) -> go.Figure:
+    """Per head, loop x key group: the share of an answer position's attention (far sample)."""
+    r = result.heads[-1]
+    fig = make_subplots(rows=1, cols=len(r.heads), subplot_titles=r.heads, shared_yaxes=True)
+    for h, name in enumerate(r.heads):
+        z = [list(loop[h]) for loop in r.mass]  # [loop group]
+        fig.add_trace(go.Heatmap(z=z, x=list(r.groups), y=list(range(1, len(r.mass) + 1)), zmin=0, zmax=1,
+                                 colorscale="Viridis", showscale=h == len(r.heads) - 1, name=name,
+                                 colorbar={"title": "attention share", "tickformat": ".0%"}), row=1, col=h + 1)
+    fig.update_yaxes(title_text="loop", row=1, col=1)
+    fig.update_xaxes(tickangle=45)
+    fig.update_layout(title=f"Where each head reads from an answer position, loop by loop ({r.label}, "
+                            f"{r.n_rows} answer digits; columns relative to the digit predicted)", height=520)
+    return fig
+
+
+def knockout(result) -> go.Figure:
+    k = result.knockout
+    fig = go.Figure()
+    for i, (group, row) in enumerate(zip(k.groups, k.exact_match, strict=True)):
+        fig.add_trace(go.Bar(x=list(k.heads), y=list(row), name=f"without {group}",
+                             marker_color=COLORS[i % len(COLORS)], text=[f"{v:.0%}" for v in row]))
+    fig.add_hline(y=k.baseline, line_dash="dash", line_color="gray", annotation_text=f"intact {k.baseline:.0%}")
+    fig.update_layout(title=f"Exact match when one head may not read one column ({k.label}, n={k.n_problems}, "
+                            f"{k.n_loops} loops)", barmode="group", xaxis_title="head knocked out",
+                      yaxis={"range": [0, 1.1], "tickformat": ".0%", "title": "exact match"})
+    return fig
+
+
+def path_independence(result) -> go.Figure:
+    rows = result.path_independence
+    fig = go.Figure()
+    names = [s.start for s in rows[0].starts] if rows else []
+    for i, name in enumerate(names):
+        y = [next(s.same_answer for s in r.starts if s.start == name) for r in rows]
+        fig.add_trace(go.Scatter(x=[r.digits for r in rows], y=y, mode="lines+markers", name=f"start: {name}",
+                                 line={"color": COLORS[i % len(COLORS)]}))
+    fig.add_trace(go.Scatter(x=[r.digits for r in rows], y=[r.reference_exact_match for r in rows],
+                             mode="lines+markers", name="exact match from the zero start",
+                             line={"color": "gray", "dash": "dot"}))
+    fig.add_vline(x=result.trained_digits, line_dash="dash", line_color="gray", annotation_text="trained length")
+    fig.update_xaxes(title_text="operand digits (uniform problems)", type="log")
+    fig.update_yaxes(title_text="same answer as the zero start", range=[0, 1.05], tickformat=".0%")
+    horizon = rows[0].horizon if rows else result.horizon
+    fig.update_layout(title=f"Path independence by length: the answer after {horizon} loops from other start states")
     return fig

@@ -26,8 +26,12 @@ def carry_wave_findings(result) -> list[str]:
             parts.append(f"{fit.label} (n={fit.n_problems}): {slope_text(fit.fit)}{never}")
         out.append("Lock-in loop against carry distance: " + "; ".join(parts) + ".")
     h = result.halting
-    out.append(f"Adaptive halting spends {slope_text(h.fit)} of a problem's longest chain ({h.label}); "
+    halting = (f"Adaptive halting spends {slope_text(h.fit)} of a problem's longest chain ({h.label}); "
                f"{sum(h.converged)}/{len(h.converged)} problems converged before the cap.")
+    if result.lock_in:
+        out[-1] += " " + halting
+    else:
+        out.append(halting)
     w = result.wave
     locked = [lo for lo in w.lock_in if lo is not None]
     wave = ""
@@ -37,6 +41,7 @@ def carry_wave_findings(result) -> list[str]:
                 + ("" if len(locked) == len(w.lock_in) else f"; {len(w.lock_in) - len(locked)} digits never right")
                 + ". ")
     out.append(wave + delayed_carry_finding(result.delayed))
+    out.append(heads_finding(result))
     c = result.convergence
     if c.exact_match_not_converged is None:
         out.append(f"At a cap of {c.cap} loops every one of {c.n} problems ({c.label}) converged "
@@ -45,10 +50,57 @@ def carry_wave_findings(result) -> list[str]:
         out.append(f"At a cap of {c.cap} loops none of {c.n} problems ({c.label}) converged; exact match "
                    f"{c.exact_match_not_converged:.0%}.")
     else:
-        out.append(f"Non-convergence predicts a wrong answer (Anil et al. 2022): at a cap of {c.cap} loops, "
+        predicts = c.exact_match_not_converged < c.exact_match_converged - 0.1
+        out.append(f"Does non-convergence predict a wrong answer (Anil et al. 2022)? "
+                   f"{'Yes' if predicts else 'Not here'}: at a cap of {c.cap} loops, "
                    f"{c.label}, exact match is {c.exact_match_converged:.0%} among the {c.converged:.0%} that "
                    f"converged and {c.exact_match_not_converged:.0%} among the rest (n={c.n}).")
+    out[-1] += " " + path_finding(result.path_independence)
     return out
+
+
+def heads_finding(result) -> str:
+    """Which head reads the carry channel (attention), and which reads are needed (knockout)."""
+    reading, k = result.heads[-1], result.knockout
+    last = len(reading.mass) - 1
+    aligned = [row[reading.groups.index("aligned a_i, b_i")] for row in reading.mass[last]]
+    below_head, below = reading.top_head("answer slot below", last)
+    source_head, source = reading.top_head("carry source a_(i-1), b_(i-1)", last)
+    text = (f"In loop {last + 1} ({reading.label}) every head puts {min(aligned):.0%}-{max(aligned):.0%} of an answer "
+            f"position's attention on the aligned digits a_i, b_i; "
+            + (f"{below_head} reads the answer slot below ({below:.0%}) and the carry source a_(i-1), b_(i-1) "
+               f"({source:.0%})." if below_head == source_head else
+               f"{below_head} reads the answer slot below ({below:.0%}) and {source_head} the carry source "
+               f"a_(i-1), b_(i-1) ({source:.0%})."))
+    needed = []
+    for group, row in zip(k.groups, k.exact_match, strict=True):
+        drops = [(head, em) for head, em in zip(k.heads, row, strict=True) if em < k.baseline - 0.1]
+        kept = [em for em in row if em >= k.baseline - 0.1]
+        if drops:
+            needed.append(f"{group}: " + ", ".join(f"{head} {em:.0%}" for head, em in drops)
+                          + (f" (the other heads {_share_range(kept)})" if kept else ""))
+    if needed:
+        text += (f" Knocking one head's access to one column out in every loop ({k.label}, n={k.n_problems}, "
+                 f"intact {k.baseline:.0%}) leaves exact match at " + "; ".join(needed) + ".")
+    else:
+        text += f" No single head's access to {', '.join(k.groups)} is needed ({k.label}, n={k.n_problems})."
+    return text
+
+
+def path_finding(rows) -> str:
+    if not rows:
+        return ""
+    worst = min(r.worst_same_answer() for r in rows)
+    lengths = ", ".join(str(r.digits) for r in rows)
+    starts = ", ".join(s.start for s in rows[0].starts)
+    share = "every answer equals" if worst == 1 else f"at least {worst:.0%} of answers equal"
+    return (f"Path independence (uniform problems of {lengths} digits, n={rows[0].n} each, {rows[0].horizon} loops, "
+            f"starts {starts}): {share} the zero start's at every length.")
+
+
+def _share_range(values: list[float]) -> str:
+    low, high = min(values), max(values)
+    return f"{low:.0%}" if low == high else f"{low:.0%}-{high:.0%}"
 
 
 def delayed_carry_finding(d) -> str:

@@ -1,0 +1,177 @@
+"""Which heads read which column, loop by loop, in an answer-slot adder that attends by the
+Abacus index.
+
+In the answer-slot format the position that predicts answer digit i (units first) holds
+Abacus index i: it is "=" for the units digit and the slot of digit i - 1 after that. The
+operand digits of column j hold index j + 1. So, counted in columns relative to the digit
+being predicted (column offset 0 = column i):
+
+* operand digits a_i, b_i (the aligned pair) sit at index offset +1, column offset 0;
+* a_(i-1), b_(i-1) (the column a carry comes from) at index offset 0, column offset -1;
+* a_(i-2), b_(i-2) at index offset -1, column offset -2;
+* the position predicting digit i - 1 (the answer slot below) at index offset -1, column
+  offset -1: the only way a carry decided further down can reach digit i under a window
+  of 1, one column per loop.
+
+`head_reading` splits every answer position's attention pattern, per loop and head, into
+those key groups; everything else (the "+" sign, the end token, farther keys where the
+window allows them) is "other".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from abacus_interp.model import act_name
+from abacus_interp.tokens import encode_batch
+
+# (name, kind of key, column offset from the predicted digit)
+KEY_GROUPS: tuple[tuple[str, str, int], ...] = (
+    ("aligned a_i, b_i", "operand", 0),
+    ("carry source a_(i-1), b_(i-1)", "operand", -1),
+    ("two below a_(i-2), b_(i-2)", "operand", -2),
+    ("answer slot below", "answer", -1),
+    ("own answer slot", "answer", 0),
+    ("answer slot above", "answer", 1),
+)
+GROUP_NAMES: tuple[str, ...] = (*(name for name, _, _ in KEY_GROUPS), "other")
+
+
+@dataclass(frozen=True)
+class HeadReading:
+    """Mean attention mass of the answer positions on each key group, per loop and head."""
+
+    label: str  # the sample, e.g. "planted chains, 20 digits"
+    n_problems: int
+    n_rows: int  # (problem, answer digit) pairs averaged over
+    heads: tuple[str, ...]  # "L0H1", ...
+    groups: tuple[str, ...]  # GROUP_NAMES
+    mass: tuple[tuple[tuple[float, ...], ...], ...]  # [loop][head][group]
+
+    def top_head(self, group: str, loop: int) -> tuple[str, float]:
+        """The head with the most mass on `group` in `loop` (0-based), and that mass."""
+        column = [row[self.groups.index(group)] for row in self.mass[loop]]
+        best = int(np.argmax(column))
+        return self.heads[best], column[best]
+
+
+def _key_groups(tokens: torch.Tensor, index: torch.Tensor, equals_id: int, plus_id: int,
+                prompt_lengths: Sequence[int], n_answer: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per (problem, answer digit) row: the query position and [row group key] masks."""
+    batch = tokens.shape[0]
+    is_equals = (tokens == equals_id).long()
+    in_answer = (is_equals.cumsum(1) - is_equals + is_equals) > 0  # "=" and every slot after it
+    is_operand = ~in_answer & (tokens != plus_id) & (index > 0)
+    # the column a key speaks for: an operand digit at index j is column j - 1, an answer
+    # position at index j predicts digit j
+    column = torch.where(is_operand, index - 1, index)
+    queries, masks = [], []
+    for b in range(batch):
+        for i in range(n_answer[b]):
+            query = int(prompt_lengths[b]) - 1 + i
+            groups = [(is_operand[b] if kind == "operand" else in_answer[b]) & (column[b] == i + offset)
+                      for _, kind, offset in KEY_GROUPS]
+            named = torch.stack(groups).any(0)
+            masks.append(torch.stack([*groups, ~named]))
+            queries.append((b, query))
+    return torch.tensor(queries), torch.stack(masks).float()  # [row 2], [row group key]
+
+
+@torch.no_grad()
+def head_reading(model, examples, n_loops: int, label: str, batch_size: int = 64) -> HeadReading:
+    """Attention mass of every answer position on the KEY_GROUPS, per loop and head, over
+    `examples` (teacher-forced inputs as in training; the slots hide the answer digits)."""
+    cfg, vocab = model.cfg, model.cfg.vocab
+    if not cfg.answer_slots or not cfg.attends_by_index:
+        raise ValueError("head_reading needs an answer-slot model whose attention reads the Abacus index "
+                         "(model.rotary='abacus' or an Abacus window)")
+    equals_id, plus_id = vocab.encode("=")[0], vocab.encode("+")[0]
+    totals = np.zeros((n_loops, cfg.n_layers, cfg.n_heads, len(GROUP_NAMES)))
+    n_rows = 0
+    for start in range(0, len(examples), batch_size):
+        chunk = examples[start : start + batch_size]
+        batch = encode_batch(vocab, [e.prompt for e in chunk], [e.target for e in chunk])
+        tokens = batch.tokens.to(model.W_E.device)
+        index = model.attention_index(tokens)
+        n_answer = [len(vocab.encode(e.target)) for e in chunk]
+        queries, masks = _key_groups(tokens.cpu(), index.cpu(), equals_id, plus_id, batch.prompt_lengths, n_answer)
+        n_rows += len(queries)
+
+        def make_hook(t: int, layer: int, queries=queries, masks=masks):
+            def hook(pattern, hook):  # pattern: [batch head query_pos key_pos]
+                rows = pattern.detach().float().cpu()[queries[:, 0], :, queries[:, 1], :]  # [row head key]
+                totals[t, layer] += torch.einsum("rhk,rgk->hg", rows, masks).numpy()
+                return pattern
+            return hook
+
+        hooks = [(act_name("pattern", layer, loop=t), make_hook(t, layer))
+                 for t in range(n_loops) for layer in range(cfg.n_layers)]
+        model.run_with_hooks(tokens, n_loops=n_loops, fwd_hooks=hooks)
+    mean = totals / max(n_rows, 1)  # [loop layer head group]
+    heads = tuple(f"L{layer}H{h}" for layer in range(cfg.n_layers) for h in range(cfg.n_heads))
+    mass = tuple(tuple(tuple(round(float(v), 4) for v in head) for head in loop.reshape(-1, len(GROUP_NAMES)))
+                 for loop in mean)
+    return HeadReading(label=label, n_problems=len(examples), n_rows=n_rows, heads=heads, groups=GROUP_NAMES,
+                       mass=mass)
+
+
+@dataclass(frozen=True)
+class Knockout:
+    """Exact match when one head may not attend to one key group (in every loop)."""
+
+    label: str
+    n_problems: int
+    n_loops: int
+    baseline: float  # no knockout
+    groups: tuple[str, ...]  # the key groups knocked out, one at a time
+    heads: tuple[str, ...]
+    exact_match: tuple[tuple[float, ...], ...]  # [group][head]
+
+
+@torch.no_grad()
+def knockout(model, examples, n_loops: int, label: str, groups: Sequence[str], batch_size: int = 64) -> Knockout:
+    """Exact match (greedy readout of every answer position after `n_loops`) when head h's
+    scores on key group g are set to -inf at every answer position and loop, for each (g, h):
+    the head's access to that column removed, its attention renormalised over the rest."""
+    cfg, vocab = model.cfg, model.cfg.vocab
+    unknown = [g for g in groups if g not in GROUP_NAMES[:-1]]
+    if unknown:
+        raise ValueError(f"unknown key groups {unknown}; choose from {GROUP_NAMES[:-1]}")
+    equals_id, plus_id = vocab.encode("=")[0], vocab.encode("+")[0]
+    heads = [(layer, h) for layer in range(cfg.n_layers) for h in range(cfg.n_heads)]
+    cases = [None, *((g, lh) for g in groups for lh in heads)]
+    right = dict.fromkeys(cases, 0)
+    for start in range(0, len(examples), batch_size):
+        chunk = examples[start : start + batch_size]
+        batch = encode_batch(vocab, [e.prompt for e in chunk], [e.target for e in chunk])
+        tokens = batch.tokens.to(model.W_E.device)
+        index = model.attention_index(tokens)
+        n_answer = [len(vocab.encode(e.target)) for e in chunk]
+        queries, masks = _key_groups(tokens.cpu(), index.cpu(), equals_id, plus_id, batch.prompt_lengths, n_answer)
+        target = tokens[:, 1:]
+        answer_rows = torch.zeros_like(target, dtype=torch.bool)
+        answer_rows[queries[:, 0], queries[:, 1]] = True
+        for case in cases:
+            hooks = []
+            if case is not None:
+                group, (layer, head) = case
+                blocked = torch.zeros(tokens.shape[0], tokens.shape[1], tokens.shape[1], dtype=torch.bool)
+                blocked[queries[:, 0], queries[:, 1]] = masks[:, GROUP_NAMES.index(group)].bool()
+                blocked = blocked.to(tokens.device)
+
+                def hook(scores, hook, blocked=blocked, head=head):  # [batch head q k]
+                    scores[:, head] = scores[:, head].masked_fill(blocked, float("-inf"))
+                    return scores
+
+                hooks = [(act_name("attn_scores", layer, loop=t), hook) for t in range(n_loops)]
+            logits = model.run_with_hooks(tokens, n_loops=n_loops, fwd_hooks=hooks)
+            ok = ((logits[:, :-1].argmax(-1) == target) | ~answer_rows).all(-1)
+            right[case] += int(ok.sum())
+    n = len(examples)
+    names = tuple(f"L{layer}H{h}" for layer, h in heads)
+    return Knockout(label=label, n_problems=n, n_loops=n_loops, baseline=right[None] / n, groups=tuple(groups),
+                    heads=names, exact_match=tuple(tuple(right[(g, lh)] / n for lh in heads) for g in groups))
