@@ -21,6 +21,7 @@ RUNS = {
     "03_carry_attention.ipynb": ("small-add",),
     "04_embedding_evolution.ipynb": ("small-add",),
     "05_grokking_fourier.ipynb": ("grok-mod113", "grok-mod113-fast"),
+    "06_extrapolation.ipynb": ("extrap-add",),
 }
 
 
