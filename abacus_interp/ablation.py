@@ -199,11 +199,11 @@ def run_ablation(spec: AblationSpec, out: str | Path, progress: bool = True) -> 
     return json.loads((out / "ablation.json").read_text())  # JSON types, as a later reader sees them
 
 
-def _trained_digits(spec: AblationSpec) -> int | None:
-    for edit in spec.base:
-        if edit.startswith("task.max_digits="):
-            return int(edit.split("=", 1)[1])
-    return None
+def _trained_digits(spec: AblationSpec) -> int:
+    """The baseline's longest trained operand length (its task's max_digits)."""
+    from .training import apply_overrides, get_preset
+
+    return apply_overrides(get_preset(spec.preset), list(spec.base)).make_task().max_digits
 
 
 def _at(cell: dict[str, Any], length: int) -> float | None:
@@ -240,6 +240,9 @@ def findings(data: dict[str, Any]) -> list[str]:
         text = f"{cell['label']} {ems} (>= 50% up to {limit if limit is not None else 0} digits"
         if chains:
             text += ", chains " + "/".join(percent(e) for e in cell["chain_exact_match"])
+            if cell.get("chain_loops_median"):  # generated answers: the loops they took
+                text += " in median " + "/".join("-" if x is None else f"{x:g}" for x in cell["chain_loops_median"])
+                text += " loops"
         return text + ")"
 
     base = next(c for c in data["cells"] if c["factor"] == "baseline")

@@ -83,22 +83,47 @@ def test_findings_state_the_extrapolation_limit_and_the_stalled_cells():
     assert stalled.startswith("1 of 3 cells did not learn the trained range (< 50% at 2 digits: k=9)")
 
 
-def test_shipped_ablation_is_what_the_command_writes_from_its_cells(tmp_path):
+# shipped ablation -> (its spec, the --set edits it was run with, its trained length)
+SHIPPED_ABLATIONS = {
+    "ablation-extrapolation": ("extrapolation", (), 4),
+    "ablation-extrapolation-by-loops": ("extrapolation-by-loops", ("train.processes=1",), 5),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED_ABLATIONS))
+def test_shipped_ablation_is_what_the_command_writes_from_its_cells(tmp_path, name):
     import shutil
-    from dataclasses import asdict
+    from dataclasses import asdict, replace
     from pathlib import Path
 
-    shipped = Path(__file__).resolve().parents[1] / "checkpoints" / "ablation-extrapolation"
+    spec_name, edits, trained = SHIPPED_ABLATIONS[name]
+    shipped = Path(__file__).resolve().parents[1] / "checkpoints" / name
     if not (shipped / "ablation.json").exists():
-        pytest.skip(f"{shipped} is not present (abacus-interp ablate --spec extrapolation --out {shipped})")
+        pytest.skip(f"{shipped} is not present (abacus-interp ablate --spec {spec_name} --out {shipped})")
     data = json.loads((shipped / "ablation.json").read_text())
-    spec = get_spec("extrapolation")
+    spec = get_spec(spec_name)
+    spec = replace(spec, base=(*spec.base, *edits))
     assert [c["cell"] for c in data["cells"]] == [slug(v) for v in spec.cells()]
     copy = tmp_path / "abl"
     shutil.copytree(shipped, copy)
     again = run_ablation(spec, copy, progress=False)  # every cell is evaluated: read, not retrained
     assert again["cells"] == data["cells"] and again["findings"] == data["findings"]
-    assert again["spec"] == json.loads(json.dumps({**asdict(spec), "trained_max_digits": 4}))
+    assert again["spec"] == json.loads(json.dumps({**asdict(spec), "trained_max_digits": trained}))
+
+
+def test_only_the_window_with_rotary_extrapolates_in_the_shipped_by_loops_ablation():
+    """checkpoints/ablation-extrapolation-by-loops: rotary attention alone stops at the trained
+    length; one loop of six layers solves uniform problems but not long planted chains."""
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "checkpoints" / "ablation-extrapolation-by-loops" / "ablation.json"
+    if not path.exists():
+        pytest.skip(f"{path} is not present")
+    cells = {c["cell"]: c for c in json.loads(path.read_text())["cells"]}
+    assert cells["baseline"]["exact_match"] == [1.0] * 4 and cells["baseline"]["chain_exact_match"] == [1.0] * 3
+    assert cells["positions-rotary-no-window"]["exact_match"][1:] == [0.0] * 3
+    unlooped = cells["loops-1-loop-x-6-layers"]
+    assert unlooped["exact_match"] == [1.0] * 4 and unlooped["chain_exact_match"][-1] < 0.5
 
 
 def test_a_generated_answer_ablation_trains_cells_in_two_processes_and_scores_chains(tmp_path):
