@@ -179,3 +179,18 @@ def test_the_shipped_extrapolator_is_path_independent_beyond_its_trained_length(
         assert row.reference_exact_match == 1.0
         assert [s.start for s in row.starts] == ["noise", "noise_x4", "other"]
         assert all(s.same_answer == 1.0 and s.same_state == 1.0 for s in row.starts), row
+
+
+def test_a_second_seed_of_the_recipe_solves_longer_chains_by_looping_longer():
+    """checkpoints/extrap-add-seed1 (train.seed=1): planted chains 4x longer than any trained
+    are solved, with loops that grow with the chain."""
+    from pathlib import Path
+
+    from abacus_interp.checkpoints import load_model, load_task
+    from abacus_interp.evaluation.extrapolation import length_extrapolation
+
+    run = Path(__file__).resolve().parents[1] / "checkpoints" / "extrap-add-seed1"
+    model, task = load_model(run).eval(), load_task(run)
+    short, long = length_extrapolation(model, task, [], chains=[(5, 5), (20, 20)], n=16, seed=3).rows
+    assert short.exact_match == 1.0 and long.exact_match == 1.0
+    assert long.loops_median >= short.loops_median + 10
