@@ -167,7 +167,8 @@ def _beyond_trained_length(task, example, run) -> str | None:
 
 
 def cmd_solve(args) -> int:
-    from .checkpoints import load_model, load_task
+    from .checkpoints import load_model, load_task, read_run_config
+    from .scoring import decode_budget, run_readout
 
     model = load_model(args.run, device=args.device)
     task = load_task(args.run)
@@ -178,13 +179,15 @@ def cmd_solve(args) -> int:
         print(f"warning: {warning}", file=sys.stderr)
     from .halting import generate_adaptive, resolve_halting
 
+    # the answer's tokens (and EOS if the run was trained to write it), as eval decodes it
+    budget = decode_budget(task, [example], run_readout(read_run_config(args.run)["train"], task)["eos"])
     fixed, tol = resolve_halting(model, args.loops, None)
     if fixed is None:
-        decoded = generate_adaptive(model, [example.prompt], tol=tol)
+        decoded = generate_adaptive(model, [example.prompt], tol=tol, max_new_tokens=budget)
         completion = decoded.completions[0]
         loops = f"{decoded.loops_used[0]} loops ({'converged' if decoded.converged[0] else 'cap reached'}, tol {tol:g})"
     else:
-        completion = model.generate([example.prompt], n_loops=fixed)[0]
+        completion = model.generate([example.prompt], n_loops=fixed, max_new_tokens=budget)[0]
         loops = f"{fixed} loops"
     print(task.to_human(completion))
     if args.verbose:
@@ -292,7 +295,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--step", type=int, help="checkpoint step (default: latest)")
     p.add_argument("--grid", type=_parse_range, help="operand digit range, e.g. 1..20")
     p.add_argument("--loops", type=_parse_int_list, help="loop counts, e.g. 1,2,4,8")
-    p.add_argument("--n", type=int, default=100, help="problems per grid cell (per row with --lengths/--chains)")
+    p.add_argument("--n", type=int, default=100,
+                   help="problems per grid cell; whole sets (vs loops, perplexity) get 4x this (per row with --lengths/--chains)")
     p.add_argument("--lengths", type=_parse_int_list,
                    help="length extrapolation instead: exact match on operands of exactly these digit counts, e.g. 5,10,50")
     p.add_argument("--chains", type=_parse_chains,

@@ -75,6 +75,17 @@ def run_readout(train: dict, task) -> dict:
     return {"allowed": allowed, "eos": train.get("loss_positions", "answer") != "answer_tokens"}
 
 
+def decode_budget(task, examples: Sequence, eos: bool = True) -> int:
+    """Tokens greedy decoding needs to judge `examples` as teacher forcing scores them: the
+    longest answer the task defines for them (`len(target)` in tokens), plus the EOS when
+    the run was trained to write it (`run_readout(...)["eos"]`). A run trained on the answer
+    tokens only never learned to stop, so without this bound it writes on past its answer
+    (grok-mod113's one-token residue followed by a second, untrained one)."""
+    if not examples:
+        raise ValueError("decode_budget needs at least one example")
+    return max(len(task.vocab.split(e.target)) for e in examples) + (1 if eos else 0)
+
+
 @dataclass
 class Scores:
     loss: float
@@ -97,10 +108,21 @@ def score_batch(
     EOS; `allowed` restricts the readout to those token ids (needs `eos=False` unless EOS is
     among them), matching a run trained with `train.readout="answer_symbols"`."""
     device = model.W_E.device
-    tokens, loss_mask = batch.tokens.to(device), batch.loss_mask.to(device)
+    tokens = batch.tokens.to(device)
+    return score_logits(model(tokens, n_loops), tokens, batch.loss_mask.to(device), allowed, eos)
+
+
+def score_logits(
+    logits: Float[Tensor, "batch pos d_vocab"],
+    tokens: Int[Tensor, "batch pos"],
+    loss_mask: Bool[Tensor, "batch pos"],
+    allowed: Tensor | None = None,
+    eos: bool = True,
+) -> Scores:
+    """`score_batch` on logits already computed (by a caller that runs the loops itself)."""
+    device = logits.device
     if not eos:
         loss_mask = without_eos(tokens, loss_mask)
-    logits = model(tokens, n_loops)  # [batch pos d_vocab]
     target = tokens[:, 1:]
     mask = loss_mask[:, :-1]
     if allowed is None:

@@ -146,7 +146,8 @@ def test_solve_converts_between_human_and_model_order(trained, capsys, monkeypat
 def test_solve_matches_generate(trained, capsys):
     run, _ = trained
     model = ckpt.load_model(run)
-    completion = model.generate(["54+7="], n_loops=4)[0]
+    # solve decodes the answer's 2 digits and the EOS, as eval does, not on into garbage
+    completion = model.generate(["54+7="], n_loops=4, max_new_tokens=3)[0]
     assert main(["solve", str(run), "45 + 7", "--loops", "4"]) == 0
     assert capsys.readouterr().out.strip() == completion[::-1]
 
@@ -225,6 +226,16 @@ def test_solve_within_the_trained_length_does_not_warn(capsys):
     assert main(["solve", str(SHIPPED_ADD), "12345678+87654321"]) == 0
     captured = capsys.readouterr()
     assert captured.out.strip() == "99999999" and captured.err == ""
+
+
+SHIPPED_GROK = SHIPPED_ADD.parent / "grok-mod113"  # trained on the answer token only, no EOS
+
+
+@pytest.mark.skipif(not (SHIPPED_GROK / "config.json").exists(), reason="checkpoints/grok-mod113 is not here")
+def test_solve_stops_after_the_one_token_answer_of_a_run_trained_without_eos(capsys):
+    # it never learned to write the EOS, so decoding on past its residue wrote "12 68"
+    assert main(["solve", str(SHIPPED_GROK), "5+7", "--verbose"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["12", "model order: 5 7 =12  -> correct; 1 loops"]
 
 
 @needs_shipped_add

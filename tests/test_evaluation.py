@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import plotly.graph_objects as go
 import pytest
@@ -257,3 +258,46 @@ def test_json_safe_drops_non_finite_floats():
         "b": [None, 1.5, True],
         "3": [1, None],
     }
+
+
+def test_every_printed_accuracy_says_its_n_and_its_sample():
+    task = get_task("expressions", grammar="reference")  # held-out split, problems of 8-30 characters
+    model = tiny(task, n_loops=1, max_loops=2, max_seq_len=task.max_sequence_length())
+    report = evaluate(model, task, loops=[1], n_per_cell=10, progress=False)
+    text = format_report(report)
+    assert "in_distribution: n=40, the held-out split (problems training never draws), problems of 8-30 characters" in text
+    # --n counts problems per grid cell; the set is four cells' worth, and the text says so
+    assert "(n=40 is 4 x --n 10: --n counts problems per grid cell" in text
+    assert f"on n={report.agreement['n']} problems (the first {report.agreement['n']} problems of the in_distribution set)" in text
+    from analyses.report.findings import evaluation as evaluation_findings
+
+    assert evaluation_findings(report.to_dict())[0].startswith("On 40 held-out in-distribution problems, exact match is")
+
+    modular = get_task("modular_addition", p=7, train_fraction=0.5)
+    text = format_report(evaluate(tiny(modular, positional="learned", max_seq_len=8), modular, loops=[1], progress=False))
+    assert "test: n=25, every problem of the held-out test split (never trained on)" in text
+    assert "train: n=24, every problem of the train split" in text
+
+
+SMALL_ADD = Path(__file__).resolve().parents[1] / "checkpoints" / "small-add"
+
+
+@pytest.mark.skipif(not (SMALL_ADD / "config.json").exists(), reason="checkpoints/small-add is not here")
+def test_shipped_small_add_drops_the_final_carry_of_long_all_nine_sums_and_eval_says_so():
+    """A model failure, not a decoding one: teacher-forced, the final carry digit is the only
+    wrong token. The edge cases now test 9..9+9..9 at every trained length, and the text and
+    the report name the in-distribution failures."""
+    from abacus_interp.checkpoints import load_model, load_task
+    from analyses.report.findings import evaluation as evaluation_findings
+
+    model, task = load_model(SMALL_ADD, device="cpu"), load_task(SMALL_ADD)
+    report = evaluate(model, task, grid=(1, 2), loops=[4], n_per_cell=2, max_length=2, progress=False)
+    max_sum = {c["name"]: c for c in report.edge_cases["cases"] if c["group"] == "max_sum"}
+    assert len(max_sum) == 8 and all(c["in_distribution"] for c in max_sum.values())
+    assert [n for n, c in max_sum.items() if not c["passed"]] == [
+        "999999+999999", "9999999+9999999", "99999999+99999999"]
+    assert max_sum["99999999+99999999"]["answers"] == ["999999998"]
+    text = format_report(report)
+    assert "  in-distribution failure: 99999999+99999999: model 999999998, expected 199999998" in text
+    finding = next(f for f in evaluation_findings(report.to_dict()) if "edge cases fail" in f)
+    assert finding.startswith("3 of ") and "99999999+99999999 gives 999999998, not 199999998" in finding

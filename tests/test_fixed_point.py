@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import plotly.graph_objects as go
@@ -260,3 +261,30 @@ def test_run_rejects_bad_arguments():
         fixed_point.run(model, task=task, halt_on="everything", progress=False)
     with pytest.raises(ValueError, match="problems"):
         fixed_point.run(model, [], task=task, progress=False)
+
+
+# ------------------------------------------------------------- when the report runs it
+EXPR_CELLS = Path(__file__).resolve().parents[1] / "checkpoints" / "expr-compare" / "cells"
+
+
+@pytest.mark.skipif(not (EXPR_CELLS / "gpt-s" / "config.json").exists(), reason="checkpoints/expr-compare is not here")
+def test_the_report_omits_the_section_for_a_single_loop_and_says_why():
+    from abacus_interp.checkpoints import load_model, load_task
+    from analyses.contract import RunContext
+    from analyses.fixed_point.plugin import ANALYSIS
+    from analyses.report.sections import Context, Omitted, ReportSizes, analysis_section
+
+    def context(cell: str) -> Context:
+        run = EXPR_CELLS / cell
+        return Context(run_dir=run, config={}, model=load_model(run, device="cpu"), task=load_task(run),
+                       compare_dir=None, sizes=ReportSizes.quick())
+
+    gpt = context("gpt-s")  # 3 layers x 1 loop, input injection on, max_loops 1
+    assert gpt.model.cfg.n_loops == gpt.model.cfg.max_loops == 1 and gpt.run.is_looped
+    reason = ANALYSIS.skip_reason(gpt.run)
+    assert reason is not None and "single loop" in reason and "no fixed point" in reason
+    with pytest.raises(Omitted, match="single loop"):
+        analysis_section(ANALYSIS).build(gpt)
+    looped = RunContext(run_dir=EXPR_CELLS / "looped-s", model=load_model(EXPR_CELLS / "looped-s", device="cpu"),
+                        task=load_task(EXPR_CELLS / "looped-s"))
+    assert ANALYSIS.skip_reason(looped) is None  # 1 layer x 3 loops: the section runs

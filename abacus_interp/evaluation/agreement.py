@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from abacus_interp.scoring import decode_budget
 from abacus_interp.tasks.base import Example
 
 logger = logging.getLogger(__name__)
@@ -37,15 +38,15 @@ def pick_from_cells(
 
 
 def measure_agreement(
-    model, task, examples: list[Example], verdicts: list[bool], n_loops: int, eos: bool = True
+    model, task, examples: list[Example], verdicts: list[bool], n_loops: int, eos: bool = True, *, sample: str
 ) -> dict[str, Any]:
     """Re-judge examples with greedy decoding; compare with the teacher-forced verdicts.
-    `eos=False` (a run trained without the EOS): decode the answer's length, no EOS."""
+    `eos=False` (a run trained without the EOS): decode the answer's length, no EOS.
+    `sample` says where the examples come from, for the printed report."""
     if not examples:
-        return {"agreement": None, "n": 0, "disagreements": []}
-    max_new = max(len(task.vocab.split(e.target)) for e in examples) + (1 if eos else 0)
+        return {"agreement": None, "n": 0, "sample": sample, "disagreements": []}
     completions = model.generate(
-        [e.prompt for e in examples], n_loops=n_loops, max_new_tokens=max_new
+        [e.prompt for e in examples], n_loops=n_loops, max_new_tokens=decode_budget(task, examples, eos)
     )
     disagreements = []
     agree = 0
@@ -72,6 +73,7 @@ def measure_agreement(
     return {
         "agreement": agree / len(examples),
         "n": len(examples),
+        "sample": sample,
         "n_correct": int(sum(map(bool, verdicts))),
         "disagreements": disagreements,
     }

@@ -13,6 +13,7 @@ import random
 from dataclasses import dataclass, field
 
 from abacus_interp.evaluation.common import fits_context
+from abacus_interp.scoring import decode_budget
 from abacus_interp.tasks.base import Example, random_with_digits
 
 logger = logging.getLogger(__name__)
@@ -56,7 +57,8 @@ def edge_cases(
     """The edge-case suite for an addition or multiplication task, at the given operand
     lengths (digits). Cases whose sequences do not fit `max_seq_len` are left out.
 
-    Addition: carry chains 9..9+1, no carries (1234+4321), maximal sums 9..9+9..9.
+    Addition: carry chains 9..9+1, no carries (1234+4321), maximal sums 9..9+9..9 (these
+    also at every trained length).
     Multiplication: times one, powers of ten, maximal products 9..9*9..9.
     Both: zeros (0 OP 0, n OP 0, 0 OP n), unequal lengths, commutativity.
     """
@@ -84,8 +86,10 @@ def edge_cases(
         for n in lengths:
             a = _cycle_digits(n)
             add("no_carry", [(a, int(str(a)[::-1]))])  # 1234+4321: every digit sum <= 8
-        for n in lengths:
-            add("max_sum", [(nines[n], nines[n])])
+        # every trained length, not only the given ones: a run of 9+9 columns is where a model
+        # drops the final carry (small-add: right up to 5 digits, wrong at 6, 7 and 8)
+        for n in sorted(set(lengths) | set(range(1, task.max_digits + 1))):
+            add("max_sum", [(10**n - 1, 10**n - 1)])
     else:
         for n in lengths:
             a = random_with_digits(rng, n)
@@ -127,8 +131,7 @@ def run_edge_cases(
     if not flat:
         return []
     # target + EOS is all a correct greedy decode needs; one wrong token already fails it
-    max_new = max(len(task.vocab.split(p.target)) for p in flat) + 1
-    completions = model.generate([p.prompt for p in flat], n_loops=n_loops, max_new_tokens=max_new)
+    completions = model.generate([p.prompt for p in flat], n_loops=n_loops, max_new_tokens=decode_budget(task, flat))
     results, k = [], 0
     for case in cases:
         comps = completions[k : k + len(case.problems)]

@@ -43,6 +43,11 @@ def digit_sets(model, task: BinaryOpTask, report, n_per_set: int, seed: int):
     out-of-distribution set; records `ood_digits` in report.settings or a note why not."""
     cfg = model.cfg
     L = cfg.max_seq_len
+    # generated problems: none is held out, as a repeat of a training problem is rare enough
+    # not to matter in a space this large
+    samples = {"in_distribution": f"sampled as in training: each operand's digit count uniform in "
+                                  f"{task.min_digits}..{task.max_digits}, then uniform digits"}
+    report.settings["samples"] = samples
     sets: dict[str, list[Example]] = {
         "in_distribution": [
             e for e in task.sample(n_per_set, section_rng(seed, "set", "id")) if fits_context(e, cfg.vocab, L)
@@ -56,6 +61,8 @@ def digit_sets(model, task: BinaryOpTask, report, n_per_set: int, seed: int):
             n_per_set, section_rng(seed, "set", "ood"), min_digits=task.max_digits + 1, max_digits=ood_hi
         )
         report.settings["ood_digits"] = [task.max_digits + 1, ood_hi]
+        samples["out_of_distribution"] = (f"each operand's digit count uniform in {task.max_digits + 1}..{ood_hi} "
+                                          "(longer than trained), then uniform digits")
     else:
         report.notes.append(
             f"no out-of-distribution set: {task.max_digits + 1}-digit operands exceed max_seq_len={L}"

@@ -24,6 +24,8 @@ DIGIT_SECTIONS = ("grid", "lengths", "edge_cases", "carry")
 
 def evaluate_modular(model, task, report, loops, eval_loops, progress, allowed=None, eos=True):
     sets = {"train": task.full_split("train"), "test": task.full_split("test")}
+    report.settings["samples"] = {"train": "every problem of the train split",
+                                  "test": "every problem of the held-out test split (never trained on)"}
     if not sets["test"]:
         del sets["test"]
         report.notes.append("the test split is empty (train_fraction=1)")
@@ -39,7 +41,8 @@ def evaluate_modular(model, task, report, loops, eval_loops, progress, allowed=N
         name = "test" if "test" in sets else "train"
         ex = sets[name][:AGREEMENT_PROBLEMS]
         verdicts = scored[(name, eval_loops)].per_example_correct[:AGREEMENT_PROBLEMS]
-        report.agreement = measure_agreement(model, task, ex, verdicts, eval_loops, eos)
+        report.agreement = measure_agreement(model, task, ex, verdicts, eval_loops, eos,
+                                             sample=f"the first {len(ex)} problems of the {name} split")
         report.generate_agreement = report.agreement["agreement"]
         bar.step()
     finally:
@@ -61,6 +64,7 @@ def evaluate_generic(model, task, report, loops, eval_loops, n_per_set, seed, pr
             "evaluate the model on the task configuration it was trained with"
         )
     sets = {"in_distribution": examples}
+    report.settings["samples"] = {"in_distribution": _generic_sample(task)}
     bar = SectionProgress(progress, len(set(loops) | {eval_loops}) + 1)
     try:
         scored = scored_sets(model, sets, loops, eval_loops, bar, allowed, eos)
@@ -74,6 +78,7 @@ def evaluate_generic(model, task, report, loops, eval_loops, n_per_set, seed, pr
             scored[("in_distribution", eval_loops)].per_example_correct[:AGREEMENT_PROBLEMS],
             eval_loops,
             eos,
+            sample=f"the first {len(ex)} problems of the in_distribution set",
         )
         report.generate_agreement = report.agreement["agreement"]
         bar.step()
@@ -82,3 +87,12 @@ def evaluate_generic(model, task, report, loops, eval_loops, n_per_set, seed, pr
     reason = f"{task.name} is not a two-operand digit task (addition, multiplication)"
     for section in DIGIT_SECTIONS:
         report.skipped[section] = reason
+
+
+def _generic_sample(task) -> str:
+    """Where `evaluate_generic`'s set comes from (`Task.sample_held_out`), in words."""
+    where = ("the held-out split (problems training never draws)" if task.has_sampled_split
+             else "sampled as in training (the task has no held-out split)")
+    if task.length_range is not None:
+        where += f", problems of {task.length_range[0]}-{task.length_range[1]} characters"
+    return where

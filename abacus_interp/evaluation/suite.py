@@ -265,7 +265,8 @@ def _evaluate_digits(
         bar.section("generate agreement")
         picked = pick_from_cells(cell_ex, cell_verdicts, fitting, n_per_cell)
         report.agreement = measure_agreement(
-            model, task, [p[0] for p in picked], [p[1] for p in picked], eval_loops
+            model, task, [p[0] for p in picked], [p[1] for p in picked], eval_loops,
+            sample="grid problems, round robin over the cells, both verdicts represented",
         )
         report.generate_agreement = report.agreement["agreement"]
         bar.step()

@@ -31,7 +31,8 @@ def format_report(report: EvalReport) -> str:
         lo, hi = g["trained_digits"]
         lines += [
             "",
-            f"Exact match (%) by digits of a (rows) x digits of b (columns), {g['n_per_cell']} per cell; "
+            f"Exact match (%) by digits of a (rows) x digits of b (columns), n={g['n_per_cell']} per cell "
+            f"(operands of exactly those digit counts, uniform digits; teacher-forced); "
             f"* = trained region ({lo}..{hi} digits), - = does not fit",
         ]
         w = 5
@@ -43,24 +44,24 @@ def format_report(report: EvalReport) -> str:
                 cells.append(_pct(v, w - 1) + mark)
             lines.append(str(i).rjust(4) + "".join(cells))
         lines.append(
-            f"  in-distribution mean {_pct(g['in_distribution_exact_match'], 0)}%, "
-            f"out-of-distribution mean {_pct(g['out_of_distribution_exact_match'], 0)}%"
+            f"  in-distribution mean {_pct(g['in_distribution_exact_match'], 0)}% (over the * cells), "
+            f"out-of-distribution mean {_pct(g['out_of_distribution_exact_match'], 0)}% (over the others)"
         )
     if report.generate_agreement is not None:
         a = report.agreement
         lines.append(
-            f"  greedy decoding agrees with teacher-forced scoring on {a['n']} problems: "
+            f"  greedy decoding agrees with teacher-forced scoring on n={a['n']} problems ({a['sample']}): "
             f"{100 * report.generate_agreement:.0f}%"
         )
     if report.splits:
-        lines += ["", "Splits:"]
+        lines += ["", "Splits (every problem of each, teacher-forced):"]
         for name, s in report.splits.items():
             lines.append(
                 f"  {name:<6} exact match {_pct(s['exact_match'], 0)}%  loss {s['loss']:.4g}  (n={s['n']})"
             )
     lp = report.loops
     if lp is not None:
-        lines += ["", f"Exact match (%) vs loops (trained: {lp['trained_loops']})"]
+        lines += ["", f"Exact match (%) vs loops (trained: {lp['trained_loops']}), teacher-forced on the sets below"]
         names = list(lp["sets"])
         lines.append("   R " + "".join(n[:20].rjust(22) for n in names))
         for k, r in enumerate(lp["loops"]):
@@ -68,21 +69,19 @@ def format_report(report: EvalReport) -> str:
                 f"{r:4d} "
                 + "".join((_pct(lp["sets"][n]["exact_match"][k], 0) + "%").rjust(22) for n in names)
             )
+        lines += _set_lines(report, lp["sets"])
     ln = report.lengths
     if ln is not None:
         lines += [
             "",
-            f"Exact match (%) by operand length, equal lengths (trained up to {ln['trained_max']})",
+            f"Exact match (%) by operand length, equal lengths (trained up to {ln['trained_max']}), "
+            f"n={ln['n_per_length']} per length (both operands of exactly that many digits, uniform digits)",
         ]
         lines.append("  len " + " ".join(str(n).rjust(4) for n in ln["lengths"]))
         lines.append("  EM  " + " ".join(_pct(v, 4) for v in ln["exact_match"]))
     ec = report.edge_cases
     if ec is not None:
-        lines += [
-            "",
-            f"Edge cases: {sum(g['passed'] for g in ec['by_group'].values())}/"
-            f"{sum(g['total'] for g in ec['by_group'].values())} passed",
-        ]
+        lines += ["", *_edge_case_summary(ec["cases"])]
         for c in ec["cases"]:
             verdict = "PASS" if c["passed"] else "FAIL"
             tag = "" if c["in_distribution"] else " (OOD)"
@@ -116,3 +115,31 @@ def format_report(report: EvalReport) -> str:
     if report.notes:
         lines += ["", "Notes:"] + [f"  {n}" for n in report.notes]
     return "\n".join(lines)
+
+
+def _set_lines(report: EvalReport, sets: dict) -> list[str]:
+    """Each scored set's size and where its problems come from."""
+    samples = report.settings.get("samples") or {}
+    per_set, per_cell = report.settings.get("n_per_set"), report.settings.get("n_per_cell")
+    lines = [f"  {name}: n={s['n']}, {samples[name]}" if name in samples else f"  {name}: n={s['n']}"
+             for name, s in sets.items()]
+    if per_set is not None and per_set == 4 * per_cell and any(s["n"] == per_set for s in sets.values()):
+        # --n counts problems per grid cell; a whole set is four cells' worth
+        lines.append(f"  (n={per_set} is 4 x --n {per_cell}: --n counts problems per grid cell, a whole set gets "
+                     "four cells' worth)")
+    return lines
+
+
+def _edge_case_summary(cases: list[dict]) -> list[str]:
+    """The pass counts, in distribution apart, and every failed in-distribution case named:
+    one failure there matters more than all the out-of-distribution ones."""
+    inside = [c for c in cases if c["in_distribution"]]
+    failed = [c for c in inside if not c["passed"]]
+    lines = [
+        f"Edge cases (one hand-picked problem each, greedy decoding): {sum(c['passed'] for c in cases)}/{len(cases)} "
+        f"passed; in distribution {len(inside) - len(failed)}/{len(inside)}"
+    ]
+    for c in failed:
+        lines.append(f"  in-distribution failure: {c['name']}: model {' / '.join(c['answers'])}, "
+                     f"expected {' / '.join(c['expected'])}")
+    return lines

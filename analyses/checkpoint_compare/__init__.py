@@ -1,7 +1,8 @@
 """Compare the checkpoints of a run, and two runs, over training.
 
 For every checkpoint (one pass, each file read once, one batched forward pass each):
-  - loss and greedy exact match on a fixed problem set (plus the run's metrics.jsonl curves);
+  - loss and greedy exact match on a fixed problem set, on the tokens the run was trained on
+    (`scoring.run_readout`, as its evaluation scores it), plus the run's metrics.jsonl curves;
   - weight norm per parameter group (embed, pos_embed, unembed, blocks.{l}.attn,
     blocks.{l}.mlp, layernorm) and the per-step parameter speed ||theta_{k+1} - theta_k|| / gap;
   - the state after every loop (`loops.{t}.hook_state_post`) on the problem set's tokens,

@@ -17,7 +17,7 @@ from abacus_interp.checkpoints import CheckpointError, load_tensors, read_metric
 from abacus_interp.config import ModelConfig
 from abacus_interp.jsonsafe import json_safe
 from abacus_interp.model import LoopedTransformer
-from abacus_interp.scoring import next_token_loss
+from abacus_interp.scoring import run_readout, score_logits
 from abacus_interp.tasks import task_from_config
 from abacus_interp.tokens import encode_batch
 from analyses.contract import takes_config
@@ -206,8 +206,9 @@ def _problems(problems, task_cfg: dict, n: int, seed: int) -> list[tuple[str, st
 
 
 @torch.no_grad()
-def _forward(model, batch, mask, select, batch_size):
-    """States after every loop at the selected token positions, loss and exact match."""
+def _forward(model, batch, mask, select, batch_size, readout):
+    """States after every loop at the selected token positions, loss and exact match, scored
+    as the run was trained (`readout`: `run_readout`'s keywords), as its evaluation scores it."""
     L = model.cfg.n_loops
     states: list[list[torch.Tensor]] = [[] for _ in range(L)]
     logits = []
@@ -220,15 +221,15 @@ def _forward(model, batch, mask, select, batch_size):
             state = model.run_loops(inputs, range(t, t + 1), state, index=index)
             states[t].append(state[mask[start : start + batch_size]])
         logits.append(model.unembed(state))
-    logits = torch.cat(logits)
-    loss = float(next_token_loss(logits, batch.tokens, batch.loss_mask))
-    scored = batch.loss_mask[:, :-1]
-    right = (logits[:, :-1].argmax(-1) == batch.tokens[:, 1:]) | ~scored
-    return [torch.cat(s)[select] for s in states], loss, float(right.all(-1).float().mean())
+    scores = score_logits(torch.cat(logits), batch.tokens, batch.loss_mask, **readout)
+    return [torch.cat(s)[select] for s in states], scores.loss, scores.exact_match
 
 
 def _scan(run_dir, series, batch, mask, select, keep, n_change_points, per, batch_size, progress):
-    cfg = ModelConfig.from_dict(read_run_config(run_dir)["model"])
+    config = read_run_config(run_dir)
+    cfg = ModelConfig.from_dict(config["model"])
+    # a run trained on its answer tokens only (grok-mod113) never learned the EOS: not scored
+    readout = run_readout(config.get("train", {}), task_from_config(config["task"]))
     model = LoopedTransformer(cfg.replace(max_loops=cfg.n_loops)).eval()
     L, C = cfg.n_loops, len(series)
     reps: list[list[torch.Tensor]] = [[] for _ in range(L)]
@@ -263,7 +264,7 @@ def _scan(run_dir, series, batch, mask, select, keep, n_change_points, per, batc
         prev = state
         if step in keep:
             kept[step] = state
-        states, loss, em = _forward(model, batch, mask, select, batch_size)
+        states, loss, em = _forward(model, batch, mask, select, batch_size, readout)
         losses.append(loss)
         exact.append(em)
         for t in range(L):

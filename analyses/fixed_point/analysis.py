@@ -147,6 +147,11 @@ def _spread(chains: list[list[int]] | None, n: int, k: int) -> dict[int, int]:
     return {firsts[key]: int(np.argmax(chains[firsts[key]])) for key in dict.fromkeys(picks)}
 
 
+def default_horizon(cfg) -> int:
+    """Loops run when no horizon is given: 4 x the trained depth, within the model's hook sets."""
+    return min(4 * cfg.n_loops, cfg.max_loops)
+
+
 def _with_capacity(model, horizon: int):
     """The same weights with at least `horizon` hook sets (hook sets hold no parameters)."""
     if horizon <= model.cfg.max_loops:
@@ -204,7 +209,7 @@ def run(
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     subject = resolve(model_or_run, task=task)
     model, task = subject.model, subject.task
-    horizon = min(4 * model.cfg.n_loops, model.cfg.max_loops) if horizon is None else int(horizon)
+    horizon = default_horizon(model.cfg) if horizon is None else int(horizon)
     if horizon < 1:
         raise ValueError(f"horizon must be >= 1, got {horizon}")
     # the trained depth as a reference point inside the horizon (a shorter horizon clips it)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from analyses.contract import RunContext
 
-from .analysis import FixedPointResult
+from .analysis import FixedPointResult, default_horizon
 from .analysis import run as run_fixed_point
 from .config import FixedPointConfig
 
@@ -21,6 +21,11 @@ class FixedPointAnalysis:
         if not run.is_looped:
             return ("the model is not looped (n_loops=1, no input injection): there is no loop whose state "
                     "could converge to a fixed point")
+        if default_horizon(run.model.cfg) < 2:
+            cfg = run.model.cfg
+            return (f"the model runs a single loop (n_loops={cfg.n_loops}, max_loops={cfg.max_loops}, here "
+                    f"{cfg.n_layers} layer(s) applied once): with one loop there is no second state to compare, "
+                    "so no fixed point to find and no loop for a digit to lock in by")
         return None
 
     def run(self, run: RunContext, config: FixedPointConfig) -> FixedPointResult:

@@ -69,6 +69,19 @@ def model_card(d: dict[str, Any]) -> list[str]:
 # --------------------------------------------------------------------------- evaluation
 
 
+def _edge_case_failures(edge: dict[str, Any] | None) -> str | None:
+    """The hand-picked in-distribution problems greedy decoding gets wrong, named: a mean
+    exact match near 100% can hide a whole family of them (small-add's 99999999+99999999)."""
+    cases = (edge or {}).get("cases") or []
+    inside = [c for c in cases if c["in_distribution"]]
+    failed = [c for c in inside if not c["passed"]]
+    if not failed:
+        return None
+    named = "; ".join(f"{c['name']} gives {' / '.join(c['answers'])}, not {' / '.join(c['expected'])}"
+                      for c in failed[:3])
+    return f"{len(failed)} of {len(inside)} in-distribution edge cases fail under greedy decoding: {named}."
+
+
 def evaluation(d: dict[str, Any]) -> list[str]:
     out: list[str | None] = []
     grid, lengths, loops, carry, splits = (d.get(k) for k in ("grid", "lengths", "loops", "carry", "splits"))
@@ -81,6 +94,9 @@ def evaluation(d: dict[str, Any]) -> list[str]:
         if ood is not None:
             sentence += f" and {pct(ood)} beyond it, up to {top} digits ({top / hi:.1f}x the trained length)"
         out.append(sentence + ".")
+    edge_failures = _edge_case_failures(d.get("edge_cases"))
+    if edge_failures:
+        out.append(edge_failures)
     if lengths and lengths.get("lengths"):
         ls, em = lengths["lengths"], lengths["exact_match"]
         trained = lengths.get("trained_max")
