@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test test-fast env clean-env browser
+.PHONY: demo test test-fast env clean-env browser notebooks
 
 # Idle OpenMP threads sleep instead of spinning: on a busy 2-core machine spinning threads
 # of two torch processes slow each other down by 10x or more.
@@ -42,7 +42,7 @@ browser:
 		|| echo "note: could not install chromium; the browser tests will be skipped" >&2; }
 
 # Lint first: it takes a second and fails on what the tests would not catch.
-LINTED := abacus_interp analyses tests benchmarks
+LINTED := abacus_interp analyses tests benchmarks notebooks
 
 test: $(DEV_STAMP) browser
 	$(PY) -m ruff check $(LINTED)
@@ -50,6 +50,10 @@ test: $(DEV_STAMP) browser
 
 test-fast: $(DEV_STAMP)
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -m "not slow"
+
+# Run every notebook against checkpoints/ and store its outputs (about a minute).
+notebooks: $(DEV_STAMP)
+	$(PY) notebooks/execute.py
 
 clean-env:
 	rm -rf $(VENV)

@@ -24,6 +24,7 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from . import checkpoints as ckpt
+from .errors import UserError, check_output_dir
 from .evaluation.grid import cell_examples, cell_fits
 from .scoring import score_examples
 
@@ -125,7 +126,7 @@ SPECS = {"extrapolation": _extrapolation, "extrapolation-by-loops": _extrapolati
 
 def get_spec(name: str) -> AblationSpec:
     if name not in SPECS:
-        raise ValueError(f"unknown ablation {name!r}; choose one of {', '.join(SPECS)}")
+        raise UserError(f"unknown ablation {name!r}; choose one of {', '.join(SPECS)}")
     return SPECS[name]()
 
 
@@ -170,7 +171,7 @@ def run_ablation(spec: AblationSpec, out: str | Path, progress: bool = True) -> 
     from .training import apply_overrides, get_preset
     from .training.launch import train_run
 
-    out = Path(out)
+    out = check_output_dir(out)
     (out / "cells").mkdir(parents=True, exist_ok=True)
     results = []
     for variant in spec.cells():

@@ -26,6 +26,8 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from .errors import UserError
+
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -33,8 +35,9 @@ T = TypeVar("T")
 STEP_FILE = re.compile(r"^step_(\d+)\.safetensors$")
 
 
-class CheckpointError(RuntimeError):
-    """A checkpoint or run directory that cannot be read; the message names the file."""
+class CheckpointError(UserError, RuntimeError):
+    """A checkpoint or run directory that cannot be read (missing, truncated, corrupt); the
+    message names the file. A UserError: the fix is another path or a retrained file."""
 
 
 def atomic_write(path: Path, write) -> None:
@@ -117,7 +120,7 @@ def subsample_evenly(items: Sequence[T], max_items: int | None) -> list[T]:
     if max_items is None or len(items) <= max_items:
         return list(items)
     if max_items < 2:
-        raise ValueError(f"max_checkpoints={max_items}: keep at least 2 (the first and the last checkpoint)")
+        raise UserError(f"max_checkpoints={max_items}: keep at least 2 (the first and the last checkpoint)")
     keep = sorted({round(i) for i in np.linspace(0, len(items) - 1, max_items)})
     return [items[i] for i in keep]
 

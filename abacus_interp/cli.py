@@ -1,7 +1,8 @@
 """`abacus-interp` command line: train, eval, solve, summary, report.
 
-The CLI prints; the library only logs. Every user error ends with a one-line message that
-says what to do, and exit status 2.
+The CLI prints; the library only logs. Every user error (`abacus_interp.errors.UserError`)
+ends with a one-line message that says what to do, and exit status 2; any other exception is
+a bug and ends with its traceback.
 """
 
 from __future__ import annotations
@@ -11,10 +12,11 @@ import dataclasses
 import json
 import logging
 import os
+import re
 import sys
 from pathlib import Path
 
-from .checkpoints import CheckpointError
+from .errors import UserError, check_output_dir
 
 
 def _parse_int_list(text: str) -> list[int]:
@@ -22,6 +24,16 @@ def _parse_int_list(text: str) -> list[int]:
         return [int(x) for x in text.split(",") if x.strip()]
     except ValueError as e:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers like 1,2,4,8; got {text!r}") from e
+
+
+def _parse_loop_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"expected a loop count (an integer >= 1); got {text!r}") from e
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"a loop count is an integer >= 1; got {text!r}")
+    return value
 
 
 def _parse_range(text: str) -> tuple[int, int]:
@@ -38,13 +50,14 @@ def cmd_train(args) -> int:
     from .training import TrainingDiverged, TrainingInterrupted, apply_overrides, get_preset, train
     from .training.launch import launch, processes_to_start
 
-    out = Path(args.out)
+    out = check_output_dir(args.out)
     if (out / "resume" / "state.json").exists() and args.preset is None:
+        from .checkpoints import read_run_config
         from .training.config import RunConfig
 
-        cfg = RunConfig.from_dict(json.loads((out / "config.json").read_text()))
+        cfg = RunConfig.from_dict(read_run_config(out))
     elif args.preset is None:
-        raise ValueError("train needs --preset NAME for a new run (or --out pointing at a run to resume)")
+        raise UserError("train needs --preset NAME for a new run (or --out pointing at a run to resume)")
     else:
         cfg = get_preset(args.preset)
     cfg = apply_overrides(cfg, args.set or [])
@@ -65,7 +78,7 @@ def cmd_train(args) -> int:
         if lead:
             print(f"training diverged: {e}")
         return 1
-    except ValueError:  # rank 0 says it (main prints it)
+    except UserError:  # rank 0 says it (main prints it)
         if not lead:
             return 2
         raise
@@ -134,13 +147,13 @@ def _eval_extrapolation(model, task, args) -> int:
 
 
 def _check_fits(model_cfg, example) -> None:
-    """ValueError when prompt + answer + EOS would not fit the model's sequence length (the
+    """UserError when prompt + answer + EOS would not fit the model's sequence length (the
     answer would be cut short, or the positions run past the trained ones)."""
     vocab = model_cfg.vocab
     prompt, answer = len(vocab.encode(example.prompt)), len(vocab.split(example.target))
     needed = prompt + answer + 1
     if needed > model_cfg.max_seq_len:
-        raise ValueError(
+        raise UserError(
             f"this problem needs {needed} tokens (prompt {prompt} + answer {answer} + EOS), more than "
             f"the model's max_seq_len={model_cfg.max_seq_len}, so its answer would be cut short; use "
             "shorter operands, or train a model with a larger model.max_seq_len"
@@ -222,7 +235,7 @@ def cmd_report(args) -> int:
     from analyses.report import build_report
 
     path = build_report(args.run, args.out, compare=args.compare, ablation=args.ablation,
-                        architectures=args.architectures, device=args.device)
+                        architectures=args.architectures, device=args.device, step=args.step)
     print(report_digest(json.loads((Path(path).parent / "report.json").read_text())))
     print(f"report written to {path}")
     return 0
@@ -310,8 +323,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("solve", help='solve one problem in human order, e.g. "123+456"')
     p.add_argument("run")
-    p.add_argument("problem")
-    p.add_argument("--loops", type=int, help="a fixed loop count (default: the model's, adaptive when it has halt_tol)")
+    # optional to argparse only: main() takes a problem that starts with "-" (an expression
+    # such as "-5+3") from the arguments argparse read as an unknown option
+    p.add_argument("problem", nargs="?", help='the problem, e.g. "123+456" (one that starts with "-" may also follow --)')
+    p.add_argument("--loops", type=_parse_loop_count, help="a fixed loop count (default: the model's, adaptive when it has halt_tol)")
     p.add_argument("--verbose", action="store_true", help="also show the model-order text, a verdict and the loops used")
     _add_device_option(p)
     p.set_defaults(func=cmd_solve)
@@ -326,6 +341,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compare", help="a second run to compare with")
     p.add_argument("--ablation", help="a directory written by `abacus-interp ablate`, shown as a section")
     p.add_argument("--architectures", help="a directory written by `abacus-interp compare`, shown as a section")
+    p.add_argument("--step", type=int,
+                   help="checkpoint step of the model to report on (default: latest); the analyses over "
+                        "training still read every checkpoint")
     p.add_argument("--out", required=True)
     _add_device_option(p)
     p.set_defaults(func=cmd_report)
@@ -348,13 +366,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """parse_args, except that solve's problem may start with a minus sign ("-5+3"), which
+    argparse alone takes for an unknown option and then reports "problem required"."""
+    args, extra = parser.parse_known_args(argv)
+    if args.command == "solve" and args.problem is None and len(extra) == 1 and re.match(r"-\s*[0-9(]", extra[0]):
+        args.problem = extra.pop()
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if args.command == "solve" and args.problem is None:
+        parser.error('solve needs a problem after the run, e.g. abacus-interp solve RUN "123+45"')
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = _parse(parser, argv)
     logging.basicConfig(level=logging.INFO if args.verbose_logs else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         return args.func(args)
-    except (ValueError, CheckpointError, FileNotFoundError) as e:
+    except UserError as e:  # anything else is a bug: its traceback shows where
         print(f"error: {e}", file=sys.stderr)
         return 2
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from . import checkpoints as ckpt
 from .compare_summary import FAMILY_LABELS, findings
+from .errors import UserError, check_output_dir
 from .scoring import score_examples
 
 logger = logging.getLogger(__name__)
@@ -57,7 +58,7 @@ class ComparisonSpec:
         for what, given, known in (("size", sizes, SIZES), ("family", families, tuple(FAMILY_LABELS))):
             unknown = sorted(set(given or ()) - set(known))
             if unknown:
-                raise ValueError(f"unknown {what} {', '.join(unknown)}; choose from {', '.join(known)}")
+                raise UserError(f"unknown {what} {', '.join(unknown)}; choose from {', '.join(known)}")
         return [c for c in self.contenders
                 if (sizes is None or c.size in sizes) and (families is None or c.family in families)]
 
@@ -106,7 +107,7 @@ SPECS = {"expressions": _expressions}
 
 def get_spec(name: str) -> ComparisonSpec:
     if name not in SPECS:
-        raise ValueError(f"unknown comparison {name!r}; choose one of {', '.join(SPECS)}")
+        raise UserError(f"unknown comparison {name!r}; choose one of {', '.join(SPECS)}")
     return SPECS[name]()
 
 
@@ -115,7 +116,7 @@ def evaluate_cell(model, task, spec: ComparisonSpec) -> dict[str, Any]:
     `n_per_length` held-out problems of each length in `spec.lengths` (None where a length
     does not fit the model). Every set is seeded, so each cell sees the same problems."""
     if task.length_range is None:
-        raise ValueError(f"task {task.name!r} declares no problem-length range; a comparison "
+        raise UserError(f"task {task.name!r} declares no problem-length range; a comparison "
                          "by length needs one (e.g. expressions with grammar='reference')")
     test = task.sample(spec.n_test, random.Random(spec.eval_seed), split="test")
     trained_max = task.length_range[1]
@@ -155,7 +156,7 @@ def run_comparison(
     from .training import apply_overrides, get_preset
     from .training.launch import train_run
 
-    out = Path(out)
+    out = check_output_dir(out)
     (out / "cells").mkdir(parents=True, exist_ok=True)
     for contender in spec.select(sizes, families):
         cell_dir = out / "cells" / contender.cell
@@ -165,7 +166,7 @@ def run_comparison(
             # a finished cell counts only if it is the cell asked for, not one trained with
             # other --set values into the same directory
             if ckpt.read_run_config(cell_dir) != json.loads(json.dumps(cfg.to_dict())):
-                raise ValueError(f"{cell_dir} was trained with other settings than this comparison asks for; "
+                raise UserError(f"{cell_dir} was trained with other settings than this comparison asks for; "
                                  "pass the same --set values, or choose a new --out")
             continue
         started = time.perf_counter()
@@ -190,7 +191,7 @@ def summarise(spec: ComparisonSpec, out: str | Path) -> dict[str, Any]:
             cells.append({"family": contender.family, "size": contender.size, "cell": contender.cell,
                           **json.loads(eval_path.read_text())})
     if not cells:
-        raise ValueError(f"{out}/cells has no evaluated cell; run `abacus-interp compare --out {out}` first")
+        raise UserError(f"{out}/cells has no evaluated cell; run `abacus-interp compare --out {out}` first")
     data = {"spec": asdict(spec), "cells": cells}
     data["findings"] = findings(data)
     ckpt.write_json(out / "comparison.json", data)

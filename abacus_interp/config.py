@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from .errors import UserError
 from .tokens import Vocab
 
 ACTIVATIONS = ("gelu", "relu")
@@ -106,52 +107,52 @@ class ModelConfig:
             ("family", self.family, FAMILIES),
         ]:
             if value not in allowed:
-                raise ValueError(f"ModelConfig.{name}={value!r}; choose one of {allowed}")
+                raise UserError(f"ModelConfig.{name}={value!r}; choose one of {allowed}")
         for name in ("d_model", "n_heads", "n_layers", "n_loops", "max_seq_len"):
             if getattr(self, name) < 1:
-                raise ValueError(f"ModelConfig.{name} must be >= 1, got {getattr(self, name)}")
+                raise UserError(f"ModelConfig.{name} must be >= 1, got {getattr(self, name)}")
         if self.input_injection == "norm_add" and self.norm == "none":
-            raise ValueError("input_injection='norm_add' normalises the state with LayerNorm; it needs norm='pre'")
+            raise UserError("input_injection='norm_add' normalises the state with LayerNorm; it needs norm='pre'")
         if self.answer_slots and not {"=", "_"} <= set(self.vocab.symbols):
-            raise ValueError(
+            raise UserError(
                 "ModelConfig.answer_slots needs '=' and the placeholder '_' in the vocabulary; "
                 "build the model from a task with answer_format='slots'"
             )
         if self.abacus_max_offset < 0:
-            raise ValueError("ModelConfig.abacus_max_offset must be >= 0")
+            raise UserError("ModelConfig.abacus_max_offset must be >= 0")
         d_head = self.d_head if self.d_head is not None else self.d_model // self.n_heads
         if d_head < 1:
-            raise ValueError(f"d_head={d_head}: set d_head or use fewer heads than d_model")
+            raise UserError(f"d_head={d_head}: set d_head or use fewer heads than d_model")
         if self.d_head is None and self.d_model % self.n_heads:
-            raise ValueError(
+            raise UserError(
                 f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; "
                 "set d_head explicitly or change n_heads"
             )
         looped = self.family == "looped"
         if self.abacus_window is not None and (isinstance(self.abacus_window, bool) or self.abacus_window < 0):
-            raise ValueError(f"ModelConfig.abacus_window={self.abacus_window!r}; use an integer >= 0, or null for no window")
+            raise UserError(f"ModelConfig.abacus_window={self.abacus_window!r}; use an integer >= 0, or null for no window")
         if self.rotary != "none" and d_head % 2:
-            raise ValueError(f"rotary positions turn pairs of channels: d_head={d_head} must be even")
+            raise UserError(f"rotary positions turn pairs of channels: d_head={d_head} must be even")
         if self.halt_tol is not None and not (self.halt_tol > 0 and self.answer_slots):
-            raise ValueError(
+            raise UserError(
                 f"ModelConfig.halt_tol={self.halt_tol}: adaptive halting needs a positive tolerance and "
                 "answer_slots (a task with answer_format='slots'); leave it null otherwise"
             )
         if self.rotary_base <= 1:
-            raise ValueError(f"ModelConfig.rotary_base={self.rotary_base} must be > 1")
+            raise UserError(f"ModelConfig.rotary_base={self.rotary_base} must be > 1")
         if self.attends_by_index and not looped:
-            raise ValueError(
+            raise UserError(
                 f"rotary and abacus_window are options of the looped family's attention; "
                 f"family={self.family!r} has none of them: leave them unset"
             )
         if not looped and (self.n_loops != 1 or self.max_loops not in (None, 1)):
-            raise ValueError(
+            raise UserError(
                 f"family={self.family!r} runs once (its recurrence is over positions, not a loop); "
                 f"set n_loops=1 and leave max_loops unset (got n_loops={self.n_loops}, max_loops={self.max_loops})"
             )
         max_loops = self.max_loops if self.max_loops is not None else (4 * self.n_loops if looped else 1)
         if max_loops < self.n_loops:
-            raise ValueError(f"max_loops={max_loops} is below the trained depth n_loops={self.n_loops}")
+            raise UserError(f"max_loops={max_loops} is below the trained depth n_loops={self.n_loops}")
         # None fields are resolved once here, so downstream code always sees integers;
         # `replace` re-derives the ones that were left unset.
         derived = {name for name in ("d_head", "d_mlp", "max_loops") if getattr(self, name) is None}
@@ -203,7 +204,7 @@ class ModelConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = set(d) - known
         if unknown:
-            raise ValueError(f"unknown ModelConfig fields {sorted(unknown)}; known: {sorted(known)}")
+            raise UserError(f"unknown ModelConfig fields {sorted(unknown)}; known: {sorted(known)}")
         return cls(**d)
 
     def replace(self, **changes) -> ModelConfig:

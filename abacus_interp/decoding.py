@@ -17,6 +17,7 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
+from .errors import UserError
 from .tokens import EOS_ID, PAD_ID, left_pad
 
 
@@ -57,6 +58,8 @@ def generate(
     """Greedy completions (EOS and padding stripped), in the order of `prompts`."""
     if isinstance(prompts, str):
         raise TypeError("generate takes a list of prompts; wrap a single prompt in a list")
+    if n_loops is not None and n_loops < 1:  # the cached path never reaches forward's check
+        raise UserError(f"n_loops must be >= 1, got {n_loops}")
     step = _generate_cached if use_cache else _generate_naive
     outputs: list[str] = []
     was_training = model.training

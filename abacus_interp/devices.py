@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import torch
 
+from .errors import UserError
+
 
 def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
     """"auto" (or None): the current CUDA device when one is visible, else the CPU. Anything
     else as torch reads it ("cpu", "cuda", "cuda:1"); a CUDA device on a machine without one
-    is a ValueError that says what to use instead."""
+    is a UserError that says what to use instead."""
     if isinstance(device, torch.device):
         resolved = device
     elif device is None or device == "auto":
@@ -18,7 +20,7 @@ def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
         try:
             resolved = torch.device(device)
         except RuntimeError as e:
-            raise ValueError(f"unknown device {device!r}; use auto, cpu, cuda or cuda:N") from e
+            raise UserError(f"unknown device {device!r}; use auto, cpu, cuda or cuda:N") from e
     if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {str(device)!r} was asked for, but no CUDA device is visible; use cpu or auto")
+        raise UserError(f"device {str(device)!r} was asked for, but no CUDA device is visible; use cpu or auto")
     return resolved

@@ -30,6 +30,7 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
+from .errors import UserError
 from .tokens import EOS_ID, PAD_ID
 from .training.loop import relative_step
 
@@ -60,7 +61,7 @@ def resolve_halting(model, n_loops: int | None, tol: float | None) -> tuple[int 
     if tol is None:
         return model.cfg.n_loops, None
     if not model.cfg.answer_slots:
-        raise ValueError(
+        raise UserError(
             "adaptive loops need a model trained in the answer-slot format (answer_slots=True): "
             "an autoregressive model's answer passes through its own earlier tokens; pass n_loops"
         )
@@ -85,10 +86,10 @@ def generate_adaptive(
         raise TypeError("generate_adaptive takes a list of prompts; wrap a single prompt in a list")
     cfg = model.cfg
     if not cfg.answer_slots:
-        raise ValueError("adaptive loops need a model trained in the answer-slot format (answer_slots=True)")
+        raise UserError("adaptive loops need a model trained in the answer-slot format (answer_slots=True)")
     _, tol = resolve_halting(model, None, tol)
     if tol is None or tol < 0:
-        raise ValueError(f"tol={tol}: give a tolerance >= 0 (0 runs every problem to the cap)")
+        raise UserError(f"tol={tol}: give a tolerance >= 0 (0 runs every problem to the cap)")
     cap = cfg.max_loops if max_loops is None else max_loops
     model.check_loops(cap)
     placeholder = cfg.vocab.encode("0")[0]  # read as the slot symbol; any digit gives the same indices

@@ -27,6 +27,7 @@ from transformer_lens.hook_points import HookPoint
 
 from .attention import Attention, AttentionContext, AttentionHooks, KVEntry
 from .config import ModelConfig
+from .errors import UserError
 from .positions import abacus_indices, digit_table, learned_indices
 from .scoring import next_token_loss
 from .tokens import PAD_ID
@@ -218,7 +219,7 @@ class LoopedTransformer(HookedRootModule):
 
     def _check_position_range(self, index: Int[Tensor, "batch pos"], limit: int) -> None:
         if int(index.max()) >= limit:
-            raise ValueError(
+            raise UserError(
                 f"position index {int(index.max())} exceeds the {limit} trained positions "
                 f"(max_seq_len={self.cfg.max_seq_len}, abacus_max_offset={self.cfg.abacus_max_offset}); "
                 "use shorter inputs or train a model with a larger max_seq_len"
@@ -368,7 +369,7 @@ class LoopedTransformer(HookedRootModule):
         followed by a real token), which is what `run_with_cache(incl_bwd=True)` backpropagates."""
         n_loops = self.cfg.n_loops if n_loops is None else n_loops
         if n_loops < 1:
-            raise ValueError(f"n_loops must be >= 1, got {n_loops}")
+            raise UserError(f"n_loops must be >= 1, got {n_loops}")
         self.check_loops(n_loops)
         key_valid = None if valid is None or bool(valid.all()) else valid
         inputs = self.embed(tokens, valid, abacus_offset)
@@ -386,9 +387,9 @@ class LoopedTransformer(HookedRootModule):
         raise ValueError(f"return_type must be 'logits', 'state' or 'loss', got {return_type!r}")
 
     def check_loops(self, n_loops: int) -> None:
-        """Raise a ValueError that says how to rebuild when `n_loops` exceeds the hook sets."""
+        """Raise a UserError that says how to rebuild when `n_loops` exceeds the hook sets."""
         if n_loops > self.cfg.max_loops:
-            raise ValueError(
+            raise UserError(
                 f"n_loops={n_loops} exceeds max_loops={self.cfg.max_loops}, the number of hook "
                 f"sets this model was built with; rebuild with more, e.g. "
                 f"load_model(path, max_loops={n_loops}) or LoopedTransformer(cfg.replace(max_loops={n_loops})) "

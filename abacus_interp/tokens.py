@@ -16,6 +16,8 @@ import torch
 from jaxtyping import Bool, Int
 from torch import Tensor
 
+from .errors import UserError
+
 PAD = "<pad>"
 EOS = "<eos>"
 PAD_ID = 0
@@ -56,7 +58,7 @@ class Vocab:
         for piece in self.split(text):
             if piece not in self._index:
                 known = " ".join(self.symbols) if len(self.symbols) < 40 else f"{len(self.symbols)} symbols"
-                raise ValueError(f"token {piece!r} in {text!r} is not in the vocabulary ({known})")
+                raise UserError(f"token {piece!r} in {text!r} is not in the vocabulary ({known})")
             ids.append(self._index[piece])
         return ids
 
@@ -111,7 +113,7 @@ def encode_batch(
         prompt_lens.append(len(p_ids))
     length = max(len(r) for r in rows)
     if max_len is not None and length > max_len:
-        raise ValueError(
+        raise UserError(
             f"a sequence has {length} tokens but the model's max_seq_len is {max_len}; "
             "use shorter problems or a model with a larger max_seq_len"
         )

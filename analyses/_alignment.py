@@ -24,6 +24,7 @@ from abacus_interp.checkpoints import (
     run_dir_of,
     subsample_evenly,
 )
+from abacus_interp.errors import UserError
 
 ALIGN_MODES = ("chain", "final", "project", "none")
 
@@ -43,13 +44,13 @@ def checkpoint_series(
         try:
             series = sorted((int(step), Path(path)) for step, path in run_dir_or_checkpoints)
         except (TypeError, ValueError) as e:
-            raise ValueError("pass a run directory or a list of (step, path) pairs, e.g. list_checkpoints(run)") from e
+            raise UserError("pass a run directory or a list of (step, path) pairs, e.g. list_checkpoints(run)") from e
         if not series:
-            raise ValueError("the list of checkpoints is empty")
+            raise UserError("the list of checkpoints is empty")
         run_dir = run_dir_of(series[0][1])
     steps = [s for s, _ in series]
     if len(set(steps)) != len(steps):
-        raise ValueError(f"duplicate steps in the checkpoint list: {steps}")
+        raise UserError(f"duplicate steps in the checkpoint list: {steps}")
     return run_dir, subsample_evenly(series, max_checkpoints)
 
 
@@ -95,7 +96,7 @@ def align_frames(frames: Sequence[np.ndarray], mode: str = "chain") -> np.ndarra
     if mode == "none":
         return np.stack(frames)
     if mode not in ("chain", "final"):
-        raise ValueError(f"align must be one of {ALIGN_MODES}, got {mode!r}")
+        raise UserError(f"align must be one of {ALIGN_MODES}, got {mode!r}")
     out = list(frames)
     for i in range(len(frames) - 2, -1, -1):
         target = out[i + 1] if mode == "chain" else out[-1]

@@ -20,6 +20,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from abacus_interp.errors import UserError
+
 HEAD_PARAM = re.compile(r"\.attn\.(W_Q|W_K|W_V|W_O|b_Q|b_K|b_V)$")
 
 
@@ -91,7 +93,7 @@ def rates(steps: Sequence[int], values: Sequence[float], per: str = "step") -> n
     elif per == "log_step":
         gaps = np.diff(np.log1p(steps))
     else:
-        raise ValueError(f"per must be 'step' or 'log_step', got {per!r}")
+        raise UserError(f"per must be 'step' or 'log_step', got {per!r}")
     return np.asarray(values, dtype=float) / gaps
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from abacus_interp.checkpoints import load_model, load_task, run_dir_of
+from abacus_interp.errors import UserError
 
 
 @dataclass
@@ -31,7 +32,7 @@ def resolve(model_or_run, task=None, max_loops: int | None = None) -> Subject:
         run_dir = run_dir_of(ckpt) if ckpt else None
     if task is None:
         if run_dir is None:
-            raise ValueError("pass task=get_task(...) when analysing a model that was not loaded from a run")
+            raise UserError("pass task=get_task(...) when analysing a model that was not loaded from a run")
         task = load_task(run_dir)
     return Subject(model=model, task=task, run_dir=run_dir)
 

@@ -37,6 +37,7 @@ from tqdm.auto import tqdm
 
 from abacus_interp.checkpoints import CheckpointError, read_run_config
 from abacus_interp.config import ModelConfig
+from abacus_interp.errors import UserError
 from abacus_interp.jsonsafe import json_safe
 from abacus_interp.prose import limit, num, pct
 from analyses.contract import RunContext, takes_config
@@ -144,9 +145,9 @@ def run(
     Only W_E and the needed rows of W_pos are read from each file (lazy safetensors).
     """
     if align not in ALIGN_MODES:
-        raise ValueError(f"align must be one of {ALIGN_MODES}, got {align!r}")
+        raise UserError(f"align must be one of {ALIGN_MODES}, got {align!r}")
     if n_components < 2:
-        raise ValueError("n_components must be >= 2 (the animation shows two components)")
+        raise UserError("n_components must be >= 2 (the animation shows two components)")
     run_dir, series = checkpoint_series(run_dir_or_checkpoints, max_checkpoints)
     cfg = ModelConfig.from_dict(read_run_config(run_dir)["model"])
     notes: list[str] = []

@@ -1,9 +1,13 @@
-"""The notebooks in notebooks/: committed without outputs, and each one executes top to
-bottom (nbclient) against the shipped runs in checkpoints/. A notebook whose run is missing
-is skipped, naming the run and the command that trains it."""
+"""The notebooks in notebooks/: shipped with the outputs `python notebooks/execute.py` made
+from their current code (small, no errors, no plotly.js), a first cell that finds the run
+from anywhere, and each one executes top to bottom (nbclient) against the shipped runs in
+checkpoints/. A notebook whose run is missing is skipped, naming the run and the command that
+trains it."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import time
 from pathlib import Path
 
@@ -34,14 +38,54 @@ def test_every_notebook_is_listed():
     assert sorted(p.name for p in NOTEBOOKS.glob("*.ipynb")) == sorted(RUNS)
 
 
+def _executor():
+    spec = importlib.util.spec_from_file_location("notebook_executor", NOTEBOOKS / "execute.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.mark.parametrize("name", sorted(RUNS))
-def test_notebook_is_committed_without_outputs(name):
+def test_notebook_ships_with_small_outputs_of_its_current_code(name):
+    executor = _executor()
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
     nbformat.validate(nb)
     assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# ")
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            assert cell.outputs == [] and cell.execution_count is None, f"{name}: clear the outputs before committing"
+    rerun = f"run `python notebooks/execute.py {name}` to refresh its outputs"
+    assert nb.metadata.get("abacus_interp", {}).get("code_sha256") == executor.code_hash(nb), \
+        f"{name}: its code changed after its outputs were made; {rerun}"
+    code = [cell for cell in nb.cells if cell.cell_type == "code"]
+    assert [cell.execution_count for cell in code] == list(range(1, len(code) + 1)), f"{name}: {rerun}"
+    outputs = [o for cell in code for o in cell.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    assert sum(o.output_type == "stream" and o.name == "stdout" for o in outputs) >= 3
+    figures = [o.data[executor.PLOTLY_MIME] for o in outputs if executor.PLOTLY_MIME in o.get("data", {})]
+    assert figures, f"{name}: no figure is stored"
+    for fig in figures:  # figure JSON only: no page with plotly.js, no theme
+        assert len(json.dumps(fig)) <= executor.FIGURE_LIMIT and "template" not in fig.get("layout", {})
+    assert not [o for o in outputs if "text/html" in o.get("data", {})]
+    assert (NOTEBOOKS / name).stat().st_size < 150_000
+    text = json.dumps([o for o in outputs])
+    assert str(ROOT) not in text and "site-packages" not in text  # nothing about the machine that ran it
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_first_cell_finds_the_run_outside_the_repository(name, tmp_path, monkeypatch, capsys):
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    first = next(cell for cell in nb.cells if cell.cell_type == "code")
+    run = tmp_path / "my-run"
+    run.mkdir()
+    (run / "config.json").write_text("{}")
+    monkeypatch.chdir(tmp_path)  # no pyproject.toml here or above
+    monkeypatch.setenv("ABACUS_INTERP_RUN", str(run))
+    scope: dict = {}
+    exec(first.source, scope)
+    assert scope["RUN"] == run and capsys.readouterr().out == "run: my-run\n"
+
+    monkeypatch.delenv("ABACUS_INTERP_RUN")
+    with pytest.raises(AssertionError, match="start Jupyter inside the abacus-interp repository, or set "
+                                             "ABACUS_INTERP_RUN to a run directory"):
+        exec(first.source, {})
 
 
 @pytest.mark.slow

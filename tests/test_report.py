@@ -252,7 +252,7 @@ def test_cli_report_prints_the_path(tmp_path, tmp_path_factory, monkeypatch, cap
 
     calls = {}
 
-    def fake(run, out, compare=None, ablation=None, architectures=None, device="auto"):
+    def fake(run, out, compare=None, ablation=None, architectures=None, device="auto", step=None):
         calls.update(run=run, out=out, compare=compare, ablation=ablation, architectures=architectures)
         Path(out).mkdir(parents=True, exist_ok=True)
         (Path(out) / "index.html").write_text("<html></html>")

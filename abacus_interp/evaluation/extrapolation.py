@@ -18,6 +18,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+from ..errors import UserError
 from ..halting import generate_adaptive, resolve_halting
 from ..tasks.carries import longest_cascade, sample_with_cascade
 from .common import section_rng
@@ -64,7 +65,7 @@ def problems(task, digits: int, chain: int | None, n: int, seed: int):
     if chain is None:
         return task.sample_cell(n, rng, digits, digits)
     if chain > digits:
-        raise ValueError(f"a carry chain of {chain} columns does not fit operands of {digits} digits")
+        raise UserError(f"a carry chain of {chain} columns does not fit operands of {digits} digits")
     return [task.make(*sample_with_cascade(chain, digits, rng)) for _ in range(n)]
 
 
@@ -85,7 +86,7 @@ def length_extrapolation(
     each problem runs to convergence (`tol`, default the model's `halt_tol`, at most
     `max_loops`)."""
     if not getattr(task, "has_carries", False):
-        raise ValueError(f"length extrapolation scores addition problems; task {task.name!r} has no carries")
+        raise UserError(f"length extrapolation scores addition problems; task {task.name!r} has no carries")
     fixed, tol = resolve_halting(model, n_loops, tol)
     cap = (model.cfg.max_loops if max_loops is None else max_loops) if fixed is None else None
     specs = [(d, None) for d in lengths] + [(d, c) for d, c in chains]

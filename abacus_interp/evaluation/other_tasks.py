@@ -10,6 +10,7 @@ loss and perplexity vs loops on a sampled in-distribution set. Both re-check up 
 
 from __future__ import annotations
 
+from abacus_interp.errors import UserError
 from abacus_interp.evaluation.agreement import AGREEMENT_PROBLEMS, measure_agreement
 from abacus_interp.evaluation.common import (
     SectionProgress,
@@ -59,7 +60,7 @@ def evaluate_generic(model, task, report, loops, eval_loops, n_per_set, seed, pr
         if fits_context(e, task.vocab, model.cfg.max_seq_len)
     ]
     if not examples:
-        raise ValueError(
+        raise UserError(
             f"no {task.name} problem fits the model's max_seq_len={model.cfg.max_seq_len}; "
             "evaluate the model on the task configuration it was trained with"
         )

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import logging
 
+from abacus_interp.errors import UserError
 from abacus_interp.evaluation.agreement import (
     AGREEMENT_PROBLEMS,
     measure_agreement,
@@ -94,24 +95,24 @@ logger = logging.getLogger(__name__)
 def _validate(model, grid, loops, n_per_cell, n_per_set) -> None:
     for name, v in (("n_per_cell", n_per_cell), ("n_per_set", n_per_set)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+            raise UserError(f"{name} must be a positive integer, got {v!r}")
     if grid is not None:
         if len(grid) != 2 or not all(isinstance(g, int) and not isinstance(g, bool) for g in grid):
-            raise ValueError(
+            raise UserError(
                 f"grid must be a pair of integers (lo, hi), e.g. (1, 20); got {grid!r}"
             )
         if not 1 <= grid[0] <= grid[1]:
-            raise ValueError(f"grid {grid!r} must satisfy 1 <= lo <= hi")
+            raise UserError(f"grid {grid!r} must satisfy 1 <= lo <= hi")
     if loops is not None:
         if not loops:
-            raise ValueError(
+            raise UserError(
                 "loops is empty; pass loop counts like [1, 2, 4, 8] or None for the default"
             )
         bad = [r for r in loops if isinstance(r, bool) or not isinstance(r, int) or r < 1]
         if bad:
-            raise ValueError(f"loop counts must be integers >= 1, got {bad}")
+            raise UserError(f"loop counts must be integers >= 1, got {bad}")
         if max(loops) > model.cfg.max_loops:
-            raise ValueError(
+            raise UserError(
                 f"loops up to {max(loops)} requested but the model has hook sets for "
                 f"max_loops={model.cfg.max_loops}; load it with load_model(path, max_loops={max(loops)}) "
                 "(the CLI's eval does this from --loops)"
@@ -157,10 +158,10 @@ def evaluate(
     _validate(model, grid, loops, n_per_cell, n_per_set)
     eval_loops = cfg.n_loops if n_loops is None else n_loops
     if not 1 <= eval_loops <= cfg.max_loops:
-        raise ValueError(f"n_loops={eval_loops} must be in 1..max_loops={cfg.max_loops}")
+        raise UserError(f"n_loops={eval_loops} must be in 1..max_loops={cfg.max_loops}")
     loops = sorted(set(loops)) if loops is not None else default_loops(cfg)
     if cfg.vocab.tokens != task.vocab.tokens:
-        raise ValueError(
+        raise UserError(
             f"the model's vocabulary {cfg.vocab.symbols} is not the task's {task.vocab.symbols}; "
             "evaluate a model on the task it was trained on (see the run's config.json)"
         )

@@ -23,6 +23,7 @@ from torch import Tensor
 from transformer_lens import ActivationCache, HookedRootModule
 
 from ..config import ModelConfig
+from ..errors import UserError
 from ..model import LoopedTransformer, build_embeddings, build_readout
 
 # One cache entry per layer; what an entry holds is the family's business (LSTM: the last
@@ -138,7 +139,7 @@ class SinglePassModel(HookedRootModule):
 
     def check_loops(self, n_loops: int) -> None:
         if n_loops != 1:
-            raise ValueError(
+            raise UserError(
                 f"family {self.family!r} runs its layers once (it has no loop); "
                 f"n_loops must be 1, got {n_loops}"
             )
@@ -148,7 +149,7 @@ class SinglePassModel(HookedRootModule):
         return [[None] * self.cfg.n_layers]
 
     def compile_loops(self, backend: str | None = None):
-        raise ValueError(
+        raise UserError(
             f"compile_loops compiles the looped block; family {self.family!r} has none. "
             "Leave train.compile off (and load_model(..., compile=False)) for this family"
         )

@@ -32,6 +32,7 @@ from torch import Tensor, nn
 from transformer_lens.hook_points import HookPoint
 
 from ..config import ModelConfig
+from ..errors import UserError
 from .base import SinglePassModel
 
 LSTMState = tuple[Tensor, Tensor]  # (hidden, cell), each [batch d_hidden]
@@ -79,7 +80,7 @@ class HookedLSTM(nn.Module):
         batch, n_pos, _ = x.shape
         last_position = first_position + n_pos
         if last_position > len(self.steps):
-            raise ValueError(
+            raise UserError(
                 f"position {last_position - 1} is past the {len(self.steps)} time steps this LSTM has "
                 "hook points for (model.max_seq_len); use shorter inputs or build with a larger max_seq_len"
             )

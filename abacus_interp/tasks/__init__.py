@@ -13,6 +13,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from abacus_interp.errors import UserError
 from abacus_interp.tasks.addition import AdditionTask
 from abacus_interp.tasks.base import Example, Task
 from abacus_interp.tasks.expressions import ExpressionTask
@@ -32,12 +33,12 @@ def get_task(name: str, **kw: Any) -> Task:
     Errors name the alternatives, so a typo in a config file says how to fix it.
     """
     if name not in TASKS:
-        raise ValueError(f"unknown task {name!r}; known tasks: {', '.join(sorted(TASKS))}")
+        raise UserError(f"unknown task {name!r}; known tasks: {', '.join(sorted(TASKS))}")
     cls = TASKS[name]
     valid = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
     unknown = sorted(set(kw) - set(valid))
     if unknown:
-        raise ValueError(
+        raise UserError(
             f"task {name!r} got unknown option(s) {', '.join(unknown)}; "
             f"valid options: {', '.join(valid)}"
         )

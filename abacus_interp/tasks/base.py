@@ -10,10 +10,12 @@ propagate: a model can emit answer digit i after seeing operand digits 0..i.
 from __future__ import annotations
 
 import random
+import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from abacus_interp.errors import UserError
 from abacus_interp.tokens import Vocab
 
 DIGIT_SYMBOLS = "0123456789"
@@ -119,7 +121,7 @@ class Task(ABC):
 
     @abstractmethod
     def from_human(self, text: str) -> Example:
-        """Human text such as "123+456" -> Example; ValueError naming the expected format."""
+        """Human text such as "123+456" -> Example; UserError naming the expected format."""
 
     @abstractmethod
     def to_human(self, completion: str) -> str:
@@ -149,6 +151,16 @@ class Task(ABC):
 
 # ---------------------------------------------------------------------------------------
 # Helpers shared by the tasks.
+
+
+def reject_negative(text: str, task_name: str, example: str) -> None:
+    """A UserError for a problem with a minus sign before a number: the arithmetic tasks
+    read non-negative integers only, and "-5+3" would otherwise get the generic format error."""
+    if re.search(r"-\s*[0-9]", text):
+        raise UserError(
+            f"{text!r} has a negative operand: negative numbers are not part of the {task_name} task, "
+            f"which takes non-negative integers, e.g. '{example}'"
+        )
 
 
 def to_lsd(n: int) -> str:
@@ -187,7 +199,7 @@ def check_count(n: int) -> None:
 def check_operand(value: Any, what: str = "operand") -> int:
     """Reject anything that is not a non-negative int (bools included), naming it."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{what} must be a non-negative integer, got {value!r}")
+        raise UserError(f"{what} must be a non-negative integer, got {value!r}")
     return value
 
 
@@ -195,9 +207,9 @@ def check_digit_range(min_digits: int, max_digits: int, what: str = "digits") ->
     """Validate a [min, max] digit-count range (both inclusive)."""
     for label, v in ((f"min_{what}", min_digits), (f"max_{what}", max_digits)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{label} must be an integer >= 1, got {v!r}")
+            raise UserError(f"{label} must be an integer >= 1, got {v!r}")
     if min_digits > max_digits:
-        raise ValueError(
+        raise UserError(
             f"min_{what} ({min_digits}) is larger than max_{what} ({max_digits}); "
             f"pass min_{what} <= max_{what}"
         )

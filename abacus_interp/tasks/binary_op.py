@@ -13,6 +13,7 @@ import random
 import re
 from typing import Any, ClassVar
 
+from abacus_interp.errors import UserError
 from abacus_interp.tasks.base import (
     DIGIT_SYMBOLS,
     Example,
@@ -22,6 +23,7 @@ from abacus_interp.tasks.base import (
     check_operand,
     from_lsd,
     random_with_digits,
+    reject_negative,
     to_lsd,
 )
 from abacus_interp.tokens import Vocab
@@ -56,7 +58,7 @@ class BinaryOpTask(Task):
     def __init__(self, max_digits: int, min_digits: int = 1, answer_format: str = "autoregressive") -> None:
         check_digit_range(min_digits, max_digits)
         if answer_format not in ANSWER_FORMATS:
-            raise ValueError(f"answer_format={answer_format!r}; choose one of {ANSWER_FORMATS}")
+            raise UserError(f"answer_format={answer_format!r}; choose one of {ANSWER_FORMATS}")
         self.max_digits = max_digits
         self.min_digits = min_digits
         self.answer_format = answer_format
@@ -86,7 +88,7 @@ class BinaryOpTask(Task):
     # -- generation -------------------------------------------------------------------
     def make(self, *operands: Any) -> Example:
         if len(operands) != 2:
-            raise ValueError(f"{self.name} takes exactly 2 operands, got {len(operands)}")
+            raise UserError(f"{self.name} takes exactly 2 operands, got {len(operands)}")
         a = check_operand(operands[0], "first operand")
         b = check_operand(operands[1], "second operand")
         answer = self.compute(a, b)
@@ -131,7 +133,8 @@ class BinaryOpTask(Task):
         m = re.fullmatch(rf"\s*([0-9]+)\s*[{ops}]\s*([0-9]+)\s*=?\s*", text)
         if m is None:
             example = f"123{self.op_symbol}45"
-            raise ValueError(
+            reject_negative(text, self.name, example)
+            raise UserError(
                 f"could not read {text!r} as a {self.name} problem: expected two non-negative "
                 f"integers in normal (most-significant first) order joined by "
                 f"'{self.op_symbol}', e.g. '{example}'"

@@ -29,6 +29,8 @@ import re
 from collections.abc import Callable
 from typing import TypeVar
 
+from ..errors import UserError
+
 T = TypeVar("T")
 
 REFERENCE_MIN_LEN = 8
@@ -138,13 +140,13 @@ def check_lengths(min_len: int, max_len: int, max_answer_len: int | None = None)
     for label, v in named.items():
         if v is not None or label != "max_answer_len":
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{label} must be an integer >= 1, got {v!r}")
+                raise UserError(f"{label} must be an integer >= 1, got {v!r}")
     if max_len < 3:
-        raise ValueError(
+        raise UserError(
             f"max_len={max_len} admits no problem: the shortest, e.g. '1+2', has 3 characters"
         )
     if min_len > max_len:
-        raise ValueError(
+        raise UserError(
             f"min_len ({min_len}) is larger than max_len ({max_len}); pass min_len <= max_len"
         )
 
@@ -174,7 +176,7 @@ def draw_problem(
         built = build(text)
         if built is not None:
             return built
-    raise RuntimeError(
+    raise UserError(
         f"no problem of {min_len}..{max_len} characters was accepted in {MAX_ATTEMPTS} derivations; "
         "such lengths are too rare under the grammar: lower max_len or widen the range"
     )

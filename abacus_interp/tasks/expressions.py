@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from abacus_interp.errors import UserError
 from abacus_interp.tasks import expression_grammar as grammar_mod
 from abacus_interp.tasks.base import (
     DIGIT_SYMBOLS,
@@ -125,8 +126,8 @@ class _Parser:
         self.tokens = re.findall(r"[0-9]+|\S", text)
         self.pos = 0
 
-    def fail(self, why: str) -> ValueError:
-        return ValueError(
+    def fail(self, why: str) -> UserError:
+        return UserError(
             f"could not read {self.text!r} as an expression ({why}): expected integers in "
             "normal order with + - * and parentheses, e.g. '(12+3)*-4'"
         )
@@ -180,7 +181,7 @@ class _Parser:
 
 
 def parse_expression(text: str) -> Node:
-    """Human expression text -> tree; ValueError saying the expected format."""
+    """Human expression text -> tree; UserError saying the expected format."""
     return _Parser(text).parse()
 
 
@@ -210,7 +211,7 @@ class ExpressionTask(Task):
         max_answer_len: int | None = None,
     ) -> None:
         if grammar not in GRAMMAR_OPTIONS:
-            raise ValueError(f"grammar must be 'trees' or 'reference', got {grammar!r}")
+            raise UserError(f"grammar must be 'trees' or 'reference', got {grammar!r}")
         self.grammar = grammar
         given = dict(max_depth=max_depth, max_digits=max_digits, max_prompt_len=max_prompt_len)
         given.update(min_len=min_len, max_len=max_len, max_answer_len=max_answer_len)
@@ -236,15 +237,15 @@ class ExpressionTask(Task):
     @staticmethod
     def _validate(max_depth: int, max_digits: int, max_prompt_len: int) -> None:
         if isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 0:
-            raise ValueError(f"max_depth must be an integer >= 0, got {max_depth!r}")
+            raise UserError(f"max_depth must be an integer >= 0, got {max_depth!r}")
         check_digit_range(1, max_digits)
         # Some common shape must fit, or resampling would rarely (or never) succeed: at depth
         # 0 every literal "(-ddd)="; otherwise at least one operator "ddd+ddd=".
         need = max_digits + 4 if max_depth == 0 else 2 * max_digits + 2
         if isinstance(max_prompt_len, bool) or not isinstance(max_prompt_len, int):
-            raise ValueError(f"max_prompt_len must be an integer, got {max_prompt_len!r}")
+            raise UserError(f"max_prompt_len must be an integer, got {max_prompt_len!r}")
         if max_prompt_len < need:
-            raise ValueError(
+            raise UserError(
                 f"max_prompt_len={max_prompt_len} is too short for numbers of {max_digits} "
                 f"digits at depth {max_depth}; pass max_prompt_len >= {need}"
             )
@@ -294,7 +295,7 @@ class ExpressionTask(Task):
         if self.grammar == "reference":
             return self._sample_reference(n, rng, min_len, max_len, split)
         if split not in ("train", None):
-            raise ValueError(
+            raise UserError(
                 f"the 'trees' grammar has no held-out split (got split={split!r}); "
                 "use grammar='reference' for a hashed train/test split"
             )
@@ -309,7 +310,7 @@ class ExpressionTask(Task):
                 if len(example.prompt) <= limit:
                     break
             else:
-                raise RuntimeError(
+                raise UserError(
                     f"no expression fit max_prompt_len={limit} in {MAX_ATTEMPTS} tries; "
                     "raise max_prompt_len or lower max_depth / max_digits"
                 )
@@ -400,7 +401,7 @@ def _check_options(grammar: str, options: dict[str, Any]) -> None:
     own = GRAMMAR_OPTIONS[grammar]
     stray = sorted(k for k, v in options.items() if v is not None and k not in own)
     if stray:
-        raise ValueError(
+        raise UserError(
             f"{', '.join(stray)}: not an option of grammar={grammar!r}, which takes "
             f"{', '.join(own)}; drop it or pick the other grammar"
         )

@@ -14,7 +14,8 @@ import re
 from functools import cached_property
 from typing import Any, ClassVar
 
-from abacus_interp.tasks.base import Example, Task, check_count, check_operand
+from abacus_interp.errors import UserError
+from abacus_interp.tasks.base import Example, Task, check_count, check_operand, reject_negative
 from abacus_interp.tokens import Vocab
 
 SPLITS = ("train", "test", "all")
@@ -33,11 +34,11 @@ class ModularAdditionTask(Task):
 
     def __init__(self, p: int = 113, train_fraction: float = 0.3, split_seed: int = 0) -> None:
         if isinstance(p, bool) or not isinstance(p, int) or p < 2:
-            raise ValueError(f"p must be an integer modulus >= 2, got {p!r}")
+            raise UserError(f"p must be an integer modulus >= 2, got {p!r}")
         if not isinstance(train_fraction, (int, float)) or not 0.0 < train_fraction <= 1.0:
-            raise ValueError(f"train_fraction must be in (0, 1], got {train_fraction!r}")
+            raise UserError(f"train_fraction must be in (0, 1], got {train_fraction!r}")
         if isinstance(split_seed, bool) or not isinstance(split_seed, int):
-            raise ValueError(f"split_seed must be an integer, got {split_seed!r}")
+            raise UserError(f"split_seed must be an integer, got {split_seed!r}")
         self.p = p
         self.train_fraction = float(train_fraction)
         self.split_seed = split_seed
@@ -83,7 +84,7 @@ class ModularAdditionTask(Task):
         check_count(n)
         pairs = self._pairs_for(split)
         if n and not pairs:
-            raise ValueError(
+            raise UserError(
                 f"the {split!r} split is empty (train_fraction={self.train_fraction}); "
                 "use a smaller train_fraction to hold out a test set"
             )
@@ -92,11 +93,11 @@ class ModularAdditionTask(Task):
     # -- formatting -------------------------------------------------------------------
     def make(self, *operands: Any) -> Example:
         if len(operands) != 2:
-            raise ValueError(f"modular addition takes exactly 2 operands, got {len(operands)}")
+            raise UserError(f"modular addition takes exactly 2 operands, got {len(operands)}")
         a = check_operand(operands[0], "first operand")
         b = check_operand(operands[1], "second operand")
         if a >= self.p or b >= self.p:
-            raise ValueError(f"operands must be residues in 0..{self.p - 1}, got ({a}, {b})")
+            raise UserError(f"operands must be residues in 0..{self.p - 1}, got ({a}, {b})")
         c = (a + b) % self.p
         return Example(prompt=f"{a} {b} =", target=str(c), operands=(a, b), answer=c)
 
@@ -114,7 +115,8 @@ class ModularAdditionTask(Task):
     def from_human(self, text: str) -> Example:
         m = re.fullmatch(r"\s*([0-9]+)\s*(?:\+|\s)\s*([0-9]+)\s*=?\s*", text)
         if m is None:
-            raise ValueError(
+            reject_negative(text, self.name, "5+17")
+            raise UserError(
                 f"could not read {text!r} as a modular addition problem: expected 'a+b' "
                 f"with residues 0..{self.p - 1}, e.g. '5+17'"
             )

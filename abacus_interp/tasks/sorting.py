@@ -13,6 +13,7 @@ import re
 import string
 from typing import Any, ClassVar
 
+from abacus_interp.errors import UserError
 from abacus_interp.tasks.base import (
     DIGIT_SYMBOLS,
     Example,
@@ -21,6 +22,7 @@ from abacus_interp.tasks.base import (
     check_digit_range,
     check_operand,
     random_with_digits,
+    reject_negative,
     to_lsd,
 )
 from abacus_interp.tokens import Vocab
@@ -44,7 +46,7 @@ class SortingTask(Task):
         check_digit_range(min_numbers, max_numbers, "numbers")
         check_digit_range(min_digits, max_digits)
         if max_numbers > len(LETTERS):
-            raise ValueError(
+            raise UserError(
                 f"max_numbers={max_numbers} but only {len(LETTERS)} letter labels exist; "
                 f"pass max_numbers <= {len(LETTERS)}"
             )
@@ -61,7 +63,7 @@ class SortingTask(Task):
 
     def make(self, *operands: Any) -> Example:
         if not 1 <= len(operands) <= self.max_numbers:
-            raise ValueError(
+            raise UserError(
                 f"sorting takes 1 to {self.max_numbers} numbers (max_numbers), got "
                 f"{len(operands)}; build the task with a larger max_numbers for more"
             )
@@ -92,7 +94,7 @@ class SortingTask(Task):
         check_digit_range(lo_n, hi_n, "numbers")
         check_digit_range(lo_d, hi_d)
         if hi_n > self.max_numbers:
-            raise ValueError(
+            raise UserError(
                 f"max_numbers={hi_n} exceeds the task's {self.max_numbers} letter labels; "
                 f"build SortingTask(max_numbers={hi_n}) instead"
             )
@@ -116,7 +118,8 @@ class SortingTask(Task):
     def from_human(self, text: str) -> Example:
         parts = [p for p in re.split(r"[\s,]+", text.strip().rstrip("=")) if p]
         if not parts or not all(re.fullmatch(r"[0-9]+", p) for p in parts):
-            raise ValueError(
+            reject_negative(text, self.name, "89850, 1, 210273")
+            raise UserError(
                 f"could not read {text!r} as numbers to sort: expected non-negative integers "
                 "in normal order separated by commas or spaces, e.g. '89850, 1, 210273'"
             )

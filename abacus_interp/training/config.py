@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import ModelConfig
+from ..errors import UserError
 from ..tasks import get_task
 
 SCHEDULES = ("cosine", "linear", "constant")
@@ -98,34 +99,34 @@ class TrainConfig:
             ("device", self.device, DEVICES),
         ]:
             if value not in allowed:
-                raise ValueError(f"train.{name}={value!r}; choose one of {allowed}")
+                raise UserError(f"train.{name}={value!r}; choose one of {allowed}")
         if self.readout == "answer_symbols" and self.loss_positions != "answer_tokens":
-            raise ValueError(
+            raise UserError(
                 f"train.readout='answer_symbols' scores answer symbols only, but train.loss_positions="
                 f"{self.loss_positions!r} also scores {'EOS' if self.loss_positions == 'answer' else 'prompt tokens and EOS'}; "
                 "set train.loss_positions=answer_tokens, or train.readout=all"
             )
         if self.steps < 1 or self.lr <= 0:
-            raise ValueError("train.steps must be >= 1 and train.lr > 0")
+            raise UserError("train.steps must be >= 1 and train.lr > 0")
         if self.batch_size is not None and self.batch_size < 1:
-            raise ValueError("train.batch_size must be >= 1, or null for full batch")
+            raise UserError("train.batch_size must be >= 1, or null for full batch")
         if self.mix_depths is not None:
             lo, hi = self.mix_depths
             if not (isinstance(lo, int) and isinstance(hi, int) and 1 <= lo <= hi):
-                raise ValueError(f"train.mix_depths must be [lo, hi] integers with 1 <= lo <= hi, got {list(self.mix_depths)}")
+                raise UserError(f"train.mix_depths must be [lo, hi] integers with 1 <= lo <= hi, got {list(self.mix_depths)}")
         if not 0.0 <= self.init_state_noise <= 1.0:
-            raise ValueError(f"train.init_state_noise={self.init_state_noise} is a probability; use a value in [0, 1]")
+            raise UserError(f"train.init_state_noise={self.init_state_noise} is a probability; use a value in [0, 1]")
         if self.step_penalty is not None and self.step_penalty < 0:
-            raise ValueError("train.step_penalty must be >= 0, or null for none")
+            raise UserError("train.step_penalty must be >= 0, or null for none")
         if not 0 <= self.progressive_alpha <= 1:
-            raise ValueError("train.progressive_alpha must be in [0, 1]")
+            raise UserError("train.progressive_alpha must be in [0, 1]")
         if self.grad_clip is not None and self.grad_clip <= 0:
-            raise ValueError("train.grad_clip must be > 0, or null for no clipping")
+            raise UserError("train.grad_clip must be > 0, or null for no clipping")
         if self.processes < 1:
-            raise ValueError("train.processes must be >= 1")
+            raise UserError("train.processes must be >= 1")
         for name in ("log_every", "eval_every", "checkpoint_every"):
             if getattr(self, name) < 1:
-                raise ValueError(f"train.{name} must be >= 1")
+                raise UserError(f"train.{name} must be >= 1")
 
 
 @dataclass(frozen=True)
@@ -138,13 +139,13 @@ class RunConfig:
 
     def __post_init__(self):
         if self.train.mix_depths is not None and self.train.mix_depths[1] > self.model.max_loops:
-            raise ValueError(
+            raise UserError(
                 f"train.mix_depths reaches {self.train.mix_depths[1]} loops but model.max_loops is "
                 f"{self.model.max_loops}; raise model.max_loops or lower the depth range"
             )
 
         if self.train.readout == "answer_symbols" and self.make_task().answer_token_ids is None:
-            raise ValueError(
+            raise UserError(
                 f"train.readout='answer_symbols' needs a task that declares its answer tokens "
                 f"(Task.answer_token_ids); {self.task!r} does not, so use train.readout=all"
             )
@@ -167,7 +168,7 @@ class RunConfig:
         train_fields = {f.name for f in dataclasses.fields(TrainConfig)}
         unknown = set(d["train"]) - train_fields
         if unknown:
-            raise ValueError(f"unknown train fields {sorted(unknown)}; known: {sorted(train_fields)}")
+            raise UserError(f"unknown train fields {sorted(unknown)}; known: {sorted(train_fields)}")
         return cls(
             task=name,
             task_kwargs=task,

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 from jaxtyping import Bool
 
+from ..errors import UserError
 from ..scoring import without_eos
 from ..tokens import Batch, encode_batch
 from .config import TrainConfig
@@ -33,7 +34,7 @@ class BatchSource:
         self.full_batch: Batch | None = None
         if cfg.batch_size is None:
             if not task.has_fixed_split:
-                raise ValueError(
+                raise UserError(
                     f"train.batch_size=null (full batch) needs a task with a fixed training split; "
                     f"{task.name!r} generates problems, so set train.batch_size"
                 )

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from ..errors import UserError
+
 
 @dataclass
 class World:
@@ -31,7 +33,7 @@ class World:
 def pick_device(requested: str, local_rank: int) -> torch.device:
     if requested == "cuda" or (requested == "auto" and torch.cuda.is_available()):
         if not torch.cuda.is_available():
-            raise RuntimeError("train.device=cuda but no CUDA device is visible; use train.device=cpu")
+            raise UserError("train.device=cuda but no CUDA device is visible; use train.device=cpu")
         return torch.device("cuda", local_rank)
     return torch.device("cpu")
 

@@ -28,6 +28,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from .. import checkpoints as ckpt
+from ..errors import UserError, check_output_dir
 from ..evaluation.heldout import heldout_sets
 from ..families import build_model
 from ..positions import sample_offsets
@@ -258,7 +259,7 @@ def _start(run_dir: Path, cfg: RunConfig, model, optimizer, is_writer: bool) -> 
     if (run_dir / "resume" / "state.json").exists():
         saved = ckpt.read_run_config(run_dir)
         if saved["model"] != cfg.model.to_dict() or saved["task"] != cfg.to_dict()["task"]:
-            raise ValueError(
+            raise UserError(
                 f"{run_dir} holds a run with a different model or task config; "
                 "resume with the same preset and --set values, or choose a new --out"
             )
@@ -272,7 +273,7 @@ def _start(run_dir: Path, cfg: RunConfig, model, optimizer, is_writer: bool) -> 
         return step, meta.get("tokens", 0)
     if is_writer:
         if config_path.exists() and any((run_dir / "checkpoints").glob("*.safetensors")):
-            raise ValueError(f"{run_dir} already has checkpoints but no resume state; choose a new --out")
+            raise UserError(f"{run_dir} already has checkpoints but no resume state; choose a new --out")
         run_dir.mkdir(parents=True, exist_ok=True)
         ckpt.write_json(config_path, cfg.to_dict())
         _rewrite_metrics(run_dir, [])
@@ -288,10 +289,11 @@ def train(cfg: RunConfig, run_dir: str | Path, progress: bool = True) -> TrainRe
     """Train (or resume) the run `cfg` in `run_dir`. Under several processes, the process
     group is torn down on every way out, errors included: a process that exits with it alive
     can abort in gloo's threads at interpreter shutdown."""
+    run_dir = check_output_dir(run_dir, "run directory")  # before any process group exists
     world = dist_utils.setup(cfg.train.device)
     result = None
     try:
-        result = _train(cfg, Path(run_dir), progress, world)
+        result = _train(cfg, run_dir, progress, world)
         return result
     finally:
         dist_utils.teardown(world, finished=result is not None and result.final_step >= cfg.train.steps)
@@ -320,7 +322,7 @@ def _train(cfg: RunConfig, run_dir: Path, progress: bool, world: dist_utils.Worl
     source = BatchSource(task, tcfg, cfg.model.max_seq_len)
     part = (world.rank, world.world_size)  # this process's rows of every batch
     if tcfg.batch_size is not None and tcfg.batch_size < world.world_size:
-        raise ValueError(
+        raise UserError(
             f"train.batch_size={tcfg.batch_size} cannot be split over {world.world_size} processes; "
             f"use a batch of at least {world.world_size} or fewer processes (train.processes)"
         )

@@ -12,6 +12,7 @@ import types
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from ..config import ModelConfig
+from ..errors import UserError
 from ..tasks import get_task
 from .config import RunConfig, TrainConfig
 
@@ -109,7 +110,7 @@ def _example(hint: Any, current: Any) -> str:
 
 
 def _typed_value(assignment: str, section: str, name: str, raw: str, current: Any) -> Any:
-    """The value of `section.name=raw`, checked against the field's annotation; a ValueError
+    """The value of `section.name=raw`, checked against the field's annotation; a UserError
     naming the field, the value and the expected type otherwise."""
     value = _parse_value(raw)
     if section == "task":  # task options are checked by the task's constructor
@@ -119,7 +120,7 @@ def _typed_value(assignment: str, section: str, name: str, raw: str, current: An
         return value
     out = _coerce(value, raw, hint)
     if out is _NO_MATCH:
-        raise ValueError(
+        raise UserError(
             f"--set {assignment}: {section}.{name} must be {_describe(hint)}, "
             f"e.g. {section}.{name}={_example(hint, current)}"
         )
@@ -136,28 +137,28 @@ def apply_overrides(cfg: RunConfig, assignments: list[str]) -> RunConfig:
     model_changes: dict[str, Any] = {}
     for assignment in assignments:
         if "=" not in assignment:
-            raise ValueError(f"--set expects key=value, got {assignment!r}")
+            raise UserError(f"--set expects key=value, got {assignment!r}")
         key, raw = assignment.split("=", 1)
         key = key.strip()
         if "." in key:
             section, name = key.split(".", 1)
             if section not in sections:
-                raise ValueError(f"--set {key}: section must be one of {list(sections)}")
+                raise UserError(f"--set {key}: section must be one of {list(sections)}")
             if name not in sections[section] and section != "task":
-                raise ValueError(
+                raise UserError(
                     f"--set {key}: {section} has no field {name!r}; fields: {', '.join(sorted(sections[section]))}"
                 )
         else:
             owners = [s for s, fields in sections.items() if key in fields and key != "name"]
             if len(owners) != 1:
                 where = "no section" if not owners else f"several sections ({', '.join(owners)})"
-                raise ValueError(
+                raise UserError(
                     f"--set {key}: found in {where}; write it as section.{key} "
                     f"(sections: task, model, train; e.g. train.lr=3e-4)"
                 )
             section, name = owners[0], key
         if section == "model" and name == "vocab":
-            raise ValueError("--set model.vocab: the vocabulary comes from the task; change the task instead")
+            raise UserError("--set model.vocab: the vocabulary comes from the task; change the task instead")
         value = _typed_value(assignment.strip(), section, name, raw, sections[section].get(name))
         sections[section][name] = value
         if section == "model":
@@ -174,4 +175,4 @@ def apply_overrides(cfg: RunConfig, assignments: list[str]) -> RunConfig:
             preset=cfg.preset,
         )
     except (TypeError, ValueError) as e:
-        raise ValueError(f"invalid --set: {e}") from e
+        raise UserError(f"invalid --set: {e}") from e

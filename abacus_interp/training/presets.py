@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..config import ModelConfig
+from ..errors import UserError
 from ..tasks import get_task
 from .config import RunConfig, TrainConfig
 
@@ -296,5 +297,5 @@ PRESETS: dict[str, Callable[[], RunConfig]] = {
 
 def get_preset(name: str) -> RunConfig:
     if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+        raise UserError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
     return PRESETS[name]()

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 import torch
 from tqdm.auto import tqdm
 
+from abacus_interp.errors import UserError
 from abacus_interp.runtime import torch_threads
 from analyses.common import resolve
 from analyses.contract import takes_config
@@ -45,7 +46,7 @@ def _max_digits(model, task, max_digits: int | None) -> int:
     fit = (model.cfg.max_seq_len - 4) // 3  # prompt 2d + 2, answer d + 1, EOS
     d = min(task.max_digits, fit) if max_digits is None else max_digits
     if d < 1 or 3 * d + 4 > model.cfg.max_seq_len:
-        raise ValueError(f"max_digits={d} does not fit max_seq_len={model.cfg.max_seq_len}; use at most {fit}")
+        raise UserError(f"max_digits={d} does not fit max_seq_len={model.cfg.max_seq_len}; use at most {fit}")
     return d
 
 
@@ -97,19 +98,19 @@ def _run(model_or_run, task, *, n_problems, n_pairs, n_probe_problems, n_loops, 
          progress) -> CarryAttentionResult:
     unknown = set(sections) - set(SECTIONS)
     if unknown:
-        raise ValueError(f"unknown sections {sorted(unknown)}; choose from {SECTIONS}")
+        raise UserError(f"unknown sections {sorted(unknown)}; choose from {SECTIONS}")
     bad = set(patch_positions) - set(POSITIONS)
     if bad:
-        raise ValueError(f"unknown patch positions {sorted(bad)}; choose from {POSITIONS}")
+        raise UserError(f"unknown patch positions {sorted(bad)}; choose from {POSITIONS}")
     bad = set(ablation_kinds) - set(KINDS)
     if bad:
-        raise ValueError(f"unknown ablation kinds {sorted(bad)}; choose from {KINDS}")
+        raise UserError(f"unknown ablation kinds {sorted(bad)}; choose from {KINDS}")
     subject = resolve(model_or_run, task)
     if n_loops is not None and n_loops > subject.model.cfg.max_loops and not hasattr(model_or_run, "cfg"):
         subject = resolve(model_or_run, task, max_loops=n_loops)  # rebuild with more hook sets
     model, task = subject.model, subject.task
     if not task.has_carries:
-        raise ValueError(f"carry_attention analyses addition models; this one was trained on {task!r}")
+        raise UserError(f"carry_attention analyses addition models; this one was trained on {task!r}")
     n_loops = model.cfg.n_loops if n_loops is None else n_loops
     model.check_loops(n_loops)
     d = _max_digits(model, task, max_digits)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from abacus_interp.errors import UserError
 from abacus_interp.model import act_name
 from abacus_interp.tokens import PAD_ID
 
@@ -112,7 +113,7 @@ def ablate_heads(model, ps: ProblemSet, n_loops: int, kinds=KINDS, batch_size: i
     cfg = model.cfg
     for kind in kinds:
         if kind not in KINDS:
-            raise ValueError(f"unknown ablation kind {kind!r}; choose from {KINDS}")
+            raise UserError(f"unknown ablation kind {kind!r}; choose from {KINDS}")
     device = model.W_E.device
     specs = [(kind, t, layer, h) for kind in kinds for t in range(n_loops)
              for layer in range(cfg.n_layers) for h in range(cfg.n_heads)]

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from abacus_interp.errors import UserError
 from abacus_interp.evaluation.cascades import CASCADE_BUCKETS, cascade_bucket, sample_with_cascade
 from abacus_interp.tasks.base import Example
 from abacus_interp.tasks.carries import carry_chain_lengths, carry_in, longest_cascade
@@ -123,7 +124,7 @@ class ProblemSet:
             return r["carry_in"] == 1
         if group == "cascade":
             return r["chain_length"] >= 2
-        raise ValueError(f"unknown group {group!r}; choose one of {GROUPS}")
+        raise UserError(f"unknown group {group!r}; choose one of {GROUPS}")
 
     def summary(self) -> dict:
         r = self.rows
@@ -143,7 +144,7 @@ class ProblemSet:
 def build_problem_set(vocab, examples: list[Example], max_digits: int | None = None) -> ProblemSet:
     """Encode addition examples and label every answer digit."""
     if not examples:
-        raise ValueError("build_problem_set needs at least one example")
+        raise UserError("build_problem_set needs at least one example")
     ops = [e.operands for e in examples]
     longest = max(max(len(str(a)), len(str(b))) for a, b in ops)
     max_digits = longest if max_digits is None else max(max_digits, longest)

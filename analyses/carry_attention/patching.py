@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from abacus_interp.errors import UserError
 from abacus_interp.model import act_name
 from abacus_interp.tasks.carries import carry_in
 from abacus_interp.tokens import encode_batch
@@ -83,7 +84,7 @@ def make_carry_pairs(task, vocab, n_pairs: int, rng: random.Random, max_digits: 
     while len(clean) < n_pairs:
         attempts += 1
         if attempts > 100 * n_pairs + 100:
-            raise ValueError("could not build carry pairs: use problems of at least 2 digits (max_digits >= 2)")
+            raise UserError("could not build carry pairs: use problems of at least 2 digits (max_digits >= 2)")
         (ex,) = balanced_problems(task, 1, rng, max_digits, uniform_fraction=0.0)
         a, b = ex.operands
         top = max(len(str(a)), len(str(b)))

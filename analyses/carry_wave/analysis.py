@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
+from abacus_interp.errors import UserError
 from abacus_interp.evaluation.common import section_rng
 from abacus_interp.evaluation.extrapolation import ExtrapolationResult, length_extrapolation
 from abacus_interp.halting import generate_adaptive
@@ -166,9 +167,9 @@ def run(
     subject = resolve(model_or_run, task, max_loops=None)
     model, task = subject.model, subject.task
     if not (model.cfg.answer_slots and getattr(task, "has_carries", False)):
-        raise ValueError("the carry wave needs an addition model trained in the answer-slot format")
+        raise UserError("the carry wave needs an addition model trained in the answer-slot format")
     if horizon > model.cfg.max_loops:
-        raise ValueError(f"horizon={horizon} exceeds the model's max_loops={model.cfg.max_loops}; "
+        raise UserError(f"horizon={horizon} exceeds the model's max_loops={model.cfg.max_loops}; "
                          f"load it with load_model(path, max_loops={horizon})")
     n_trained, far = task.max_digits, task.max_digits * far_multiple
     lengths = sorted({max(1, round(m * n_trained)) for m in length_multiples})

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from abacus_interp.errors import UserError
+
 
 @dataclass(frozen=True)
 class CarryWaveConfig:
@@ -32,9 +34,9 @@ class CarryWaveConfig:
 
     def __post_init__(self):
         if self.n_problems < 2 or self.horizon < 2 or self.stress_cap < 2 or self.head_loops < 1:
-            raise ValueError("CarryWaveConfig: n_problems, horizon and stress_cap must be >= 2, head_loops >= 1")
+            raise UserError("CarryWaveConfig: n_problems, horizon and stress_cap must be >= 2, head_loops >= 1")
         if not self.switch_loops or min(self.switch_loops) < 0 or max(self.switch_loops) >= self.horizon:
-            raise ValueError(f"CarryWaveConfig.switch_loops={self.switch_loops}: loop counts in [0, horizon)")
+            raise UserError(f"CarryWaveConfig.switch_loops={self.switch_loops}: loop counts in [0, horizon)")
 
     @classmethod
     def quick(cls) -> CarryWaveConfig:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from abacus_interp.errors import UserError
 from abacus_interp.model import act_name
 from abacus_interp.tokens import encode_batch
 
@@ -87,7 +88,7 @@ def head_reading(model, examples, n_loops: int, label: str, batch_size: int = 64
     `examples` (teacher-forced inputs as in training; the slots hide the answer digits)."""
     cfg, vocab = model.cfg, model.cfg.vocab
     if not cfg.answer_slots or not cfg.attends_by_index:
-        raise ValueError("head_reading needs an answer-slot model whose attention reads the Abacus index "
+        raise UserError("head_reading needs an answer-slot model whose attention reads the Abacus index "
                          "(model.rotary='abacus' or an Abacus window)")
     equals_id, plus_id = vocab.encode("=")[0], vocab.encode("+")[0]
     totals = np.zeros((n_loops, cfg.n_layers, cfg.n_heads, len(GROUP_NAMES)))
@@ -140,7 +141,7 @@ def knockout(model, examples, n_loops: int, label: str, groups: Sequence[str], b
     cfg, vocab = model.cfg, model.cfg.vocab
     unknown = [g for g in groups if g not in GROUP_NAMES[:-1]]
     if unknown:
-        raise ValueError(f"unknown key groups {unknown}; choose from {GROUP_NAMES[:-1]}")
+        raise UserError(f"unknown key groups {unknown}; choose from {GROUP_NAMES[:-1]}")
     equals_id, plus_id = vocab.encode("=")[0], vocab.encode("+")[0]
     heads = [(layer, h) for layer in range(cfg.n_layers) for h in range(cfg.n_heads)]
     cases = [None, *((g, lh) for g in groups for lh in heads)]

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
+from abacus_interp.errors import UserError
 from abacus_interp.tokens import encode_batch
 
 
@@ -41,7 +42,7 @@ def chain_pair(digits: int, chain: int, rng: random.Random) -> tuple[tuple[int, 
     (corrupted) a carry through columns 1..chain-1 summing to 9; the columns above the chain
     sum to at most 8, so neither answer gains a digit."""
     if not 1 <= chain < digits:
-        raise ValueError(f"a chain of {chain} in {digits} digits: need 1 <= chain < digits (the top column stays free)")
+        raise UserError(f"a chain of {chain} in {digits} digits: need 1 <= chain < digits (the top column stays free)")
     a, b = [], []  # least significant first
     for column in range(digits):
         if column == 0:

@@ -15,6 +15,7 @@ from tqdm.auto import tqdm
 
 from abacus_interp.checkpoints import CheckpointError, load_tensors, read_metrics, read_run_config
 from abacus_interp.config import ModelConfig
+from abacus_interp.errors import UserError
 from abacus_interp.jsonsafe import json_safe
 from abacus_interp.model import LoopedTransformer
 from abacus_interp.scoring import run_readout, score_logits
@@ -130,13 +131,13 @@ def run(
         per step favours the first steps of a run, per log step the phases seen on a log axis.
     """
     if signal not in SIGNALS:
-        raise ValueError(f"signal must be one of {SIGNALS}, got {signal!r}")
+        raise UserError(f"signal must be one of {SIGNALS}, got {signal!r}")
     if rank_by not in RANK_BY:
-        raise ValueError(f"rank_by must be one of {RANK_BY}, got {rank_by!r}")
+        raise UserError(f"rank_by must be one of {RANK_BY}, got {rank_by!r}")
     if per not in ("step", "log_step"):
-        raise ValueError(f"per must be 'step' or 'log_step', got {per!r}")
+        raise UserError(f"per must be 'step' or 'log_step', got {per!r}")
     if positions not in ("all", "answer"):
-        raise ValueError(f"positions must be 'all' or 'answer', got {positions!r}")
+        raise UserError(f"positions must be 'all' or 'answer', got {positions!r}")
     dir_a, series_a = checkpoint_series(run_a, max_checkpoints)
     config_a = read_run_config(dir_a)
     cfg_a = ModelConfig.from_dict(config_a["model"])
@@ -159,7 +160,7 @@ def run(
     moved_steps = tuple(steps) if steps is not None else (available[0], available[-1])
     missing = [s for s in moved_steps if s not in available]
     if len(moved_steps) != 2 or missing:
-        raise ValueError(f"steps must be two checkpoint steps of run a; {missing or moved_steps} not among {available}")
+        raise UserError(f"steps must be two checkpoint steps of run a; {missing or moved_steps} not among {available}")
 
     scan_a, kept, reps_a = _scan(dir_a, series_a, batch, mask, select, set(moved_steps), n_change_points, per, batch_size, progress)
     moved = moved_parameters(kept[moved_steps[0]], kept[moved_steps[1]], top_k, rank_by)
@@ -169,7 +170,7 @@ def run(
         dir_b, series_b = checkpoint_series(run_b, max_checkpoints)
         cfg_b = ModelConfig.from_dict(read_run_config(dir_b)["model"])
         if cfg_b.vocab != cfg_a.vocab:
-            raise ValueError(f"{dir_a} and {dir_b} use different vocabularies; CKA needs the same inputs on both runs")
+            raise UserError(f"{dir_a} and {dir_b} use different vocabularies; CKA needs the same inputs on both runs")
         scan_b, _, reps_b = _scan(dir_b, series_b, batch, mask, select, set(), n_change_points, per, batch_size, progress)
         n_common = min(scan_a.n_loops, scan_b.n_loops)
         if scan_a.n_loops != scan_b.n_loops:
@@ -199,9 +200,9 @@ def _problems(problems, task_cfg: dict, n: int, seed: int) -> list[tuple[str, st
         elif isinstance(p, (tuple, list)) and len(p) == 2:
             out.append((str(p[0]), str(p[1])))
         else:
-            raise ValueError(f"a problem must be an Example, a (prompt, target) pair or a human string, got {p!r}")
+            raise UserError(f"a problem must be an Example, a (prompt, target) pair or a human string, got {p!r}")
     if not out:
-        raise ValueError("the problem set is empty")
+        raise UserError("the problem set is empty")
     return out
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from abacus_interp.errors import UserError
 from abacus_interp.jsonsafe import json_safe
 from abacus_interp.model import LoopedTransformer
 from analyses.common import resolve
@@ -211,11 +212,11 @@ def run(
     model, task = subject.model, subject.task
     horizon = default_horizon(model.cfg) if horizon is None else int(horizon)
     if horizon < 1:
-        raise ValueError(f"horizon must be >= 1, got {horizon}")
+        raise UserError(f"horizon must be >= 1, got {horizon}")
     # the trained depth as a reference point inside the horizon (a shorter horizon clips it)
     trained = min(model.cfg.n_loops, horizon)
     if halt_on not in CLASSES:
-        raise ValueError(f"halt_on={halt_on!r}; choose one of {CLASSES}")
+        raise UserError(f"halt_on={halt_on!r}; choose one of {CLASSES}")
     model = _with_capacity(model, horizon)
     examples = balanced_problems(task, n_problems, seed, max_chain) if problems is None else as_examples(task, problems)
     chains = chain_lengths(task, examples)

@@ -33,6 +33,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from abacus_interp.errors import UserError
+
 LoopMap = Callable[[Tensor], Tensor]
 
 
@@ -143,7 +145,7 @@ def spectrum(
     per-example estimates change by less than `tol` (relative) over `window` iterations,
     and never runs more than `n_iter` iterations."""
     if n_iter < 2:
-        raise ValueError(f"n_iter must be >= 2, got {n_iter}")
+        raise UserError(f"n_iter must be >= 2, got {n_iter}")
     window = max(1, min(window, n_iter // 2))
     lin = Linearization(f, state)
     gen = torch.Generator().manual_seed(seed)

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from abacus_interp.errors import UserError
 from abacus_interp.tasks import Example
 from abacus_interp.tokens import encode_batch
 
@@ -52,10 +53,10 @@ def start_states(reference_end: Tensor, mask: Tensor, starts: Sequence[str], gen
             out[name] = noise * (4.0 if name == "noise_x4" else 1.0)
         elif name == "other":
             if reference_end.shape[0] < 2:
-                raise ValueError("the 'other' start needs at least 2 examples in a batch")
+                raise UserError("the 'other' start needs at least 2 examples in a batch")
             out[name] = reference_end.roll(1, dims=0) * mask.roll(1, dims=0)[..., None]
         else:
-            raise ValueError(f"unknown start {name!r}; choose from {STARTS}")
+            raise UserError(f"unknown start {name!r}; choose from {STARTS}")
     return out
 
 
@@ -89,7 +90,7 @@ def _chunks(items: list, size: int) -> list[list]:
     """Batches of `size`, the last one never a single example (the "other" start needs a
     second problem in its batch): a lone remainder joins the batch before it."""
     if len(items) < 2:
-        raise ValueError(f"path independence needs at least 2 problems, got {len(items)}")
+        raise UserError(f"path independence needs at least 2 problems, got {len(items)}")
     chunks = [items[i : i + size] for i in range(0, len(items), size)]
     if len(chunks) > 1 and len(chunks[-1]) == 1:
         chunks[-2].extend(chunks.pop())

@@ -18,6 +18,7 @@ import torch
 from jaxtyping import Bool
 from torch import Tensor
 
+from abacus_interp.errors import UserError
 from abacus_interp.evaluation.cascades import sample_with_cascade
 from abacus_interp.tasks.base import Example
 from abacus_interp.tasks.carries import carry_chain_lengths
@@ -68,12 +69,12 @@ def as_examples(task: Any, problems: Sequence) -> list[Example]:
         elif isinstance(p, (tuple, list)):
             out.append(task.make(*p))
         else:
-            raise ValueError(
+            raise UserError(
                 f"cannot read problem {p!r}: pass task Examples, operand tuples (a, b) or "
                 "human strings like '123+45'"
             )
     if not out:
-        raise ValueError("problems is empty; pass at least one problem or None for the default set")
+        raise UserError("problems is empty; pass at least one problem or None for the default set")
     return out
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from abacus_interp.checkpoints import list_checkpoints, load_tensors, subsample_evenly
+from abacus_interp.errors import UserError
 from abacus_interp.jsonsafe import json_safe
 
 from ..common import resolve
@@ -98,7 +99,7 @@ KEY_SOURCES = ("both", "embed", "neuron_logit")
 
 def _embedding_section(model, task, threshold: float, key_source: str) -> dict:
     if key_source not in KEY_SOURCES:
-        raise ValueError(f"key_source must be one of {KEY_SOURCES}, got {key_source!r}")
+        raise UserError(f"key_source must be one of {KEY_SOURCES}, got {key_source!r}")
     p = task.modulus
     w_e = embed_residues(model, task.vocab, p)
     norms, const = frequency_norms(w_e)
@@ -223,7 +224,7 @@ def _base10(subject, max_checkpoints, progress) -> FourierResult:
     model, task, run_dir = subject.model, subject.task, subject.run_dir
     digit_ids = torch.tensor(task.vocab.digit_ids, dtype=torch.long)
     if len(digit_ids) != 10:
-        raise ValueError(f"the base-10 view needs the digit tokens 0..9; task {task.name!r} has {len(digit_ids)}")
+        raise UserError(f"the base-10 view needs the digit tokens 0..9; task {task.name!r} has {len(digit_ids)}")
     data: dict[str, Any] = {"kind": "base10", "task": {"name": task.name}}
     data["base10"] = base10_power(model.W_E.detach()[digit_ids.to(model.W_E.device)].double().cpu())
     series = None

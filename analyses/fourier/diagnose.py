@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from abacus_interp.checkpoints import read_metrics, read_run_config
+from abacus_interp.errors import UserError
 
 from .progress import detect_phases
 
@@ -159,7 +160,7 @@ def diagnose(run_dir: str | Path | None = None, config: dict[str, Any] | None = 
         config = config or read_run_config(run_dir)
         metrics = metrics if metrics is not None else read_metrics(run_dir)
     if config is None:
-        raise ValueError("diagnose needs a run directory or a config dict")
+        raise UserError("diagnose needs a run directory or a config dict")
     diffs = compare_config(config)
     curves, grokked = curve_findings(metrics or [], config)
     sentences = list(curves)

@@ -25,6 +25,7 @@ from abacus_interp.checkpoints import (
     subsample_evenly,
 )
 from abacus_interp.config import ModelConfig
+from abacus_interp.errors import UserError
 from abacus_interp.model import LoopedTransformer
 
 from .basis import KEY_THRESHOLD, component_norms, gini, key_frequencies
@@ -83,7 +84,7 @@ def progress_measures(
     model = LoopedTransformer(cfg).eval()
     ckpts = subsample_evenly(list_checkpoints(run_dir), max_checkpoints)
     if not ckpts:
-        raise ValueError(f"{run_dir} has no checkpoints; train it first")
+        raise UserError(f"{run_dir} has no checkpoints; train it first")
     p, vocab = task.p, task.vocab
     train_pairs, test_pairs = task.split()
     train_index, test_index = pair_index(train_pairs, p), pair_index(test_pairs, p)

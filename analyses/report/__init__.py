@@ -4,7 +4,8 @@
     >>> build_report("checkpoints/small-add", "report/")          # -> Path("report/index.html")
 
 Writes `OUT/index.html` (plotly.js inlined once, nothing fetched when viewed) and
-`OUT/report.json`:
+`OUT/report.json`, both at the end, through a folder beside OUT renamed into place: a report
+that fails leaves no new OUT behind, and an OUT that existed keeps its other files:
 
     {"run": ..., "compare": ..., "generated": ..., "sizes": {...},
      "timing": {"total_s": ..., "sections": {key: seconds}},
@@ -22,8 +23,11 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import logging
+import os
+import shutil
 import time
 import traceback
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -31,6 +35,7 @@ from typing import Any
 import plotly.io as pio
 from tqdm.auto import tqdm
 
+from abacus_interp.errors import MissingPathError, UserError, check_output_dir
 from abacus_interp.jsonsafe import json_safe
 from abacus_interp.runtime import torch_threads as limit_threads
 
@@ -45,7 +50,7 @@ __all__ = ["build_report", "ReportSizes", "SECTIONS", "load_report_json"]
 def _resolve_run(run) -> Path:
     run = Path(run)
     if not (run / "config.json").is_file():
-        raise FileNotFoundError(f"{run} is not a run directory (no config.json); pass a directory made by `abacus-interp train`")
+        raise MissingPathError(f"{run} is not a run directory (no config.json); pass a directory made by `abacus-interp train`")
     return run
 
 
@@ -62,6 +67,7 @@ def build_report(
     progress: bool = True,
     torch_threads: int | None = 1,
     device: str = "auto",
+    step: int | None = None,
 ) -> Path:
     """Write the report of `run` (optionally compared with run `compare`) into `out`;
     return the path of the HTML file.
@@ -77,6 +83,8 @@ def build_report(
     architectures: a directory written by `abacus-interp compare` (its comparison.json),
       shown as the "architectures" section; without it that section is omitted.
     device: where the model runs, "auto" (CUDA when a GPU is visible), "cpu", "cuda", ...
+    step: the checkpoint step the model is loaded from, as `abacus-interp eval --step`
+      (default: the latest); analyses over training still read every checkpoint of the run.
     """
     from abacus_interp.checkpoints import load_model, read_run_config
     from abacus_interp.tasks import task_from_config
@@ -84,14 +92,14 @@ def build_report(
     started = time.perf_counter()
     run_dir = _resolve_run(run)
     compare_dir = _resolve_run(compare) if compare is not None else None
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = check_output_dir(out)  # now, not after minutes of analyses
+    weights = run_dir if step is None else _checkpoint_at(run_dir, step)
     sizes = sizes or ReportSizes()
     known = [s.key for s in SECTIONS]
     if sections is not None:
         unknown = sorted(set(sections) - set(known))
         if unknown:
-            raise ValueError(f"unknown report sections {unknown}; choose from {known}")
+            raise UserError(f"unknown report sections {unknown}; choose from {known}")
 
     config = read_run_config(run_dir)
     task = task_from_config(config["task"])
@@ -99,7 +107,7 @@ def build_report(
     figures: dict[str, dict[str, str]] = {}  # section -> figure name -> plotly JSON
     extra_html: dict[str, str] = {}
     with limit_threads(torch_threads):
-        model = load_model(run_dir, device=device)
+        model = load_model(weights, device=device)
         ctx = Context(run_dir=run_dir, config=config, model=model, task=task, compare_dir=compare_dir,
                       sizes=sizes, seed=seed, ablation_dir=Path(ablation) if ablation is not None else None,
                       architectures_dir=Path(architectures) if architectures is not None else None)
@@ -130,12 +138,49 @@ def build_report(
         "sections": {r["key"]: r for r in results},
     }
     report = json_safe(report)
-    json_path = out / "report.json"
-    json_path.write_text(json.dumps(report, indent=1, allow_nan=False))
+    _write_all(out, {"report.json": json.dumps(report, indent=1, allow_nan=False),
+                     "index.html": render_html(report, figures, extra_html)})
     html_path = out / "index.html"
-    html_path.write_text(render_html(report, figures, extra_html), encoding="utf-8")
     logger.info("report of %s written to %s in %.1f s", run_dir, html_path, total_s)
     return html_path
+
+
+def _checkpoint_at(run_dir: Path, step: int) -> Path:
+    from abacus_interp.checkpoints import CheckpointError, list_checkpoints, step_path
+
+    path = step_path(run_dir, step)
+    if not path.exists():
+        steps = ", ".join(str(s) for s, _ in list_checkpoints(run_dir))
+        raise CheckpointError(f"{run_dir} has no checkpoint at step {step}; its steps: {steps}")
+    return path
+
+
+def _write_all(out: Path, files: dict[str, str]) -> None:
+    """Write `files` (name -> text) into `out`, all or none: into a new folder beside `out`,
+    then renamed onto `out` (or, when `out` exists, each file moved into it). On failure the
+    staging folder and any parent folders created for it are removed; nothing else is."""
+    missing = [p for p in [out.parent, *out.parent.parents] if not p.exists()]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    stage = out.parent / f".{out.name}.{uuid.uuid4().hex[:12]}.partial"
+    stage.mkdir()
+    try:
+        for name, text in files.items():
+            (stage / name).write_text(text, encoding="utf-8")
+        if out.is_dir():
+            for name in files:
+                os.replace(stage / name, out / name)
+        else:
+            os.replace(stage, out)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        for parent in missing:  # deepest first; only the ones this call made, and only if empty
+            try:
+                parent.rmdir()
+            except OSError:
+                break
+        raise
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
 
 
 def _entry(spec: SectionSpec, status: str, **kw) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from abacus_interp.errors import MissingPathError
 from abacus_interp.jsonsafe import json_safe
 from analyses.contract import Analysis, RunContext
 from analyses.registry import ANALYSES
@@ -301,7 +302,7 @@ def _grid_json(directory: Path | None, name: str, command: str, option: str) -> 
         raise Omitted(f"no --{option} given: run `abacus-interp {command} --out DIR` and pass `--{option} DIR`")
     path = directory / name
     if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist; run `abacus-interp {command} --out {directory}` first")
+        raise MissingPathError(f"{path} does not exist; run `abacus-interp {command} --out {directory}` first")
     return json.loads(path.read_text())
 
 
