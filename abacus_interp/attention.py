@@ -147,6 +147,16 @@ class AttentionContext:
         return cls(mask=mask, rotary=rotary)
 
 
+def bias_or_zero(module: nn.Module, name: str, zeros: Tensor, trainable: bool) -> None:
+    """Give `module` the bias `name`: a parameter, or (`trainable=False`, a model without that
+    bias) a zero buffer that is neither saved nor trained, so code that adds or reads the
+    bias needs no second path and a bias-free checkpoint has no such key."""
+    if trainable:
+        setattr(module, name, nn.Parameter(zeros))
+    else:
+        module.register_buffer(name, zeros, persistent=False)
+
+
 class Attention(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -156,10 +166,8 @@ class Attention(nn.Module):
         self.W_K = nn.Parameter(torch.empty(h, d, e))
         self.W_V = nn.Parameter(torch.empty(h, d, e))
         self.W_O = nn.Parameter(torch.empty(h, e, d))
-        self.b_Q = nn.Parameter(torch.zeros(h, e))
-        self.b_K = nn.Parameter(torch.zeros(h, e))
-        self.b_V = nn.Parameter(torch.zeros(h, e))
-        self.b_O = nn.Parameter(torch.zeros(d))
+        for name, shape in (("b_Q", (h, e)), ("b_K", (h, e)), ("b_V", (h, e)), ("b_O", (d,))):
+            bias_or_zero(self, name, torch.zeros(shape), cfg.attn_bias)
         for w in (self.W_Q, self.W_K, self.W_V, self.W_O):
             nn.init.normal_(w, std=cfg.init_std)
 

@@ -153,7 +153,7 @@ def run_comparison(
 ) -> dict[str, Any]:
     """Train (or resume) each selected cell under `out/cells/`, evaluate it, and write
     `out/comparison.json` over every evaluated cell there; returns its content."""
-    from .training import apply_overrides, get_preset
+    from .training import RunConfig, apply_overrides, get_preset
     from .training.launch import train_run
 
     out = check_output_dir(out)
@@ -164,8 +164,10 @@ def run_comparison(
         cfg = apply_overrides(get_preset(spec.preset), [*spec.base, *contender.overrides])
         if eval_path.exists():
             # a finished cell counts only if it is the cell asked for, not one trained with
-            # other --set values into the same directory
-            if ckpt.read_run_config(cell_dir) != json.loads(json.dumps(cfg.to_dict())):
+            # other --set values into the same directory; read back through RunConfig, so a
+            # field added since (at its default) is no difference
+            saved = RunConfig.from_dict(ckpt.read_run_config(cell_dir)).to_dict()
+            if json.loads(json.dumps(saved)) != json.loads(json.dumps(cfg.to_dict())):
                 raise UserError(f"{cell_dir} was trained with other settings than this comparison asks for; "
                                  "pass the same --set values, or choose a new --out")
             continue

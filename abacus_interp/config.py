@@ -87,6 +87,15 @@ class ModelConfig:
     # loop count per problem decides it.
     halt_tol: float | None = None
     init_std: float = 0.02
+    # The std of W_U's initialisation; None: init_std. Nanda et al.'s grokking model draws
+    # W_U with std 1/sqrt(d_vocab) and every other weight with 1/sqrt(d_model).
+    unembed_init_std: float | None = None
+    # Biases of attention (b_Q, b_K, b_V, b_O) and of the unembedding (b_U). False: the
+    # parameter does not exist (Nanda et al.'s grokking model has neither); a zero buffer of
+    # the same name and shape, never saved or trained, stands in for it, so the forward pass,
+    # the hook shapes and every analysis that reads `attn.b_O` or `b_U` are unchanged.
+    attn_bias: bool = True
+    unembed_bias: bool = True
     ln_eps: float = 1e-5
     # True: every token after the first "=" is read as the placeholder "_", so the model fills
     # the whole answer in one forward pass and carries travel through depth (loops), not
@@ -138,6 +147,10 @@ class ModelConfig:
                 f"ModelConfig.halt_tol={self.halt_tol}: adaptive halting needs a positive tolerance and "
                 "answer_slots (a task with answer_format='slots'); leave it null otherwise"
             )
+        if self.unembed_init_std is not None and not self.unembed_init_std > 0:
+            raise ValueError(f"ModelConfig.unembed_init_std={self.unembed_init_std} must be > 0, or null for init_std")
+        if self.unembed_init_std is not None and self.tie_unembed:
+            raise ValueError("ModelConfig.unembed_init_std sets W_U's init, but tie_unembed=true has no W_U; leave it null")
         if self.rotary_base <= 1:
             raise UserError(f"ModelConfig.rotary_base={self.rotary_base} must be > 1")
         if self.attends_by_index and not looped:
@@ -192,7 +205,7 @@ class ModelConfig:
             # left out, so a looped config is written exactly as before the field existed and
             # resuming a run started then still finds the same model config
             del out["family"]
-        for name in ("rotary", "rotary_base", "abacus_window", "halt_tol"):
+        for name in _OMITTED_AT_DEFAULT:
             # at their defaults, left out for the same reason: older runs resume unchanged
             if out[name] == _DEFAULTS[name]:
                 del out[name]
@@ -216,3 +229,7 @@ class ModelConfig:
 
 
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
+# Fields added after runs were saved: left out of to_dict at their defaults, so those runs'
+# configs read (and resume) as the same model.
+_OMITTED_AT_DEFAULT = ("rotary", "rotary_base", "abacus_window", "halt_tol", "unembed_init_std", "attn_bias",
+                       "unembed_bias")

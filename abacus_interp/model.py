@@ -25,7 +25,7 @@ from torch import Tensor, nn
 from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
-from .attention import Attention, AttentionContext, AttentionHooks, KVEntry
+from .attention import Attention, AttentionContext, AttentionHooks, KVEntry, bias_or_zero
 from .config import ModelConfig
 from .errors import UserError
 from .positions import abacus_indices, digit_table, learned_indices
@@ -150,11 +150,13 @@ def build_embeddings(model: nn.Module, cfg: ModelConfig) -> None:
 
 
 def build_readout(model: nn.Module, cfg: ModelConfig) -> None:
-    """The output side every family shares: ln_final, W_U (unless tied to W_E) and b_U."""
+    """The output side every family shares: ln_final, W_U (unless tied to W_E) and b_U (a
+    zero buffer without `cfg.unembed_bias`)."""
     model.ln_final = LayerNorm(cfg, with_hook=True)
     if not cfg.tie_unembed:
-        model.W_U = nn.Parameter(torch.randn(cfg.d_model, cfg.d_vocab) * cfg.init_std)
-    model.b_U = nn.Parameter(torch.zeros(cfg.d_vocab))
+        std = cfg.init_std if cfg.unembed_init_std is None else cfg.unembed_init_std
+        model.W_U = nn.Parameter(torch.randn(cfg.d_model, cfg.d_vocab) * std)
+    bias_or_zero(model, "b_U", torch.zeros(cfg.d_vocab), cfg.unembed_bias)
 
 
 class LoopedTransformer(HookedRootModule):

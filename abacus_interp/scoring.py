@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from .tokens import EOS_ID, Batch, encode_batch
+from .tokens import EOS_ID, PAD_ID, Batch, encode_batch
 
 
 def without_eos(tokens: Int[Tensor, "batch pos"], loss_mask: Bool[Tensor, "batch pos"]) -> Bool[Tensor, "batch pos"]:
@@ -26,15 +26,13 @@ def without_eos(tokens: Int[Tensor, "batch pos"], loss_mask: Bool[Tensor, "batch
     return loss_mask & ~next_is_eos
 
 
-def restrict_readout(
-    logits: Float[Tensor, "n d_vocab"], targets: Tensor, allowed: Tensor
-) -> tuple[Float[Tensor, "n n_allowed"], Tensor]:
-    """Logits of the `allowed` token ids only (the others leave the softmax), and the targets
-    re-indexed into that list. A target outside `allowed` is a ValueError: its probability
-    under this readout is zero."""
-    allowed = allowed.to(logits.device)
-    index = torch.full((logits.shape[-1],), -1, dtype=torch.long, device=logits.device)
-    index[allowed] = torch.arange(len(allowed), device=logits.device)
+def readout_targets(targets: Int[Tensor, " n"], allowed: Tensor, d_vocab: int) -> Int[Tensor, " n"]:
+    """`targets` (token ids below `d_vocab`) re-indexed into the restricted readout `allowed`,
+    on the targets' device. A target outside `allowed` is a ValueError: its probability under
+    this readout is zero, so its loss would be infinite."""
+    allowed = allowed.to(targets.device)
+    index = torch.full((d_vocab,), -1, dtype=torch.long, device=targets.device)
+    index[allowed] = torch.arange(len(allowed), device=targets.device)
     new_targets = index[targets]
     if (new_targets < 0).any():
         bad = sorted(set(targets[new_targets < 0].tolist()))[:5]
@@ -42,7 +40,7 @@ def restrict_readout(
             f"target token ids {bad} are outside the restricted readout ({len(allowed)} ids); score "
             "only the answer tokens (no EOS) with a readout restricted to the answer symbols"
         )
-    return logits[:, allowed], new_targets
+    return new_targets
 
 
 def next_token_loss(
@@ -52,27 +50,57 @@ def next_token_loss(
     dtype: torch.dtype = torch.float32,
     allowed: Tensor | None = None,
 ) -> Float[Tensor, ""]:
-    """Mean cross-entropy of the next token over the masked positions. `dtype=float64`
-    follows Nanda et al.: in float32, grokking's tiny losses underflow and stall.
-    `allowed` (token ids) restricts the softmax to those ids, as Nanda et al.'s readout over
-    the p residues; None: the whole vocabulary."""
-    mask = loss_mask[:, :-1]
-    logits = logits[:, :-1][mask].to(dtype)  # [n_scored d_vocab]
-    targets = tokens[:, 1:][mask]  # [n_scored]
+    """Mean cross-entropy of the next token over the masked positions, the one loss of
+    training and scoring on every device. `dtype=float64` follows Nanda et al.: in float32,
+    grokking's tiny losses underflow and stall. `allowed` (token ids) restricts the softmax
+    to those ids, as Nanda et al.'s readout; None: the whole vocabulary. A scored target
+    outside `allowed` is a ValueError.
+
+    Which positions are scored and what their targets are is worked out where `tokens` and
+    `loss_mask` live; only the logits need be on the accelerator. The training loop passes
+    them in host memory, so the loss never makes the host wait for the device (and a bad
+    target is caught before the step), whatever the device."""
+    if tokens.device != loss_mask.device:
+        raise ValueError(f"tokens ({tokens.device}) and loss_mask ({loss_mask.device}) must be on one device")
+    rows, positions = loss_mask[:, :-1].nonzero(as_tuple=True)  # the scored positions, in row-major order
+    targets = tokens[:, 1:][rows, positions]  # [n_scored]
     if allowed is not None:
-        logits, targets = restrict_readout(logits, targets, allowed)
-    return F.cross_entropy(logits, targets)
+        targets = readout_targets(targets, allowed, logits.shape[-1])
+    device = logits.device
+    rows, positions = rows.to(device, non_blocking=True), positions.to(device, non_blocking=True)
+    logits = logits[:, :-1][rows, positions].to(dtype)  # [n_scored d_vocab]
+    if allowed is not None:
+        logits = logits[:, allowed.to(device, non_blocking=True)]
+    return F.cross_entropy(logits, targets.to(device, non_blocking=True))
+
+
+def readout_ids(readout: str, task) -> Tensor | None:
+    """The token ids a run's softmax covers (`train.readout`): None for "all" (the whole
+    vocabulary), the task's answer symbols for "answer_symbols", every token but PAD and EOS
+    for "symbols"."""
+    if readout == "all":
+        return None
+    if readout == "answer_symbols":
+        if task.answer_token_ids is None:
+            raise ValueError(
+                f"train.readout='answer_symbols' needs a task that declares its answer tokens "
+                f"(Task.answer_token_ids); {task.name!r} does not, so use train.readout=all or symbols"
+            )
+        return torch.tensor(task.answer_token_ids, dtype=torch.long)
+    if readout == "symbols":
+        return torch.tensor([i for i in range(len(task.vocab)) if i not in (PAD_ID, EOS_ID)], dtype=torch.long)
+    raise ValueError(f"train.readout={readout!r}; choose one of all, answer_symbols, symbols")
 
 
 def run_readout(train: dict, task) -> dict:
-    """How a run was trained to answer, as `score_examples` keywords: `allowed` (the task's
-    answer token ids for `train.readout="answer_symbols"`, else None) and `eos` (False for
+    """How a run was trained to answer, as `score_examples` keywords: `allowed` (the token
+    ids its readout covers, `readout_ids`; None for the whole vocabulary) and `eos` (False for
     `train.loss_positions="answer_tokens"`: the EOS was never trained, so it is not scored).
     `train` is config.json's "train" dict."""
-    allowed = None
-    if train.get("readout", "all") == "answer_symbols" and task.answer_token_ids is not None:
-        allowed = torch.tensor(task.answer_token_ids, dtype=torch.long)
-    return {"allowed": allowed, "eos": train.get("loss_positions", "answer") != "answer_tokens"}
+    return {
+        "allowed": readout_ids(train.get("readout", "all"), task),
+        "eos": train.get("loss_positions", "answer") != "answer_tokens",
+    }
 
 
 def decode_budget(task, examples: Sequence, eos: bool = True) -> int:

@@ -351,13 +351,14 @@ def _small_grok(*extra: str, preset: str = "grok-mod113") -> RunConfig:
 
 
 def test_answer_token_loss_with_a_residue_readout_matches_a_direct_computation():
-    """grok-mod113's loss (answer token only, softmax over the p residues) equals the
-    cross-entropy of the full forward's '=' logits restricted to the residue columns, although
-    the loop feeds the model only the prompt "a b =" (the model is causal)."""
+    """The residue readout's loss (answer token only, softmax over the p residues: the shipped
+    grok-mod113 run's) equals the cross-entropy of the full forward's '=' logits restricted to
+    the residue columns, although the loop feeds the model only the prompt "a b =" (the model
+    is causal)."""
     from abacus_interp.model import LoopedTransformer
     from abacus_interp.scoring import without_eos
 
-    cfg = _small_grok()
+    cfg = _small_grok("train.readout=answer_symbols")
     assert (cfg.train.loss_positions, cfg.train.readout) == ("answer_tokens", "answer_symbols")
     task = cfg.make_task()
     assert task.answer_token_ids == tuple(task.vocab.encode(" ".join(map(str, range(13)))))
@@ -435,7 +436,8 @@ def test_evaluation_scores_a_run_the_way_it_was_trained():
     cfg = _small_grok()
     task = cfg.make_task()
     readout = run_readout(cfg.to_dict()["train"], task)
-    assert readout["eos"] is False and readout["allowed"].tolist() == list(task.answer_token_ids)
+    # grok-mod113 reads out over the p + 1 symbols (residues and "="), as Nanda et al.'s model
+    assert readout["eos"] is False and readout["allowed"].tolist() == [*task.answer_token_ids, *task.vocab.encode("=")]
     fast = _small_grok(preset="grok-mod113-fast")
     assert run_readout(fast.to_dict()["train"], task) == {"allowed": None, "eos": True}
     model = LoopedTransformer(cfg.model)

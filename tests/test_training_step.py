@@ -101,30 +101,6 @@ def test_a_divergence_between_logged_steps_is_caught_before_the_next_checkpoint(
     assert [r["step"] for r in ckpt.read_metrics(tmp_path / "run")] == [1, 2, 4]
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_the_gpu_loss_is_the_scoring_loss_without_boolean_indexing(dtype):
-    """On a GPU the loop scores with `masked_next_token_loss` (no host wait); it must be the
-    same mean as `next_token_loss`, over the whole vocabulary or a restricted readout."""
-    generator = torch.Generator().manual_seed(0)
-    logits = torch.randn(6, 9, 14, generator=generator)
-    tokens = torch.randint(2, 14, (6, 9), generator=generator)
-    loss_mask = torch.rand(6, 9, generator=generator) < 0.4
-    loss_mask[0, 3] = True
-    torch.testing.assert_close(
-        loop_module.masked_next_token_loss(logits, tokens, loss_mask, dtype),
-        next_token_loss(logits, tokens, loss_mask, dtype),
-    )
-    allowed = torch.arange(2, 14)  # every target is among them
-    torch.testing.assert_close(
-        loop_module.masked_next_token_loss(logits, tokens, loss_mask, dtype, allowed),
-        next_token_loss(logits, tokens, loss_mask, dtype, allowed),
-    )
-    # a scored target outside the readout: NaN, which the loop stops on, never a quiet number
-    narrow = torch.arange(2, 8)
-    tokens[0, 4] = 12
-    assert loop_module.masked_next_token_loss(logits, tokens, loss_mask, dtype, narrow).isnan()
-
-
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("progressive", ["none", "mcleish", "mix"])

@@ -3,7 +3,8 @@
 Every residue is a single token (separator " "), so the model cannot use digit structure and
 has to discover the Fourier features the analyses look for. The data set is all p^2 pairs,
 split once by a seeded permutation into a fixed train set (the first
-round(train_fraction * p^2) pairs) and the held-out rest; grokking is the test accuracy
+round(train_fraction * p^2) pairs, or with split_rounding="floor" int(train_fraction * p^2),
+Nanda et al.'s count) and the held-out rest; grokking is the test accuracy
 jumping long after the train set is memorised, so the split must never move.
 """
 
@@ -19,6 +20,9 @@ from abacus_interp.tasks.base import Example, Task, check_count, check_operand, 
 from abacus_interp.tokens import Vocab
 
 SPLITS = ("train", "test", "all")
+# "round": round(train_fraction * p^2) training pairs; "floor": int(train_fraction * p^2), as
+# Nanda et al.'s gen_train_test (3,830 pairs for p=113 at 0.3 where "round" gives 3,831)
+SPLIT_ROUNDINGS = ("round", "floor")
 
 
 class ModularAdditionTask(Task):
@@ -32,14 +36,18 @@ class ModularAdditionTask(Task):
     def modulus(self) -> int:
         return self.p
 
-    def __init__(self, p: int = 113, train_fraction: float = 0.3, split_seed: int = 0) -> None:
+    def __init__(self, p: int = 113, train_fraction: float = 0.3, split_seed: int = 0,
+                 split_rounding: str = "round") -> None:
         if isinstance(p, bool) or not isinstance(p, int) or p < 2:
             raise UserError(f"p must be an integer modulus >= 2, got {p!r}")
         if not isinstance(train_fraction, (int, float)) or not 0.0 < train_fraction <= 1.0:
             raise UserError(f"train_fraction must be in (0, 1], got {train_fraction!r}")
         if isinstance(split_seed, bool) or not isinstance(split_seed, int):
             raise UserError(f"split_seed must be an integer, got {split_seed!r}")
+        if split_rounding not in SPLIT_ROUNDINGS:
+            raise UserError(f"split_rounding must be one of {SPLIT_ROUNDINGS}, got {split_rounding!r}")
         self.p = p
+        self.split_rounding = split_rounding
         self.train_fraction = float(train_fraction)
         self.split_seed = split_seed
         self.vocab = Vocab(symbols=(*(str(r) for r in range(p)), "="), separator=" ")
@@ -56,7 +64,8 @@ class ModularAdditionTask(Task):
 
     @property
     def n_train(self) -> int:
-        return round(self.train_fraction * self.p**2)
+        exact = self.train_fraction * self.p**2
+        return int(exact) if self.split_rounding == "floor" else round(exact)
 
     @cached_property
     def _split_pairs(self) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
@@ -127,4 +136,7 @@ class ModularAdditionTask(Task):
         return 5
 
     def config(self) -> dict[str, Any]:
-        return {"p": self.p, "train_fraction": self.train_fraction, "split_seed": self.split_seed}
+        config = {"p": self.p, "train_fraction": self.train_fraction, "split_seed": self.split_seed}
+        if self.split_rounding != "round":  # left out at its default: configs written before it read the same
+            config["split_rounding"] = self.split_rounding
+        return config

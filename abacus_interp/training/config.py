@@ -12,11 +12,12 @@ from typing import Any
 from ..config import ModelConfig
 from ..errors import UserError
 from ..tasks import get_task
+from .decay import WEIGHT_DECAY_RULES
 
 SCHEDULES = ("cosine", "linear", "constant")
 PROGRESSIVE = ("none", "mcleish", "mix")
 LOSS_POSITIONS = ("answer", "answer_tokens", "all")
-READOUTS = ("all", "answer_symbols")
+READOUTS = ("all", "answer_symbols", "symbols")
 LOSS_DTYPES = ("float32", "float64")
 DEVICES = ("auto", "cpu", "cuda")
 
@@ -28,8 +29,19 @@ class TrainConfig:
     batch_size: int | None = 128
     lr: float = 1e-3
     weight_decay: float = 0.01
+    # Which parameters weight decay acts on, chosen by name (training/decay.py lists the
+    # names of each): "all" (Nanda et al.: AdamW over every parameter, biases included);
+    # "matrices" (the W_* weights only: no bias, no LayerNorm); "matrices_and_qkv_biases",
+    # the default: the W_* and attention's b_Q, b_K, b_V. That is what every run before this
+    # option decayed (its rule, "tensors of rank >= 2", also caught the per-head biases,
+    # stored [head, d_head]), kept so those runs resume with the same optimizer groups.
+    weight_decay_on: str = "matrices_and_qkv_biases"
     betas: tuple[float, float] = (0.9, 0.98)
     warmup_steps: int = 100
+    # True: step s trains at lr * (s - 1) / warmup_steps during warmup, so the first update has
+    # lr 0 and only fills Adam's moments: a LambdaLR(min(step / warmup, 1)) stepped after each
+    # update, as Nanda et al. ran it. False: step s at lr * s / warmup_steps.
+    warmup_starts_at_zero: bool = False
     schedule: str = "cosine"
     # the cosine/linear schedule decays to lr * min_lr_ratio
     min_lr_ratio: float = 0.1
@@ -39,10 +51,12 @@ class TrainConfig:
     # "answer_tokens": the answer tokens without the EOS (Nanda et al.'s loss); "all": every
     # position whose next token is real.
     loss_positions: str = "answer"
-    # "all": softmax over the whole vocabulary; "answer_symbols": over the token ids the task
-    # declares as answers (`Task.answer_token_ids`: the p residues for modular addition, as
-    # Nanda et al.'s unembedding), which needs loss_positions="answer_tokens". Evaluation
-    # during training reads out the same way.
+    # "all": softmax over the whole vocabulary (PAD and EOS included); "answer_symbols": over
+    # the token ids the task declares as answers (`Task.answer_token_ids`: the p residues for
+    # modular addition); "symbols": over every token but PAD and EOS (for modular addition
+    # the p residues and "=", the p + 1 logits of Nanda et al.'s unembedding). Both restricted
+    # readouts leave EOS out, so they need loss_positions="answer_tokens". Evaluation during
+    # training reads out the same way.
     readout: str = "all"
     # "mcleish": (1-alpha)*full-depth loss + alpha*loss after n loops without gradient and k
     # with (McLeish et al.), which teaches the loop to improve any state, not only the one
@@ -97,12 +111,13 @@ class TrainConfig:
             ("readout", self.readout, READOUTS),
             ("loss_dtype", self.loss_dtype, LOSS_DTYPES),
             ("device", self.device, DEVICES),
+            ("weight_decay_on", self.weight_decay_on, tuple(WEIGHT_DECAY_RULES)),
         ]:
             if value not in allowed:
                 raise UserError(f"train.{name}={value!r}; choose one of {allowed}")
-        if self.readout == "answer_symbols" and self.loss_positions != "answer_tokens":
+        if self.readout != "all" and self.loss_positions != "answer_tokens":
             raise UserError(
-                f"train.readout='answer_symbols' scores answer symbols only, but train.loss_positions="
+                f"train.readout={self.readout!r} leaves EOS out of the softmax, but train.loss_positions="
                 f"{self.loss_positions!r} also scores {'EOS' if self.loss_positions == 'answer' else 'prompt tokens and EOS'}; "
                 "set train.loss_positions=answer_tokens, or train.readout=all"
             )

@@ -23,19 +23,20 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from jaxtyping import Bool, Float, Int
-from torch import Tensor
 from tqdm.auto import tqdm
 
 from .. import checkpoints as ckpt
+from ..config import ModelConfig
 from ..errors import UserError, check_output_dir
 from ..evaluation.heldout import heldout_sets
 from ..families import build_model
 from ..positions import sample_offsets
 from ..scoring import next_token_loss, score_examples
+from ..scoring import readout_ids as scoring_readout_ids
 from . import distributed as dist_utils
 from .config import RunConfig
 from .data import BatchSource, ShardWeights, scored_positions, shard_rows
+from .decay import parameter_groups
 from .schedule import checkpoint_steps, lr_multiplier
 
 logger = logging.getLogger(__name__)
@@ -58,20 +59,19 @@ class TrainResult:
 
 
 def readout_ids(cfg: RunConfig, task, device=None) -> torch.Tensor | None:
-    """The token ids the loss and evaluation read out over: the task's answer symbols for
-    `train.readout="answer_symbols"`, None (the whole vocabulary) otherwise."""
-    if cfg.train.readout == "all":
-        return None
-    return torch.tensor(task.answer_token_ids, dtype=torch.long, device=device)
+    """The token ids the loss and evaluation read out over (`scoring.readout_ids` of
+    `train.readout`), on `device`; None for the whole vocabulary."""
+    ids = scoring_readout_ids(cfg.train.readout, task)
+    return None if ids is None else ids.to(device)
 
 
 def training_losses(model, batch, generator, cfg, device, autocast, allowed=None, part=(0, 1)):
     """Full-depth loss, plus the progressive-loss term when configured. `batch` is the
     step's whole batch, in host memory; `part`: (rank, world_size), this process's rows of it
     (`data.shard_rows`), its loss weighted so that the average over ranks is the whole
-    batch's loss. `allowed`: the readout's token ids (`readout_ids`), None for the whole
-    vocabulary. Returns (loss, full-depth loss, full-depth state, scored positions), of this
-    rank's rows.
+    batch's loss. `allowed`: the readout's token ids (`readout_ids`) in host memory, None
+    for the whole vocabulary. Returns (loss, full-depth loss, full-depth state, scored
+    positions), of this rank's rows.
 
     Nothing here waits for the device: the masks, the last scored position and the Abacus
     offsets are worked out on the host, and the copies to the device are non-blocking."""
@@ -95,16 +95,16 @@ def training_losses(model, batch, generator, cfg, device, autocast, allowed=None
         offsets = sample_offsets(
             batch.tokens.shape[0], cfg.model.abacus_max_offset, cfg.model.abacus_offset_mode, generator
         )[rows]
+    host_tokens, host_mask = batch.tokens[rows, : n_in + 1], scored[rows, : n_in + 1]
     tokens, loss_mask = to_device(batch.tokens[rows], device), to_device(scored[rows], device)
-    # On the CPU exactly the scoring module's loss, so CPU runs keep their numbers bit for
-    # bit; elsewhere one that never makes the host wait (the same mean, summed in another order)
-    loss_function = next_token_loss if device.type == "cpu" else masked_next_token_loss
 
     def loss_of(state):  # state: [batch n_in d_model]
         logits = model.unembed(state)
         if n_in < tokens.shape[1]:  # a zero row for position n_in, which is never scored
             logits = F.pad(logits, (0, 0, 0, 1))
-        mean = loss_function(logits, tokens[:, : n_in + 1], loss_mask[:, : n_in + 1], dtype, allowed)
+        # the targets and scored positions from host memory: nothing waits for the device,
+        # and a target outside the readout raises here, before the step, on every device
+        mean = next_token_loss(logits, host_tokens, host_mask, dtype, allowed)
         return mean * weights.per_token
 
     with autocast:
@@ -148,29 +148,6 @@ def training_losses(model, batch, generator, cfg, device, autocast, allowed=None
             settle = relative_step(states[deepest], states[deepest - 1], valid).mean() * weights.per_example
             loss = loss + tcfg.step_penalty * settle
         return loss, full, state_full, loss_mask
-
-
-def masked_next_token_loss(
-    logits: Float[Tensor, "batch pos d_vocab"],
-    tokens: Int[Tensor, "batch pos"],
-    loss_mask: Bool[Tensor, "batch pos"],
-    dtype: torch.dtype = torch.float32,
-    allowed: Tensor | None = None,
-) -> Float[Tensor, ""]:
-    """`scoring.next_token_loss` without boolean indexing, which makes the host wait until
-    the device has counted the scored positions: the cross-entropy of every position, masked
-    and averaged. The same mean up to the order of summation. A scored target outside
-    `allowed` gives NaN (the loop stops on it as a divergence) where next_token_loss raises."""
-    mask = loss_mask[:, :-1]  # [batch pos-1]
-    logits = logits[:, :-1].to(dtype)  # [batch pos-1 d_vocab]
-    targets = tokens[:, 1:]  # [batch pos-1]
-    if allowed is not None:  # the readout over `allowed` only, targets re-indexed into it
-        index = torch.full((logits.shape[-1],), -1, dtype=torch.long, device=logits.device)
-        index[allowed] = torch.arange(len(allowed), device=logits.device)
-        logits, targets = logits[..., allowed], index[targets]
-    per_position = F.cross_entropy(logits.flatten(0, 1), targets.clamp(min=0).flatten(), reduction="none")
-    per_position = per_position.view_as(targets).masked_fill(mask & (targets < 0), float("nan"))
-    return (per_position * mask).sum() / mask.sum()
 
 
 def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
@@ -258,7 +235,9 @@ def _start(run_dir: Path, cfg: RunConfig, model, optimizer, is_writer: bool) -> 
     config_path = run_dir / "config.json"
     if (run_dir / "resume" / "state.json").exists():
         saved = ckpt.read_run_config(run_dir)
-        if saved["model"] != cfg.model.to_dict() or saved["task"] != cfg.to_dict()["task"]:
+        # the model compared as a config, not as written: a field added since the run was
+        # saved reads back at its default (the model the run was trained with)
+        if ModelConfig.from_dict(saved["model"]) != cfg.model or saved["task"] != cfg.to_dict()["task"]:
             raise UserError(
                 f"{run_dir} holds a run with a different model or task config; "
                 "resume with the same preset and --set values, or choose a new --out"
@@ -313,11 +292,8 @@ def _train(cfg: RunConfig, run_dir: Path, progress: bool, world: dist_utils.Worl
     if tcfg.compile:  # compiles in place: the checkpoints' state_dict keys are unchanged
         model.compile_loops()
     dist_utils.broadcast_parameters(model, world)
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": tcfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=tcfg.lr, betas=tcfg.betas,
+        parameter_groups(model, tcfg.weight_decay, tcfg.weight_decay_on), lr=tcfg.lr, betas=tcfg.betas
     )
     source = BatchSource(task, tcfg, cfg.model.max_seq_len)
     part = (world.rank, world.world_size)  # this process's rows of every batch
@@ -328,7 +304,10 @@ def _train(cfg: RunConfig, run_dir: Path, progress: bool, world: dist_utils.Worl
         )
     eval_sets = heldout_sets(task, tcfg.eval_problems, cfg.model.max_seq_len) if is_writer else {}
     save_at = set(checkpoint_steps(tcfg))
-    allowed = readout_ids(cfg, task, device)  # the readout of the loss and the evaluation
+    # the readout of the loss (in host memory, where the loss checks the targets against it)
+    # and of the evaluation (on the device)
+    loss_readout = readout_ids(cfg, task)
+    allowed = None if loss_readout is None else loss_readout.to(device)
     eval_eos = tcfg.loss_positions != "answer_tokens"
     use_bf16 = tcfg.bf16 and device.type == "cuda"
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if use_bf16 else nullcontext()
@@ -380,7 +359,7 @@ def _train(cfg: RunConfig, run_dir: Path, progress: bool, world: dist_utils.Worl
             batch = source.batch(step)
             rows = shard_rows(batch.tokens.shape[0], *part)
             loss, full_loss, state, loss_mask = training_losses(
-                model, batch, source.generator(step), cfg, device, autocast, allowed, part
+                model, batch, source.generator(step), cfg, device, autocast, loss_readout, part
             )
 
             # --- backward, average gradients across ranks (with them, whether any rank was

@@ -7,6 +7,7 @@ needs; task options are checked by the task's own constructor.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import types
 from typing import Any, Union, get_args, get_origin, get_type_hints
@@ -132,8 +133,10 @@ def apply_overrides(cfg: RunConfig, assignments: list[str]) -> RunConfig:
     from others (d_head, d_mlp, max_loops) are derived again unless set, and the model's
     vocabulary always follows the (possibly edited) task."""
     d = cfg.to_dict()
-    # ModelConfig.to_dict leaves family out for the looped default; it is still a field to set
-    sections = {"task": d["task"], "model": {"family": cfg.model.family, **d["model"]}, "train": d["train"]}
+    # ModelConfig.to_dict leaves some fields out at their defaults (family, rotary, attn_bias,
+    # ...); they are still fields to set
+    every_model_field = {f.name: getattr(cfg.model, f.name) for f in dataclasses.fields(ModelConfig)}
+    sections = {"task": d["task"], "model": {**every_model_field, **d["model"]}, "train": d["train"]}
     model_changes: dict[str, Any] = {}
     for assignment in assignments:
         if "=" not in assignment:

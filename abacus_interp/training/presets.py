@@ -178,36 +178,52 @@ _GROK_MODEL = dict(
 
 def grok_mod113() -> RunConfig:
     """Nanda et al. (2023), "Progress measures for grokking via mechanistic interpretability",
-    as they ran it: 1 layer, 4 heads, d_model 128, d_mlp 512, ReLU, no LayerNorm; 30% of the
-    113^2 pairs; full batch; AdamW lr 1e-3, wd 1.0, betas (0.9, 0.98); constant lr after a
-    10-step linear warmup; cross-entropy on the answer token only (no EOS term), in float64,
-    with the softmax over the 113 residues (`readout="answer_symbols"`); init N(0, 1/d_model).
-    max_seq_len 5 holds "a b = c <eos>"; the EOS is never scored, and the loop feeds the model
-    only "a b =" (the positions after it feed nothing the loss reads), so a step costs 3/5 of
-    a full-sequence one.
+    their model and optimiser as their code (transformers.py of the progress-measures-paper
+    repository) builds them: 1 layer, 4 heads of 32, d_model 128, d_mlp 512, ReLU, no
+    LayerNorm, no attention biases, no unembedding bias (the MLP keeps b_in and b_out); W_U
+    drawn with std 1/sqrt(114) (their d_vocab = p + 1), every other weight 1/sqrt(d_model);
+    int(0.3 * 113^2) = 3,830 training pairs, the same pairs as theirs (the same seeded
+    shuffle of the same row-major pair list); full batch; AdamW over every parameter
+    (weight decay 1.0 on biases too), lr 1e-3, betas (0.9, 0.98); LambdaLR min(step/10, 1),
+    so the first update runs at lr 0; cross-entropy of the answer token at "=" over the
+    p + 1 logits of the residues and "=" (`readout="symbols"`), in float64.
 
-    15,000 full-batch steps: the paper's phases end at 1.4k (memorisation), 9.4k (circuit
-    formation) and 13.3k (cleanup). Measured here: train accuracy 100% by step 200; a step
-    takes 0.6-1.1 s on one shared CPU core, so the run takes 3-4.5 hours on CPU (minutes on a
-    GPU; bf16 is off so a GPU run matches). 20 checkpoints of ~0.9 MB: 0, 1, 7, 45, 300, then
+    What still differs, and why:
+    * Steps: 15,000 where they ran 50,000 epochs; their phases end at 1.4k (memorisation),
+      9.4k (circuit formation) and 13.3k (cleanup), so 15,000 covers them.
+    * The loss's float64: their helper casts the logits to float32, although its comment
+      explains that float32 log-softmax underflows on confident data and causes loss spikes;
+      the loss is kept in float64 as the comment (and Nanda's earlier grokking code) has it.
+    * The vocabulary also has PAD and EOS, and the position table 5 rows ("a b = c EOS")
+      where theirs has 3: the 2 extra rows of W_E, of W_pos and columns of W_U are never
+      read by the loss, so they get no gradient and weight decay shrinks them by 0.999 a
+      step (to e^-15 of their start by step 15,000). The loop feeds the model "a b =" only.
+    * Initial weights: their init is unseeded; ours are drawn from seed 0 in another order.
+
+    15,000 full-batch steps: in a 300-step run a step took 0.27-0.48 s on one CPU core shared
+    with other work (128 s in all, evaluations included), so about 2 hours on CPU (minutes on
+    a GPU; bf16 is off so a GPU run matches); it memorised (100% train accuracy) by step 200
+    with the test loss at 16.5 and rising. 20 checkpoints of ~0.9 MB: 0, 1, 7, 45, 300, then
     every 1,000 steps; the loss and test accuracy are logged every 50 / 100 steps.
 
-    The shipped run (checkpoints/grok-mod113, 15,000 steps, 3.4 hours of one shared CPU core in
-    five resumed pieces) grokked as the paper's did: test accuracy 13.5% at step 7,000, 40% at
-    9,600, 90% at 10,100 and 100% from 11,100; phases detected 0-200 / 200-9,700 / 9,700-11,400.
-    At step 15,000: 4 key frequencies (27, 36, 42, 55), 404/512 = 78.9% single-frequency MLP
-    neurons (paper 84.6%), and the sum of squared weights flat (935 -> 920 over the last 2,000
-    steps), so cleanup is over."""
+    checkpoints/grok-mod113 was trained by this preset's earlier recipe, which its config
+    keeps: attention and unembedding biases, weight decay on the W_* and b_Q/b_K/b_V only,
+    the softmax over the 113 residues, W_U at std 1/sqrt(128), 3,831 training pairs and a
+    first update at a tenth of the lr. It grokked as the paper's did: test accuracy 13.5% at
+    step 7,000, 40% at 9,600, 90% at 10,100 and 100% from 11,100; phases detected 0-200 /
+    200-9,700 / 9,700-11,400. At step 15,000: 4 key frequencies (27, 36, 42, 55), 404/512 =
+    78.9% single-frequency MLP neurons (paper 84.6%), and the sum of squared weights flat
+    (935 -> 920 over the last 2,000 steps), so cleanup is over."""
     return _run(
         "grok-mod113",
         "modular_addition",
-        {"p": 113, "train_fraction": 0.3, "split_seed": 0},
-        dict(_GROK_MODEL),
+        {"p": 113, "train_fraction": 0.3, "split_seed": 0, "split_rounding": "floor"},
+        dict(_GROK_MODEL, attn_bias=False, unembed_bias=False, unembed_init_std=114**-0.5),
         TrainConfig(
-            steps=15000, batch_size=None, lr=1e-3, weight_decay=1.0, betas=(0.9, 0.98), warmup_steps=10,
-            schedule="constant", grad_clip=None, loss_positions="answer_tokens", readout="answer_symbols",
-            loss_dtype="float64", bf16=False, log_every=50, eval_every=100,
-            checkpoint_every=1000, dense_checkpoints=4, dense_until=300,
+            steps=15000, batch_size=None, lr=1e-3, weight_decay=1.0, weight_decay_on="all", betas=(0.9, 0.98),
+            warmup_steps=10, warmup_starts_at_zero=True, schedule="constant", grad_clip=None,
+            loss_positions="answer_tokens", readout="symbols", loss_dtype="float64", bf16=False,
+            log_every=50, eval_every=100, checkpoint_every=1000, dense_checkpoints=4, dense_until=300,
         ),
     )
 
@@ -217,8 +233,11 @@ def grok_mod113_fast() -> RunConfig:
     minutes on 2 CPU cores. Departures from the paper (see grok-mod113 for the faithful run):
     40% of the pairs instead of 30%, lr 3e-3 instead of 1e-3 (lr * wd sets the clock of the
     weight-decay-driven phases), loss on the answer AND the EOS (the logged loss is half the
-    answer cross-entropy), softmax over all 116 tokens instead of the 113 residues, and it
-    stops before cleanup ends.
+    answer cross-entropy), softmax over all 116 tokens instead of their 114 (residues and
+    "="), and it stops before cleanup ends. The model and optimiser are those of the earlier
+    grok-mod113 recipe, which its shipped checkpoint was trained with: attention and
+    unembedding biases, weight decay on the W_* and b_Q/b_K/b_V only, W_U at std
+    1/sqrt(128), the first update at a tenth of the lr.
 
     Measured alternatives: 30% at lr 3e-3 still had a rising test loss at step 800; 45% and
     50% generalised together with memorising (no plateau); lr 4e-3 was no faster and lr 1e-2

@@ -10,7 +10,11 @@ from .config import TrainConfig
 
 
 def lr_multiplier(step: int, cfg: TrainConfig) -> float:
-    """Linear warmup to 1, then cosine / linear decay to `min_lr_ratio`, or constant."""
+    """Linear warmup to 1, then cosine / linear decay to `min_lr_ratio`, or constant. Steps
+    count from 1; with `warmup_starts_at_zero` the schedule is read one step earlier, so
+    step 1 has multiplier 0."""
+    if cfg.warmup_starts_at_zero:
+        step -= 1
     if cfg.warmup_steps and step <= cfg.warmup_steps:
         return step / cfg.warmup_steps
     if cfg.schedule == "constant":

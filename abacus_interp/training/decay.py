@@ -1,0 +1,45 @@
+"""Which parameters weight decay acts on, chosen by parameter name (`train.weight_decay_on`).
+
+Names, not tensor shapes: a rule on rank would decay the per-head attention biases b_Q, b_K
+and b_V (stored [head, d_head]) and call them matrices. The patterns match the names
+`model.named_parameters()` gives in every family: W_E, W_pos, blocks.0.attn.W_Q,
+blocks.0.mlp.b_in, layers.0.lstm.W_ih, ln_final.w, ...
+"""
+
+from __future__ import annotations
+
+import re
+
+from torch import nn
+
+# the weight matrices: embeddings (W_E, W_pos), attention (W_Q, W_K, W_V, W_O), MLP (W_in,
+# W_out), unembedding (W_U) and the LSTM cells' input and recurrent weights (W_ih, W_hh)
+_MATRIX = r"(.*\.)?W_[A-Za-z]+"
+_QKV_BIAS = r"(.*\.)?attn\.b_[QKV]"
+
+WEIGHT_DECAY_RULES: dict[str, tuple[str, ...]] = {
+    "all": (r".*",),
+    "matrices": (_MATRIX,),
+    "matrices_and_qkv_biases": (_MATRIX, _QKV_BIAS),
+}
+
+
+def is_decayed(name: str, rule: str) -> bool:
+    """Whether weight decay acts on the parameter called `name` under `rule`."""
+    return any(re.fullmatch(pattern, name) for pattern in WEIGHT_DECAY_RULES[rule])
+
+
+def decayed_names(model: nn.Module, rule: str) -> list[str]:
+    """The names of `model`'s parameters that `rule` decays, in parameter order."""
+    return [name for name, _ in model.named_parameters() if is_decayed(name, rule)]
+
+
+def parameter_groups(model: nn.Module, weight_decay: float, rule: str) -> list[dict]:
+    """AdamW parameter groups: the decayed parameters, then the others at weight decay 0,
+    each in parameter order (a resumed run's saved optimizer state lists them that way).
+    An empty group is left out: "all" gives one group."""
+    decay, rest = [], []
+    for name, parameter in model.named_parameters():
+        (decay if is_decayed(name, rule) else rest).append(parameter)
+    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
+    return [group for group in groups if group["params"]]
