@@ -84,6 +84,19 @@ def test_restricted_loss_of_pure_key_frequency_logits_is_zero_and_excluded_is_ch
     assert fourier.restricted_and_excluded(logits, p, [5], train)["restricted_loss"] == pytest.approx(math.log(p))
 
 
+def test_frequency_ablation_finds_the_frequency_the_logits_need():
+    """Planted logits: frequency 4 carries the answer strongly, 9 weakly. Removing 4 costs
+    far more than removing 9, and 4 alone does almost as well as both."""
+    p, key = 31, [4, 9]
+    logits = planted_logits(p, key, [200.0, 5.0])
+    train = torch.randperm(p * p, generator=torch.Generator().manual_seed(0))[: round(0.3 * p * p)]
+    strong, weak = fourier.frequency_ablation(logits, p, key, train)
+    assert (strong["frequency"], weak["frequency"]) == (4, 9)
+    assert strong["loss_without"] > 10 * weak["loss_without"]
+    assert strong["accuracy_alone"] == 1.0 and weak["accuracy_without"] == 1.0
+    assert strong["loss_alone"] < weak["loss_alone"]
+
+
 def test_restricted_and_excluded_loss_are_on_the_training_pairs():
     p, key = 23, [3, 7]
     g = torch.Generator().manual_seed(1)

@@ -25,6 +25,7 @@ from .basis import (
 from .circuit import (
     SINGLE_FREQ_THRESHOLD,
     distance_irrelevance,
+    frequency_ablation,
     gradient_symmetricity,
     key_components,
     logit_fit,
@@ -61,6 +62,7 @@ __all__ = [
     "neuron_frequency_fractions",
     "neuron_summary",
     "progress_measures",
+    "frequency_ablation",
     "restricted_and_excluded",
     "run",
 ]

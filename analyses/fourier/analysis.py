@@ -26,6 +26,7 @@ from .basis import (
 from .circuit import (
     SINGLE_FREQ_THRESHOLD,
     distance_irrelevance,
+    frequency_ablation,
     gradient_symmetricity,
     grid_forward,
     logit_fit,
@@ -188,6 +189,7 @@ def _modular(subject, *, max_checkpoints, key_threshold, key_source, neuron_thre
     data["logit_fit"] = logit_fit(logits, p, key)
     train_pairs, _ = task.split()
     data["final_losses"] = restricted_and_excluded(logits, p, key, pair_index(train_pairs, p))
+    data["frequency_ablation"] = frequency_ablation(logits, p, key, pair_index(train_pairs, p))
     irrelevance = distance_irrelevance(logits, p)
     arrays["correct_logit_table"] = irrelevance.pop("correct_logit_table")
     sym = gradient_symmetricity(model, task.vocab, p, n_symmetricity, seed)

@@ -212,6 +212,29 @@ def restricted_and_excluded(
     }
 
 
+def frequency_ablation(
+    logits: Float[Tensor, "pairs p"], p: int, key: list[int], train_index: Int[Tensor, " n"]
+) -> list[dict]:
+    """Each key frequency's function: the loss and accuracy on the training pairs when only
+    its components (cos and sin of w_k (a + b), per output) are removed from the logits, and
+    when only it and the constant term are kept. A frequency the circuit relies on alone
+    costs loss when removed; one the others can stand in for costs little."""
+    logits = logits.double()
+    labels = grid_labels(p)[train_index]
+    mean = logits.mean(0, keepdim=True)
+    out = []
+    for k in key:
+        comps = key_components(logits, p, [k])
+        out.append({
+            "frequency": k,
+            "loss_without": answer_loss((logits - comps)[train_index], labels),
+            "accuracy_without": accuracy((logits - comps)[train_index], labels),
+            "loss_alone": answer_loss((mean + comps)[train_index], labels),
+            "accuracy_alone": accuracy((mean + comps)[train_index], labels),
+        })
+    return out
+
+
 # --------------------------------------------------------------------------- clock vs pizza
 
 

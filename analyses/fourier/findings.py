@@ -44,6 +44,11 @@ def findings(d: dict[str, Any]) -> list[str]:
         if paper.get("key_frequencies"):
             pk = paper["key_frequencies"]
             sentence += f" ({src}: {len(pk)}, namely {', '.join(map(str, pk))}; which ones depends on the seed)"
+        ablation = d.get("frequency_ablation") or []
+        if ablation:
+            sentence += (". Removed one at a time from the logits, each costs the training pairs: " + ", ".join(
+                f"k={a['frequency']} loss {num(a['loss_without'])} (accuracy {pct(a['accuracy_without'])})"
+                for a in ablation) + f"; the full logits' loss is {num((d.get('final_losses') or {}).get('full_loss_train'))}")
         out.append(sentence + ".")
     neurons = d.get("neurons") or {}
     fit = d.get("logit_fit") or {}

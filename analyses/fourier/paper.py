@@ -3,7 +3,7 @@
 "Progress measures for grokking via mechanistic interpretability" (ICLR 2023): a 1-layer
 transformer (d_model 128, 4 heads, d_mlp 512, ReLU, no LayerNorm) on (a + b) mod 113, 30% of
 the pairs as training data, full-batch AdamW lr 1e-3, weight decay 1, betas (0.9, 0.98), loss
-on the answer token over the 113 residues. Their steps are full-batch epochs, so they compare
+on the answer token over all 114 logits (the residues and '='). Their steps are full-batch epochs, so they compare
 with our steps one to one. Which frequencies are key depends on the seed; their number and
 the sparsity are what a replication can match.
 """
