@@ -4,7 +4,8 @@
 
 Checks: no console errors (console.error, uncaught exceptions, error log entries such as
 CSP violations or failed loads), every `.plotly-graph-div` rendered (an `svg.main-svg` with
-children) and no wider than the viewport or its own box (no horizontal scroll bar), and no
+children) and no wider than the viewport or its own box (no horizontal scroll bar), no table
+reaching past the viewport's right edge (a wide one scrolls in its own box), and no
 request to anything but file:, data:, blob: or about: URLs (such requests are also
 blocked, so nothing leaves the machine). Saves a PNG screenshot.
 
@@ -184,6 +185,9 @@ class BrowserReport:
     title: str = ""
     viewport_width: int = 0
     page_width: int = 0  # the document's scroll width; above viewport_width: a horizontal scroll bar
+    # every table's outermost box (its .table-scroll wrapper, or the table itself): caption,
+    # scroll_width / client_width (wider: it scrolls sideways in its box) and right edge
+    tables: list[dict] = field(default_factory=list)
 
     @property
     def empty_figures(self) -> list[str]:
@@ -197,10 +201,20 @@ class BrowserReport:
                 if f["scroll_width"] > f["client_width"] + 1 or f["right"] > self.viewport_width + 1]
 
     @property
+    def cut_off_tables(self) -> list[str]:
+        """Tables reaching past the right edge of the viewport: their last columns are cut off."""
+        return [t["caption"] for t in self.tables if t["right"] > self.viewport_width + 1]
+
+    @property
+    def scrolling_tables(self) -> list[str]:
+        """Tables wider than their box, shown with a sideways scroll bar of their own."""
+        return [t["caption"] for t in self.tables if t["scroll_width"] > t["client_width"] + 1]
+
+    @property
     def ok(self) -> bool:
         return (not self.console_errors and not self.external_requests and not self.empty_figures
                 and len(self.figures) == self.figure_blocks and not self.wide_figures
-                and self.page_width <= self.viewport_width)
+                and not self.cut_off_tables and self.page_width <= self.viewport_width)
 
     def problems(self) -> list[str]:
         out = [f"console error: {e}" for e in self.console_errors]
@@ -212,6 +226,7 @@ class BrowserReport:
         out += [f"figure wider than the page: {i} ({by_id[i]['scroll_width']} px drawn in a "
                 f"{by_id[i]['client_width']} px box, right edge at {by_id[i]['right']:.0f} px, "
                 f"viewport {self.viewport_width} px)" for i in self.wide_figures]
+        out += [f"table cut off at the right edge: {c!r}" for c in self.cut_off_tables]
         if self.page_width > self.viewport_width:
             out.append(f"page is {self.page_width} px wide in a {self.viewport_width} px viewport")
         return out
@@ -225,6 +240,17 @@ FIGURE_JS = """
   const box = d.getBoundingClientRect();
   return {id: d.id, svgs: svgs.length, children: children, scroll_width: d.scrollWidth,
           client_width: d.clientWidth, right: box.right};
+}))()
+"""
+
+
+TABLE_JS = """
+(() => Array.from(document.querySelectorAll('table')).map(t => {
+  const box = t.parentElement.classList.contains('table-scroll') ? t.parentElement : t;
+  const r = box.getBoundingClientRect();
+  const caption = t.querySelector('caption');
+  return {caption: caption ? caption.textContent : '', scroll_width: box.scrollWidth, client_width: box.clientWidth,
+          right: r.right};
 }))()
 """
 
@@ -327,6 +353,8 @@ def check_page(html_path: str | Path, screenshot: str | Path | None = None, chro
             session=session)["result"]["value"])
         report.figures = cdp.send("Runtime.evaluate", {"expression": FIGURE_JS, "returnByValue": True},
                                   session=session)["result"]["value"]
+        report.tables = cdp.send("Runtime.evaluate", {"expression": TABLE_JS, "returnByValue": True},
+                                 session=session)["result"]["value"]
         report.title = cdp.send("Runtime.evaluate", {"expression": "document.title", "returnByValue": True},
                                 session=session)["result"]["value"]
         widths = cdp.send("Runtime.evaluate", {

@@ -81,3 +81,26 @@ def test_checker_catches_errors_external_requests_and_empty_figures(tmp_path):
     assert result.page_width > result.viewport_width
     assert any("figure wider than the page: wide" in p for p in result.problems())
     assert (tmp_path / "bad.png").exists()
+
+
+@needs_chromium
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_the_architectures_table_of_the_shipped_comparison_fits_the_page(tmp_path):
+    """checkpoints/expr-compare has one column per problem length (39 columns): at 1,400 px it
+    was 1,614 px wide and cut off columns 31-40 and its caption. It now fits the page column;
+    in a narrower window it scrolls in its own box and the page keeps its width."""
+    from analyses.report import ReportSizes, build_report
+
+    html_path = build_report(ROOT / "checkpoints" / "extrap-add", tmp_path / "report",
+                             architectures=ROOT / "checkpoints" / "expr-compare", sizes=ReportSizes.quick(),
+                             sections=["architectures"], progress=False)
+    wide = check_page(html_path, chromium=CHROMIUM, width=1400, timeout=120)
+    table = next(t for t in wide.tables if t["caption"].startswith("Held-out exact match"))
+    assert wide.ok, "\n".join(wide.problems())
+    assert wide.cut_off_tables == [] and wide.page_width <= wide.viewport_width == 1400
+    assert table["scroll_width"] <= table["client_width"] + 1 and table["right"] <= 1400  # no scrolling needed
+
+    narrow = check_page(html_path, chromium=CHROMIUM, width=900, timeout=120)
+    assert narrow.cut_off_tables == [] and narrow.page_width <= narrow.viewport_width == 900
+    assert any(c.startswith("Held-out exact match") for c in narrow.scrolling_tables)

@@ -293,8 +293,13 @@ def test_run_on_a_tiny_run(tmp_path, loops):
     figs = res.figures()
     assert {"embed_fourier", "neurons", "logit_fit", "progress_losses", "progress_gini", "clock_pizza"} <= set(figs)
     assert all(isinstance(f, go.Figure) for f in figs.values())
-    # the step-axis figures are shaded with the phases found (here: memorisation only, from metrics)
-    assert figs["progress_losses"].layout.annotations
+    # the step-axis figures are shaded with the phases found, each named in the legend (labels
+    # on the plot overlapped), or say under the title why there are none (this tiny run may
+    # not memorise)
+    losses = figs["progress_losses"]
+    named = [t.name for t in losses.data if t.legendgroup == "phases"]
+    assert (named and losses.layout.shapes) or "<sup>phases: " in losses.layout.title.text
+    assert not losses.layout.annotations
 
 
 def test_base10_view_of_an_addition_model(tiny_model):

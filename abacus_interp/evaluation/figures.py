@@ -8,21 +8,22 @@ import plotly.graph_objects as go
 
 
 def grid_figure(grid: dict[str, Any]) -> go.Figure:
-    """Exact-match heatmap over (digits of a, digits of b), trained region outlined."""
-    z = grid["exact_match"]
-    text = [["" if v is None else f"{100 * v:.0f}" for v in row] for row in z]
+    """Exact-match heatmap over (digits of a, digits of b), trained region outlined. Cells and
+    colour bar are both in percent, so the printed numbers read straight off the bar."""
+    z = [[None if v is None else 100 * v for v in row] for row in grid["exact_match"]]
+    text = [["" if v is None else f"{v:.0f}" for v in row] for row in z]
     fig = go.Figure(
         go.Heatmap(
             z=z,
             x=grid["digits_b"],
             y=grid["digits_a"],
             zmin=0,
-            zmax=1,
+            zmax=100,
             colorscale="Viridis",
             text=text,
             texttemplate="%{text}",
-            colorbar={"title": "exact match"},
-            hovertemplate="a: %{y} digits<br>b: %{x} digits<br>exact match %{z:.2f}<extra></extra>",
+            colorbar={"title": "exact match (%)", "ticksuffix": "%"},
+            hovertemplate="a: %{y} digits<br>b: %{x} digits<br>exact match %{z:.1f}%<extra></extra>",
         )
     )
     lo, hi = grid["trained_digits"]
@@ -41,11 +42,11 @@ def grid_figure(grid: dict[str, Any]) -> go.Figure:
             fillcolor="rgba(0,0,0,0)",
         )
     ind, ood = grid["in_distribution_exact_match"], grid["out_of_distribution_exact_match"]
-    summary = " ".join(
+    summary = ", ".join(
         f"{name} {100 * v:.1f}%" for name, v in (("in-dist", ind), ("OOD", ood)) if v is not None
     )
     fig.update_layout(
-        title=f"Exact match by operand length (trained region outlined; {summary})",
+        title=f"Exact match (%) by operand length<br><sup>trained region outlined; {summary}</sup>",
         xaxis={"title": "digits of b", "dtick": 1},
         yaxis={"title": "digits of a", "dtick": 1},
         width=700,

@@ -181,6 +181,14 @@ def from_lsd(digits: str) -> int | None:
     return int(digits[::-1])
 
 
+def lsd_text_to_human(text: str) -> str:
+    """Model-order text of a digit task -> the usual order, for showing problems to people:
+    each run of digits is one number written LSD-first, so every run is reversed
+    ("3303+6224=9527" -> "3033+4226=7259"); signs, operators, labels and padding stay put.
+    Not for tasks whose tokens are whole numbers (modular addition's "12 45 =")."""
+    return re.sub(r"[0-9]+", lambda m: m.group()[::-1], text)
+
+
 def random_with_digits(rng: random.Random, k: int) -> int:
     """A uniform integer with exactly `k` decimal digits (1-digit numbers include 0)."""
     if k < 1:

@@ -6,6 +6,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from abacus_interp.tasks.base import lsd_text_to_human
+
 from .attention_stats import CATEGORIES
 
 
@@ -53,7 +55,8 @@ def pattern_figure(example: dict, layer: int = 0) -> go.Figure:
                                      hovertemplate="query %{y}<br>key %{x}<br>%{z:.2f}<extra></extra>"),
                           row=t + 1, col=h + 1)
     fig.update_yaxes(autorange="reversed")
-    fig.update_layout(title=f"Attention pattern of {example['problem']} (layer {layer})",
+    fig.update_layout(title=f"Attention pattern of {lsd_text_to_human(example['problem'])} (layer {layer})<br><sup>"
+                            "axes: the tokens in the model's order, numbers least-significant digit first</sup>",
                       height=max(300, 200 * n_loops), width=max(500, 330 * n_heads))
     return fig
 
@@ -135,15 +138,20 @@ def patching_figure(patching: dict, group: str = "all") -> go.Figure:
     n_loops, n_layers = resid.shape[:2]
     rows = [np.asarray(g["input"], dtype=float)] + [resid[t, layer] for t in range(n_loops) for layer in range(n_layers)]
     labels = ["input"] + [f"resid t{t} L{layer}" for t in range(n_loops) for layer in range(n_layers)]
-    if heads.size:
+    # without per-head patching (patch_heads=False, the default) the head array is all NaN:
+    # its rows would be empty, so they are left out and the title says how to get them
+    patched_heads = heads.size > 0 and bool(np.isfinite(heads).any())
+    if patched_heads:
         rows += [heads[t, layer, h] for t in range(n_loops) for layer in range(n_layers) for h in range(heads.shape[2])]
         labels += [f"z t{t} L{layer}H{h}" for t in range(n_loops) for layer in range(n_layers) for h in range(heads.shape[2])]
     fig = go.Figure(go.Heatmap(z=np.stack(rows), x=pos, y=labels, zmid=0, zmin=-1, zmax=1, colorscale="RdBu",
                                colorbar={"title": "restored"},
                                hovertemplate="%{y} @ %{x}<br>restored %{z:.2f}<extra></extra>"))
     fig.update_yaxes(autorange="reversed")
-    fig.update_layout(title=f"Activation patching, fraction of logit difference restored ({group}, "
-                            f"{g['n_pairs']} pairs)", height=max(400, 16 * len(rows) + 150), width=700)
+    title = f"Activation patching, fraction of logit difference restored ({group}, {g['n_pairs']} pairs)"
+    if not patched_heads:
+        title += "<br><sup>residual stream only: heads were not patched one by one (patch_heads=True adds them)</sup>"
+    fig.update_layout(title=title, height=max(400, 16 * len(rows) + 150), width=700)
     return fig
 
 

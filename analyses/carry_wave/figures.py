@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
+
+from analyses._axes import integer_ticks, percent_ticks
 
 COLORS = qualitative.Plotly
 
@@ -35,10 +39,15 @@ def accuracy_by_length(result) -> go.Figure:
         fig.add_trace(go.Scatter(x=[r.digits for r in rows], y=[r.loops_median for r in rows], mode="lines+markers",
                                  name=f"median loops used, {sample}", line={"color": color, "dash": "dot"}),
                       secondary_y=True)
-    fig.add_vline(x=acc.trained_digits, line_dash="dash", line_color="gray", annotation_text="trained length")
+    fig.add_vline(x=acc.trained_digits, line_dash="dash", line_color="gray")
+    # an annotation's x on a log axis is log10 of the value (a shape's is the value itself):
+    # at x=5 the label would sit at 100,000 digits and stretch the axis there
+    fig.add_annotation(x=math.log10(acc.trained_digits), y=0, yref="paper", text="trained length", showarrow=False,
+                       xanchor="left", yanchor="bottom")
     fig.update_xaxes(title_text="operand digits (both operands)", type="log")
-    fig.update_yaxes(title_text="exact match", range=[0, 1.02], tickformat=".0%", secondary_y=False)
-    fig.update_yaxes(title_text="loops used (adaptive)", secondary_y=True)
+    fig.update_yaxes(title_text="exact match (solid)", secondary_y=False, **percent_ticks())
+    fig.update_yaxes(title_text="median loops used, adaptive (dotted)", secondary_y=True,
+                     **integer_ticks([r.loops_median for r in acc.rows], grid=False))
     fig.update_layout(title="Exact match and loops used by operand length")
     return fig
 
@@ -111,7 +120,9 @@ def delayed_carry(result) -> go.Figure:
                                  line={"color": COLORS[i % len(COLORS)], "dash": "dot" if s == 0 else "solid"}))
     fig.update_xaxes(title_text="answer digit k (1 = tens; the chain is digits 1..chain)")
     fig.update_yaxes(title_text="lock-in loop (from the start)")
-    fig.update_layout(title=f"Delayed carry: {d.clean} against {d.corrupted} (units column patched after s loops)")
+    # the two problems are long (20-digit operands): on a line of their own under the title
+    fig.update_layout(title=f"Delayed carry: the units column patched after s loops<br><sup>{d.clean} against "
+                            f"{d.corrupted}</sup>")
     return fig
 
 

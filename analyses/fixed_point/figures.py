@@ -8,6 +8,10 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
+from abacus_interp.tasks import task_from_config
+from abacus_interp.tasks.base import lsd_text_to_human
+from analyses._axes import integer_ticks, percent_ticks
+
 COLORS = qualitative.Plotly
 SHOWN_CLASSES = ("operand", "operator", "answer", "readout")
 
@@ -80,25 +84,29 @@ def lock_in(d: dict[str, Any]) -> go.Figure:
     lock = d["lock_in"]
     key = "chain" if lock["by_chain"] else "digit"
     fig = make_subplots(specs=[[{"secondary_y": True}]])
+    reached = [d["trained_loops"]]  # every loop value drawn on the left axis
     for i, (part, label) in enumerate((("horizon", "through the horizon"), ("trained_depth", "through the trained depth"))):
         table = lock[part]["by_chain"] or lock[part]["by_digit"]
         x = [r[key] for r in table]
         med = _none_to_nan([r["median"] for r in table])
         lo = [m - q for m, q in zip(med, _none_to_nan([r["q25"] for r in table]), strict=True)]
         hi = [q - m for m, q in zip(med, _none_to_nan([r["q75"] for r in table]), strict=True)]
+        reached += [*med, *_none_to_nan([r["q75"] for r in table])]
         color = COLORS[i]
         fig.add_trace(go.Scatter(x=x, y=med, mode="lines+markers", name=f"lock-in loop {label} (median, IQR)",
                                  error_y={"type": "data", "symmetric": False, "array": hi, "arrayminus": lo},
                                  line={"color": color}))
-        fig.add_trace(go.Bar(x=x, y=[r["locked_fraction"] for r in table], name=f"fraction locked {label}",
+        fig.add_trace(go.Bar(x=x, y=[r["locked_fraction"] for r in table], name=f"share of digits locked {label}",
                              marker_color=color, opacity=0.25), secondary_y=True)
     fig.add_hline(y=d["trained_loops"], line_dash="dash", line_color="gray", annotation_text="trained depth")
-    fig.update_yaxes(title_text="lock-in loop", secondary_y=False)
-    fig.update_yaxes(title_text="fraction locked", range=[0, 1.05], secondary_y=True)
+    fig.update_yaxes(title_text="lock-in loop", secondary_y=False, **integer_ticks(reached))
+    fig.update_yaxes(title_text="share locked", secondary_y=True, **percent_ticks(grid=False))
     title = "carry-chain length reaching the digit" if key == "chain" else "answer digit (LSD first)"
     fig.update_xaxes(title_text=title, dtick=1)
     fig.update_layout(title="Lock-in loop of each answer digit" + (" by carry chain" if key == "chain" else ""),
-                      barmode="group", width=950)
+                      barmode="group", width=950, height=520,
+                      # under the plot: to its right the legend would cover the second axis's title
+                      legend={"orientation": "h", "x": 0, "y": -0.22, "yanchor": "top"})
     return fig
 
 
@@ -128,17 +136,25 @@ def halting(d: dict[str, Any]) -> go.Figure:
     return fig
 
 
+def _is_digit_task(task: dict[str, Any] | None) -> bool:
+    """Whether the run's task writes numbers digit by digit, LSD-first (every task but modular
+    addition, whose tokens are whole residues)."""
+    return task is not None and task_from_config(task).modulus is None
+
+
 def orbit(d: dict[str, Any]) -> go.Figure:
     traj = d["trajectories"]
     fig = go.Figure()
     if not traj:
         return fig.update_layout(title="No trajectories kept")
     evr = traj["explained_variance_ratio"]
+    digit_task = _is_digit_task(d.get("task"))
     for i, item in enumerate(traj["examples"]):
         pts = item["coords"]
         x, y = [p[0] for p in pts], [p[1] if len(p) > 1 else 0.0 for p in pts]
         color = COLORS[i % len(COLORS)]
-        name = f"{item['prompt']}{item['target']}" + (
+        problem = f"{item['prompt']}{item['target']}"
+        name = (lsd_text_to_human(problem) if digit_task else problem) + (
             f" (chain {item['longest_chain']})" if item["longest_chain"] is not None else "")
         fig.add_trace(go.Scatter(x=x, y=y, mode="lines+markers", name=name, line={"color": color},
                                  text=[f"loop {t + 1}" for t in range(len(x))], hovertemplate="%{text}"))
@@ -147,7 +163,9 @@ def orbit(d: dict[str, Any]) -> go.Figure:
         fig.add_trace(go.Scatter(x=[x[-1]], y=[y[-1]], mode="markers", marker={"symbol": "x", "size": 12,
                                  "color": color}, showlegend=False, hoverinfo="skip"))
     pc = [f"PC{j + 1} ({100 * v:.0f}%)" for j, v in enumerate(evr)] + ["PC2"]
-    fig.update_layout(title="Latent trajectories across loops (o start, x horizon; readout state of the hardest digit)",
+    order = "problems in the usual order, most significant digit first" if digit_task else "problems as the model reads them"
+    fig.update_layout(title="Latent trajectories across loops (o start, x horizon; readout state of the hardest digit)"
+                            f"<br><sup>legend: {order}</sup>",
                       xaxis_title=pc[0], yaxis_title=pc[1], width=800, height=700)
     return fig
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import plotly.graph_objects as go
 
 from .progress import phase_spans
 
-PHASE_COLOURS = {"memorisation": "rgba(99,110,250,0.10)", "circuit_formation": "rgba(0,204,150,0.12)",
-                 "cleanup": "rgba(239,85,59,0.10)"}
+PHASE_RGB = {"memorisation": (99, 110, 250), "circuit_formation": (0, 204, 150), "cleanup": (239, 85, 59)}
 
 
 def phase_note(phases: dict | None) -> str:
@@ -23,19 +23,27 @@ def phase_note(phases: dict | None) -> str:
 
 
 def mark_phases(fig: go.Figure, phases: dict | None, on_steps: bool) -> go.Figure:
-    """Shade the phases on a step axis, or write them under the title of a snapshot figure."""
+    """Shade the phases on a step axis, or write them on a line under the title of a snapshot figure.
+
+    The phase names go into the legend (a swatch of each shade, with its steps), not onto the
+    plot: memorisation is often a sliver (0-200 of 15,000 steps), and labels at the spans'
+    left edges would print on top of each other."""
     spans = phase_spans(phases) if phases else []
     if on_steps and spans:
-        for name, a, b in spans:
-            fig.add_vrect(x0=max(a, 1) if fig.layout.xaxis.type == "log" else a, x1=b,
-                          fillcolor=PHASE_COLOURS[name], line_width=0, layer="below",
-                          annotation_text=name.replace("_", " "), annotation_position="top left",
-                          annotation_font_size=10)
+        for name, start, end in spans:
+            rgb = ",".join(map(str, PHASE_RGB[name]))
+            fig.add_vrect(x0=max(start, 1) if fig.layout.xaxis.type == "log" else start, x1=end,
+                          fillcolor=f"rgba({rgb},0.12)", line_width=0, layer="below")
+            fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", hoverinfo="skip",
+                                     name=f"{name.replace('_', ' ')} ({start:,}-{end:,})",
+                                     marker={"symbol": "square", "size": 14, "color": f"rgba({rgb},0.35)"},
+                                     legendgroup="phases", legendgrouptitle_text="phases (shaded)"))
         for _, _, b in spans:
             fig.add_vline(x=b, line_dash="dot", line_color="grey", line_width=1)
-    else:
-        fig.add_annotation(text=phase_note(phases), xref="paper", yref="paper", x=0, y=1.08, showarrow=False,
-                           font={"size": 10, "color": "grey"}, xanchor="left")
+    else:  # a line under the title, below any line the title already has
+        title = f"{fig.layout.title.text or ''}<br><sup>{phase_note(phases)}</sup>"
+        # the default top margin (100 px) holds a title of two lines; make room for the rest
+        fig.update_layout(title_text=title, margin_t=max(100, 78 + 22 * title.count("<br>")))
     return fig
 
 
@@ -88,11 +96,24 @@ def clusters_figure(n: dict) -> go.Figure:
 
 
 def neuron_fourier_figure(coef, p: int) -> go.Figure:
+    """Mean |2D Fourier coefficient| of the neurons over (a component, b component).
+
+    The constant x constant term is the neurons' mean activation, several times every other
+    coefficient (94 against at most 14 on checkpoints/grok-mod113): on a scale that reaches it
+    the frequency structure is all white, so the scale stops at the largest other term and the
+    constant cell shows saturated (its true value is in the title and on hover)."""
     names = ["const"] + [f"{'cos' if i % 2 else 'sin'} {(i + 1) // 2}" for i in range(1, p)]
-    z = coef.tolist() if hasattr(coef, "tolist") else coef
-    fig = go.Figure(go.Heatmap(z=z, x=names, y=names, colorscale="Blues", colorbar={"title": "mean |coef|"}))
-    fig.update_layout(title="Neuron activations at '=' in the 2D Fourier basis (mean |coefficient| over neurons)",
-                      xaxis_title="b component", yaxis_title="a component", width=750, height=700,
+    z = np.asarray(coef.tolist() if hasattr(coef, "tolist") else coef, dtype=float)
+    title = "Neuron activations at '=' in the 2D Fourier basis (mean |coefficient| over neurons)"
+    scale: dict[str, float] = {"zmin": 0.0}
+    rest = np.delete(z.reshape(-1), 0)
+    if rest.size and np.isfinite(rest).any() and z[0, 0] > np.nanmax(rest) > 0:
+        scale["zmax"] = float(np.nanmax(rest))
+        title += (f"<br><sup>colour scale capped at the largest non-constant coefficient ({scale['zmax']:.3g}); "
+                  f"the constant term ({z[0, 0]:.3g}, top left) is off the scale</sup>")
+    fig = go.Figure(go.Heatmap(z=z.tolist(), x=names, y=names, colorscale="Blues", colorbar={"title": "mean |coef|"},
+                               hovertemplate="a: %{y}<br>b: %{x}<br>mean |coef| %{z:.3g}<extra></extra>", **scale))
+    fig.update_layout(title=title, xaxis_title="b component", yaxis_title="a component", width=750, height=720,
                       xaxis={"showticklabels": False}, yaxis={"showticklabels": False, "autorange": "reversed"})
     return fig
 

@@ -38,9 +38,13 @@ ul.findings li { margin: 2px 0; }
 p.omitted { color: var(--muted); font-style: italic; }
 p.failed { color: #8d1c1c; font-weight: 600; white-space: pre-wrap; }
 table { border-collapse: collapse; margin: 6px 0 12px; font-size: 13.5px; }
+caption { text-align: left; color: var(--muted); padding: 0 0 2px; }
 th, td { border: 1px solid var(--line); padding: 3px 9px; text-align: left; vertical-align: top; }
 th { background: #f0f2f6; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.table-scroll { max-width: 100%; overflow-x: auto; }
+table.compact { font-size: 12px; }
+table.compact th, table.compact td { padding: 2px 3px; white-space: nowrap; }
 .tables { display: flex; flex-wrap: wrap; gap: 10px 28px; }
 .figure { margin: 10px 0; width: 100%; overflow-x: auto; overflow-y: hidden; }
 .note { color: var(--muted); font-size: 13px; }
@@ -120,6 +124,18 @@ def fmt_value(value: Any) -> str:
     return str(value)
 
 
+# A table with more columns than this is set compact (small type, tight cells): the
+# architectures table has one column per problem length (8-40 characters: 39 columns in all),
+# 1,614 px wide at the normal size in a page column of about 1,090 px.
+COMPACT_COLUMNS = 12
+
+
+def _scroll(table_html: str) -> str:
+    """A table inside a box that scrolls sideways when the table is still wider than the page
+    column, so a wide table never widens the page nor gets cut off."""
+    return f'<div class="table-scroll">{table_html}</div>'
+
+
 def kv_table(rows: list[tuple[Any, Any]], caption: str | None = None) -> str:
     out = ["<table>"]
     if caption:
@@ -128,11 +144,11 @@ def kv_table(rows: list[tuple[Any, Any]], caption: str | None = None) -> str:
         cls = ' class="num"' if isinstance(value, (int, float)) and not isinstance(value, bool) else ""
         out.append(f"<tr><th>{esc(key)}</th><td{cls}>{esc(fmt_value(value))}</td></tr>")
     out.append("</table>")
-    return "".join(out)
+    return _scroll("".join(out))
 
 
 def grid_table(header: list[Any], rows: list[list[Any]], caption: str | None = None) -> str:
-    out = ["<table>"]
+    out = ['<table class="compact">' if len(header) > COMPACT_COLUMNS else "<table>"]
     if caption:
         out.append(f"<caption>{esc(caption)}</caption>")
     out.append("<tr>" + "".join(f"<th>{esc(h)}</th>" for h in header) + "</tr>")
@@ -143,7 +159,7 @@ def grid_table(header: list[Any], rows: list[list[Any]], caption: str | None = N
             cells.append(f"<td{cls}>{esc(fmt_value(value))}</td>")
         out.append("<tr>" + "".join(cells) + "</tr>")
     out.append("</table>")
-    return "".join(out)
+    return _scroll("".join(out))
 
 
 def fit_to_page(figure_json: str) -> tuple[str, int | None]:

@@ -1,0 +1,40 @@
+"""Tick settings for the analyses' figures: counts on whole numbers, fractions in percent.
+
+Set on a second y axis (`secondary_y=True`) they matter most: plotly.js lays the ticks of an
+overlaying axis where the first axis has its ticks (tickmode "sync") unless told otherwise,
+which prints a fraction axis as 0.067, 0.295, ... and a loop axis as 10.78, 11.455, ...
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+
+def _finite(values: Iterable[Any]) -> list[float]:
+    return [float(v) for v in values if v is not None and math.isfinite(float(v))]
+
+
+def integer_ticks(values: Iterable[Any], floor: float = 0.0, max_ticks: int = 8, grid: bool = True) -> dict[str, Any]:
+    """Axis settings for a count (loops, digits): a range from `floor` to just past the largest
+    value, ticks on whole numbers only, 1, 2 or 5 x 10^k apart so there are at most about
+    `max_ticks` of them. grid=False for a second axis: one set of grid lines is enough."""
+    finite = _finite(values)
+    top = max([floor + 1.0, *finite])
+    step = 1
+    while (top - floor) / step > max_ticks:
+        step = step * 5 // 2 if str(step)[0] == "2" else step * 2  # 1, 2, 5, 10, 20, 50, ...
+    pad = 0.05 * (top - floor) + 0.25
+    # room below `floor` only for a marker drawn on it; else the axis starts there, level
+    # with a second axis that starts at 0
+    bottom = floor - pad if finite and min(finite) <= floor else floor
+    return {"range": [bottom, top + pad], "tickmode": "linear", "tick0": 0, "dtick": step, "tickformat": "d",
+            "showgrid": grid}
+
+
+def percent_ticks(top: float = 1.0, grid: bool = True) -> dict[str, Any]:
+    """Axis settings for a fraction in [0, top]: ticks 0%, 25%, ... of top, placed by this axis
+    itself (not synced to the other one)."""
+    return {"range": [0, 1.05 * top], "tickmode": "linear", "tick0": 0, "dtick": 0.25 * top, "tickformat": ".0%",
+            "showgrid": grid}
