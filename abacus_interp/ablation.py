@@ -241,7 +241,7 @@ def findings(data: dict[str, Any]) -> list[str]:
         text = f"{cell['label']} {ems} (>= 50% up to {limit if limit is not None else 0} digits"
         if chains:
             text += ", chains " + "/".join(percent(e) for e in cell["chain_exact_match"])
-            if cell.get("chain_loops_median"):  # generated answers: the loops they took
+            if any(x is not None for x in cell.get("chain_loops_median") or ()):  # generated answers: their loops
                 text += " in median " + "/".join("-" if x is None else f"{x:g}" for x in cell["chain_loops_median"])
                 text += " loops"
         return text + ")"

@@ -66,8 +66,8 @@ def test_the_analysis_runs_on_a_slot_model_and_reports_its_samples():
     assert result.convergence.cap == 6 and result.convergence.n == 6
     assert set(result.figures()) == {"accuracy_by_length", "lock_in_by_chain", "loops_by_chain", "carry_wave",
                                      "delayed_carry", "convergence", "head_reading", "knockout", "path_independence"}
-    assert [r.label for r in result.heads] == ["planted chains, 3 digits", "planted chains, 6 digits"]
-    assert len(result.heads[0].mass) == 3 and len(result.heads[0].mass[0]) == 4
+    assert (result.heads_trained.label, result.heads_far.label) == ("planted chains, 3 digits", "planted chains, 6 digits")
+    assert len(result.heads_trained.mass) == 3 and len(result.heads_trained.mass[0]) == 4
     assert [r.digits for r in result.path_independence] == [3]
     assert result.delayed.switch_loops == (0, 2, 4) and result.delayed.chain == 4
     assert all(len(row) == 4 for row in result.delayed.lock_in)
@@ -114,6 +114,18 @@ def test_the_shipped_extrapolator_starts_its_carry_wave_when_the_carry_is_switch
     assert after[-1, -1] - after[-1, 0] >= 18, "the top of the chain waits for the carry to climb"
 
 
+def test_the_analysis_runs_without_head_reading_on_a_model_that_reads_no_index():
+    """A slot model with a learned Abacus table (loop-add's kind): no column bookkeeping, so
+    no head reading or knockout, and the rest of the section still runs."""
+    task = get_task("addition", max_digits=3, answer_format="slots")
+    cfg = ModelConfig(vocab=Vocab(tuple("0123456789+=_")), d_model=32, n_heads=4, n_loops=3, max_loops=24,
+                      max_seq_len=64, answer_slots=True, input_injection="norm_add", halt_tol=0.05)
+    result = carry_wave.run(LoopedTransformer(cfg).eval(), task, config=carry_wave.CarryWaveConfig.quick())
+    assert result.heads_far is None and result.knockout is None
+    assert "head_reading" not in result.figures() and result.path_independence
+    assert not any("attention on the aligned digits" in f for f in result.findings())
+
+
 def test_key_groups_name_the_columns_around_the_predicted_digit():
     """4321+789= then slots (model order, units first): the position predicting answer digit
     i sees a_i, b_i as "aligned", a_(i-1), b_(i-1) as "carry source" and the position
@@ -138,8 +150,10 @@ def test_key_groups_name_the_columns_around_the_predicted_digit():
     assert keys(2, "aligned a_i, b_i") == [2, 7]
     assert keys(2, "carry source a_(i-1), b_(i-1)") == [1, 6]
     assert keys(2, "two below a_(i-2), b_(i-2)") == [0, 5]
-    assert keys(2, "answer slot below") == [9] and keys(2, "own answer slot") == [10]
+    assert keys(2, "answer slot below") == [9] and keys(2, "query itself") == [10]
+    assert keys(1, "answer slot below") == [8] and keys(0, "query itself") == [8]  # "=" predicts the units
     assert keys(0, "carry source a_(i-1), b_(i-1)") == [] and keys(0, "answer slot below") == []
+    assert 13 in keys(0, "other") and 13 in keys(1, "other")  # the end token is no answer slot
     assert (masks.sum(1) == 1).all(), "every key falls in exactly one group"
 
 
@@ -153,15 +167,14 @@ def _shipped_extrapolator():
 
 
 def test_the_shipped_extrapolator_carries_through_one_head_reading_the_answer_slot_below():
-    """checkpoints/extrap-add on planted 20-digit chains: L0H0 alone reads the slot below
-    and the carry source; removing its access to the slot below breaks the long chains, the
-    same removal in any other head changes nothing."""
+    """checkpoints/extrap-add on planted 20-digit chains: L0H0 alone reads the answer slot
+    below; removing its access to it breaks the long chains, the same removal in any other
+    head changes nothing."""
     model, task = _shipped_extrapolator()
     examples = _planted(task, 20, 24, 0)
     reading = head_reading(model, examples, 8, "planted chains, 20 digits")
     mass = np.array(reading.mass)  # [loop head group]
     assert np.allclose(mass.sum(-1), 1, atol=1e-3), "the groups split each attention row"
-    assert mass[:, :, GROUP_NAMES.index("answer slot above")].max() == 0, "attention is causal"
     below = mass[-1, :, GROUP_NAMES.index("answer slot below")]
     assert below.argmax() == 0 and below[0] > 0.05 and below[1:].max() < 0.05
     result = knockout(model, examples, 48, "planted chains, 20 digits", ["answer slot below"])
@@ -194,3 +207,21 @@ def test_a_second_seed_of_the_recipe_solves_longer_chains_by_looping_longer():
     short, long = length_extrapolation(model, task, [], chains=[(5, 5), (20, 20)], n=16, seed=3).rows
     assert short.exact_match == 1.0 and long.exact_match == 1.0
     assert long.loops_median >= short.loops_median + 10
+
+
+def test_a_model_whose_positions_stop_at_the_trained_length_is_told_why_not():
+    """checkpoints/loop-add (a learned Abacus table, max_seq_len 36) cannot take 4N-digit
+    problems: the section says so instead of failing on a position index."""
+    from pathlib import Path
+
+    from abacus_interp.checkpoints import load_model, load_task
+    from abacus_interp.errors import UserError
+    from analyses.carry_wave.analysis import far_length_reason
+
+    run = Path(__file__).resolve().parents[1] / "checkpoints" / "loop-add"
+    model, task = load_model(run), load_task(run)
+    reason = far_length_reason(model, task, 4)
+    assert reason is not None and "20-digit" in reason and "max_seq_len=36" in reason
+    assert far_length_reason(model, task, 1) is None
+    with pytest.raises(UserError, match="not built to extrapolate"):
+        carry_wave.run(model, task, config=carry_wave.CarryWaveConfig.quick(), far_multiple=4)

@@ -28,6 +28,7 @@ import torch
 from abacus_interp.errors import UserError
 from abacus_interp.evaluation.common import section_rng
 from abacus_interp.evaluation.extrapolation import ExtrapolationResult, length_extrapolation
+from abacus_interp.evaluation.grid import cell_fits
 from abacus_interp.halting import generate_adaptive
 from abacus_interp.jsonsafe import json_safe
 from abacus_interp.tasks.carries import (
@@ -41,7 +42,7 @@ from analyses.common import resolve
 from analyses.contract import takes_config
 
 from .config import CarryWaveConfig
-from .heads import HeadReading, Knockout, head_reading, knockout
+from .heads import HeadReading, Knockout, head_reading, knockout, reads_columns
 from .patching import DelayedCarry, chain_pair, delayed_carry
 from .stability import PathIndependenceAtLength, path_independence_by_length
 
@@ -131,8 +132,11 @@ class CarryWaveResult:
     wave: WaveProblem
     delayed: DelayedCarry
     convergence: ConvergenceCheck
-    heads: tuple[HeadReading, ...]  # in distribution and at the far length, planted chains
-    knockout: Knockout  # planted chains at the far length, at the horizon
+    # where each head reads, planted chains in distribution and at the far length, and the
+    # per-head knockouts at the far length; None for a model whose attention reads no index
+    heads_trained: HeadReading | None
+    heads_far: HeadReading | None
+    knockout: Knockout | None
     path_independence: tuple[PathIndependenceAtLength, ...]
 
     def to_dict(self) -> dict:
@@ -172,7 +176,11 @@ def run(
         raise UserError(f"horizon={horizon} exceeds the model's max_loops={model.cfg.max_loops}; "
                          f"load it with load_model(path, max_loops={horizon})")
     n_trained, far = task.max_digits, task.max_digits * far_multiple
-    lengths = sorted({max(1, round(m * n_trained)) for m in length_multiples})
+    reason = far_length_reason(model, task, far_multiple)
+    if reason:
+        raise UserError(reason)
+    # lengths past the model's positions are left out (a model without a position table takes any)
+    lengths = sorted({d for m in length_multiples if fits_positions(model, task, d := max(1, round(m * n_trained)))})
     accuracy = length_extrapolation(model, task, lengths, chains=[(n_trained, n_trained), (far, far)],
                                     n=n_problems, seed=seed)
     groups = {
@@ -211,14 +219,32 @@ def run(
         exact_match_converged=_mean([r for r, c in zip(right, stressed.converged, strict=True) if c]),
         exact_match_not_converged=_mean([r for r, c in zip(right, stressed.converged, strict=True) if not c]),
     )
-    heads = tuple(head_reading(model, groups[("planted chains", d)], min(head_loops, horizon), f"planted chains, {d} digits")
-                  for d in (n_trained, far))
-    knocked = knockout(model, far_planted, horizon, f"planted chains, {far} digits", KNOCKOUT_GROUPS)
-    path_lengths = sorted({max(1, round(m * n_trained)) for m in path_multiples})
+    heads_trained = heads_far = knocked = None
+    if reads_columns(model):
+        heads_trained, heads_far = (
+            head_reading(model, groups[("planted chains", d)], min(head_loops, horizon), f"planted chains, {d} digits")
+            for d in (n_trained, far))
+        knocked = knockout(model, far_planted, horizon, f"planted chains, {far} digits", KNOCKOUT_GROUPS)
+    path_lengths = sorted({d for m in path_multiples if fits_positions(model, task, d := max(1, round(m * n_trained)))})
     path = path_independence_by_length(model, {d: _uniform(task, d, n_problems, seed) for d in path_lengths}, horizon, seed)
     return CarryWaveResult(trained_digits=n_trained, horizon=horizon, accuracy=accuracy, lock_in=tuple(fits),
-                           halting=halting, wave=wave, delayed=delayed, convergence=convergence, heads=heads,
-                           knockout=knocked, path_independence=path)
+                           halting=halting, wave=wave, delayed=delayed, convergence=convergence,
+                           heads_trained=heads_trained, heads_far=heads_far, knockout=knocked, path_independence=path)
+
+
+def fits_positions(model, task, digits: int) -> bool:
+    """Whether a problem with two operands of `digits` digits fits the model's positions."""
+    return cell_fits(task, digits, digits, model.cfg.max_seq_len)
+
+
+def far_length_reason(model, task, far_multiple: int) -> str | None:
+    """Why the carry wave cannot run on `model` (None when it can): it compares problems of
+    the trained length N with problems `far_multiple` times longer."""
+    far = task.max_digits * far_multiple
+    if fits_positions(model, task, far):
+        return None
+    return (f"the carry wave compares {task.max_digits}-digit problems with {far}-digit ones, which do not fit this "
+            f"model's positions (max_seq_len={model.cfg.max_seq_len}): it was not built to extrapolate in length")
 
 
 def _uniform(task, digits: int, n: int, seed: int):

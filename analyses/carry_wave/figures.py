@@ -21,9 +21,9 @@ def carry_wave_figures(result) -> dict[str, go.Figure]:
         "carry_wave": carry_wave(result),
         "delayed_carry": delayed_carry(result),
         "convergence": convergence(result),
-        "head_reading": head_reading(result),
-        "knockout": knockout(result),
         "path_independence": path_independence(result),
+        **({"head_reading": head_reading(result), "knockout": knockout(result)}
+           if result.heads_far is not None and result.knockout is not None else {}),
     }
 
 
@@ -128,11 +128,13 @@ def delayed_carry(result) -> go.Figure:
 
 def head_reading(result) -> go.Figure:
     """Per head, loop x key group: the share of an answer position's attention (far sample)."""
-    r = result.heads[-1]
+    r = result.heads_far
     fig = make_subplots(rows=1, cols=len(r.heads), subplot_titles=r.heads, shared_yaxes=True)
     for h, name in enumerate(r.heads):
         z = [list(loop[h]) for loop in r.mass]  # [loop group]
+        # the shares printed in the cells: the carry channel is a few percent beside the aligned digits
         fig.add_trace(go.Heatmap(z=z, x=list(r.groups), y=list(range(1, len(r.mass) + 1)), zmin=0, zmax=1,
+                                 text=[[f"{v:.0%}" for v in row] for row in z], texttemplate="%{text}",
                                  colorscale="Viridis", showscale=h == len(r.heads) - 1, name=name,
                                  colorbar={"title": "attention share", "tickformat": ".0%"}), row=1, col=h + 1)
     fig.update_yaxes(title_text="loop", row=1, col=1)
@@ -151,7 +153,7 @@ def knockout(result) -> go.Figure:
     fig.add_hline(y=k.baseline, line_dash="dash", line_color="gray", annotation_text=f"intact {k.baseline:.0%}")
     fig.update_layout(title=f"Exact match when one head may not read one column ({k.label}, n={k.n_problems}, "
                             f"{k.n_loops} loops)", barmode="group", xaxis_title="head knocked out",
-                      yaxis={"range": [0, 1.1], "tickformat": ".0%", "title": "exact match"})
+                      yaxis={"title": "exact match", **percent_ticks()})
     return fig
 
 
@@ -161,14 +163,17 @@ def path_independence(result) -> go.Figure:
     names = [s.start for s in rows[0].starts] if rows else []
     for i, name in enumerate(names):
         y = [next(s.same_answer for s in r.starts if s.start == name) for r in rows]
-        fig.add_trace(go.Scatter(x=[r.digits for r in rows], y=y, mode="lines+markers", name=f"start: {name}",
+        fig.add_trace(go.Scatter(x=[r.digits for r in rows], y=y, mode="lines+markers", name=f"same answer as the zero start, from {name}",
                                  line={"color": COLORS[i % len(COLORS)]}))
     fig.add_trace(go.Scatter(x=[r.digits for r in rows], y=[r.reference_exact_match for r in rows],
                              mode="lines+markers", name="exact match from the zero start",
                              line={"color": "gray", "dash": "dot"}))
-    fig.add_vline(x=result.trained_digits, line_dash="dash", line_color="gray", annotation_text="trained length")
+    fig.add_vline(x=result.trained_digits, line_dash="dash", line_color="gray")
+    # an annotation's x on a log axis is log10 of the value (see accuracy_by_length)
+    fig.add_annotation(x=math.log10(result.trained_digits), y=0, yref="paper", text="trained length", showarrow=False,
+                       xanchor="left", yanchor="bottom")
     fig.update_xaxes(title_text="operand digits (uniform problems)", type="log")
-    fig.update_yaxes(title_text="same answer as the zero start", range=[0, 1.05], tickformat=".0%")
+    fig.update_yaxes(title_text="share of problems", **percent_ticks())
     horizon = rows[0].horizon if rows else result.horizon
     fig.update_layout(title=f"Path independence by length: the answer after {horizon} loops from other start states")
     return fig

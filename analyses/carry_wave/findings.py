@@ -41,7 +41,9 @@ def carry_wave_findings(result) -> list[str]:
                 + ("" if len(locked) == len(w.lock_in) else f"; {len(w.lock_in) - len(locked)} digits never right")
                 + ". ")
     out.append(wave + delayed_carry_finding(result.delayed))
-    out.append(heads_finding(result))
+    heads = heads_finding(result)
+    if heads:
+        out.append(heads)
     c = result.convergence
     if c.exact_match_not_converged is None:
         out.append(f"At a cap of {c.cap} loops every one of {c.n} problems ({c.label}) converged "
@@ -50,7 +52,7 @@ def carry_wave_findings(result) -> list[str]:
         out.append(f"At a cap of {c.cap} loops none of {c.n} problems ({c.label}) converged; exact match "
                    f"{c.exact_match_not_converged:.0%}.")
     else:
-        predicts = c.exact_match_not_converged < c.exact_match_converged - 0.1
+        predicts = c.exact_match_not_converged < c.exact_match_converged - BREAK_MARGIN
         out.append(f"Does non-convergence predict a wrong answer (Anil et al. 2022)? "
                    f"{'Yes' if predicts else 'Not here'}: at a cap of {c.cap} loops, "
                    f"{c.label}, exact match is {c.exact_match_converged:.0%} among the {c.converged:.0%} that "
@@ -59,31 +61,44 @@ def carry_wave_findings(result) -> list[str]:
     return out
 
 
-def heads_finding(result) -> str:
-    """Which head reads the carry channel (attention), and which reads are needed (knockout)."""
-    reading, k = result.heads[-1], result.knockout
+# a head "reads" a key group when it puts at least this share of its attention there
+READ_FLOOR = 0.05
+# a knockout "breaks" the model when exact match falls by more than this
+BREAK_MARGIN = 0.1
+
+
+def heads_finding(result) -> str | None:
+    """Which head reads the carry channel (attention), and whose reads are needed (knockout)."""
+    reading, k = result.heads_far, result.knockout
+    if reading is None or k is None:
+        return None
     last = len(reading.mass) - 1
     aligned = [row[reading.groups.index("aligned a_i, b_i")] for row in reading.mass[last]]
-    below_head, below = reading.top_head("answer slot below", last)
-    source_head, source = reading.top_head("carry source a_(i-1), b_(i-1)", last)
-    text = (f"In loop {last + 1} ({reading.label}) every head puts {min(aligned):.0%}-{max(aligned):.0%} of an answer "
-            f"position's attention on the aligned digits a_i, b_i; "
-            + (f"{below_head} reads the answer slot below ({below:.0%}) and the carry source a_(i-1), b_(i-1) "
-               f"({source:.0%})." if below_head == source_head else
-               f"{below_head} reads the answer slot below ({below:.0%}) and {source_head} the carry source "
-               f"a_(i-1), b_(i-1) ({source:.0%})."))
-    needed = []
+    text = (f"In loop {last + 1} ({reading.label}, n={reading.n_problems}) the heads put {min(aligned):.0%}-"
+            f"{max(aligned):.0%} of an answer position's attention on the aligned digits a_i, b_i")
+    readers = []
+    for group in ("answer slot below", "carry source a_(i-1), b_(i-1)"):
+        head, share = reading.top_head(group, last)
+        readers.append(f"{head} reads the {group} ({share:.0%})" if share >= READ_FLOOR
+                       else f"no head puts {READ_FLOOR:.0%} on the {group}")
+    text += "; " + " and ".join(readers) + "."
+    if k.baseline < 0.5:
+        return text + (f" Knockouts say nothing here: the intact model is at {k.baseline:.0%} on {k.label} "
+                       f"(n={k.n_problems}).")
+    broken = []
     for group, row in zip(k.groups, k.exact_match, strict=True):
-        drops = [(head, em) for head, em in zip(k.heads, row, strict=True) if em < k.baseline - 0.1]
-        kept = [em for em in row if em >= k.baseline - 0.1]
+        drops = [(head, em) for head, em in zip(k.heads, row, strict=True) if em < k.baseline - BREAK_MARGIN]
+        kept = [em for em in row if em >= k.baseline - BREAK_MARGIN]
         if drops:
-            needed.append(f"{group}: " + ", ".join(f"{head} {em:.0%}" for head, em in drops)
-                          + (f" (the other heads {_share_range(kept)})" if kept else ""))
-    if needed:
-        text += (f" Knocking one head's access to one column out in every loop ({k.label}, n={k.n_problems}, "
-                 f"intact {k.baseline:.0%}) leaves exact match at " + "; ".join(needed) + ".")
+            broken.append(f"denying {', '.join(h for h, _ in drops)} the {group} gives "
+                          + ", ".join(f"{em:.0%}" for _, em in drops)
+                          + (f" (the other heads: {_share_range(kept)})" if kept else ""))
+    if broken:
+        text += (f" Exact match when one head may not attend to one key group in any loop ({k.label}, "
+                 f"n={k.n_problems}, intact {k.baseline:.0%}): " + "; ".join(broken) + ".")
     else:
-        text += f" No single head's access to {', '.join(k.groups)} is needed ({k.label}, n={k.n_problems})."
+        text += (f" No single head is needed for {', '.join(k.groups)} ({k.label}, n={k.n_problems}, "
+                 f"intact {k.baseline:.0%}).")
     return text
 
 
@@ -94,7 +109,7 @@ def path_finding(rows) -> str:
     lengths = ", ".join(str(r.digits) for r in rows)
     starts = ", ".join(s.start for s in rows[0].starts)
     share = "every answer equals" if worst == 1 else f"at least {worst:.0%} of answers equal"
-    return (f"Path independence (uniform problems of {lengths} digits, n={rows[0].n} each, {rows[0].horizon} loops, "
+    return (f"Path independence (uniform problems of {lengths} digits, n={rows[0].n_problems} each, {rows[0].horizon} loops, "
             f"starts {starts}): {share} the zero start's at every length.")
 
 

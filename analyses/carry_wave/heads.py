@@ -9,9 +9,11 @@ being predicted (column offset 0 = column i):
 * operand digits a_i, b_i (the aligned pair) sit at index offset +1, column offset 0;
 * a_(i-1), b_(i-1) (the column a carry comes from) at index offset 0, column offset -1;
 * a_(i-2), b_(i-2) at index offset -1, column offset -2;
-* the position predicting digit i - 1 (the answer slot below) at index offset -1, column
+* the position predicting digit i - 1 ("answer slot below") at index offset -1, column
   offset -1: the only way a carry decided further down can reach digit i under a window
-  of 1, one column per loop.
+  of 1, one column per loop;
+* the query position itself ("query itself": "=" for the units digit, else the slot of
+  digit i - 1). Later positions are never visible (attention is causal).
 
 `head_reading` splits every answer position's attention pattern, per loop and head, into
 those key groups; everything else (the "+" sign, the end token, farther keys where the
@@ -36,8 +38,7 @@ KEY_GROUPS: tuple[tuple[str, str, int], ...] = (
     ("carry source a_(i-1), b_(i-1)", "operand", -1),
     ("two below a_(i-2), b_(i-2)", "operand", -2),
     ("answer slot below", "answer", -1),
-    ("own answer slot", "answer", 0),
-    ("answer slot above", "answer", 1),
+    ("query itself", "answer", 0),
 )
 GROUP_NAMES: tuple[str, ...] = (*(name for name, _, _ in KEY_GROUPS), "other")
 
@@ -65,7 +66,8 @@ def _key_groups(tokens: torch.Tensor, index: torch.Tensor, equals_id: int, plus_
     """Per (problem, answer digit) row: the query position and [row group key] masks."""
     batch = tokens.shape[0]
     is_equals = (tokens == equals_id).long()
-    in_answer = (is_equals.cumsum(1) - is_equals + is_equals) > 0  # "=" and every slot after it
+    # "=" and the answer slots after it; the end token and padding (index 0 after "=") are "other"
+    in_answer = (is_equals.cumsum(1) > 0) & ((tokens == equals_id) | (index > 0))
     is_operand = ~in_answer & (tokens != plus_id) & (index > 0)
     # the column a key speaks for: an operand digit at index j is column j - 1, an answer
     # position at index j predicts digit j
@@ -80,6 +82,18 @@ def _key_groups(tokens: torch.Tensor, index: torch.Tensor, equals_id: int, plus_
             masks.append(torch.stack([*groups, ~named]))
             queries.append((b, query))
     return torch.tensor(queries), torch.stack(masks).float()  # [row 2], [row group key]
+
+
+def reads_columns(model) -> bool:
+    """Whether the column bookkeeping here applies: an answer-slot model whose attention reads
+    the Abacus index (rotary positions or a window on it)."""
+    return bool(model.cfg.answer_slots and model.cfg.attends_by_index)
+
+
+def check_reads_columns(model) -> None:
+    if not reads_columns(model):
+        raise UserError("head reading and knockouts need an answer-slot model whose attention reads the Abacus "
+                        "index (model.rotary='abacus' or model.abacus_window)")
 
 
 @torch.no_grad()
@@ -104,7 +118,7 @@ def head_reading(model, examples, n_loops: int, label: str, batch_size: int = 64
 
         def make_hook(t: int, layer: int, queries=queries, masks=masks):
             def hook(pattern, hook):  # pattern: [batch head query_pos key_pos]
-                rows = pattern.detach().float().cpu()[queries[:, 0], :, queries[:, 1], :]  # [row head key]
+                rows = pattern.detach()[queries[:, 0], :, queries[:, 1], :].float().cpu()  # [row head key]
                 totals[t, layer] += torch.einsum("rhk,rgk->hg", rows, masks).numpy()
                 return pattern
             return hook
@@ -139,6 +153,7 @@ def knockout(model, examples, n_loops: int, label: str, groups: Sequence[str], b
     scores on key group g are set to -inf at every answer position and loop, for each (g, h):
     the head's access to that column removed, its attention renormalised over the rest."""
     cfg, vocab = model.cfg, model.cfg.vocab
+    check_reads_columns(model)
     unknown = [g for g in groups if g not in GROUP_NAMES[:-1]]
     if unknown:
         raise UserError(f"unknown key groups {unknown}; choose from {GROUP_NAMES[:-1]}")

@@ -79,7 +79,8 @@ def delayed_carry(model, task, clean_operands: tuple[int, int], corrupted_operan
     # the logits at position n_prompt - 1 + k read answer digit k; the chain's are digits 1..chain
     reads = torch.arange(n_prompt, n_prompt + chain)
     inputs, index = model.embed(tokens), model.attention_index(tokens)  # [2 pos d_model], [2 pos]
-    clean_in, corrupted_in, index = inputs[:1], inputs[1:], index[:1]
+    clean_in, corrupted_in = inputs[:1], inputs[1:]
+    index = None if index is None else index[:1]  # both inputs share one layout
 
     corrupted_states, state = [None], None  # the state after s corrupted loops, s = 0..
     for t in range(max(switch_loops)):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from analyses.contract import RunContext
 
-from .analysis import CarryWaveResult
+from .analysis import CarryWaveResult, far_length_reason
 from .analysis import run as run_carry_wave
 from .config import CarryWaveConfig
 
@@ -21,7 +21,7 @@ class CarryWaveAnalysis:
         if not (run.is_looped and cfg.answer_slots):
             return ("the carry wave is read off an answer-slot model's loops (answer_format='slots'); "
                     "this model writes its answer token by token, so carries travel through its own answer")
-        return None
+        return far_length_reason(run.model, run.task, CarryWaveConfig.far_multiple)
 
     def run(self, run: RunContext, config: CarryWaveConfig) -> CarryWaveResult:
         horizon = min(config.horizon, run.model.cfg.max_loops)

@@ -11,7 +11,7 @@ from analyses.fixed_point.path_independence import path_independence
 @dataclass(frozen=True)
 class StartAgreement:
     start: str  # "noise", "noise_x4" (four times the state's norm) or "other" (another problem's end state)
-    same_state: float  # share of problems whose end state has cosine >= threshold to the reference's
+    same_state: float  # share of problems whose end state has cosine >= `threshold` to the reference's
     same_answer: float  # share whose read-out answer equals the reference's
     exact_match: float
 
@@ -19,8 +19,9 @@ class StartAgreement:
 @dataclass(frozen=True)
 class PathIndependenceAtLength:
     digits: int
-    n: int
+    n_problems: int
     horizon: int
+    threshold: float  # the cosine at which two end states count as the same
     reference_exact_match: float  # from the model's own (zero) start
     starts: tuple[StartAgreement, ...]
 
@@ -34,7 +35,8 @@ def path_independence_by_length(model, samples: dict[int, list], horizon: int, s
     for digits, examples in samples.items():
         d = path_independence(model, examples, horizon, seed=seed, batch_size=64)
         out.append(PathIndependenceAtLength(
-            digits=digits, n=len(examples), horizon=horizon, reference_exact_match=d["reference_exact_match"],
+            digits=digits, n_problems=len(examples), horizon=horizon, threshold=d["threshold"],
+            reference_exact_match=d["reference_exact_match"],
             starts=tuple(StartAgreement(start=name, same_state=s["same_state_fraction"],
                                         same_answer=s["same_answer_fraction"], exact_match=s["exact_match"])
                          for name, s in d["starts"].items())))
