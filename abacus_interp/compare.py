@@ -4,26 +4,28 @@ reference (Miller et al., ACL 2025), which compares a recurrent transformer, a G
 multi-layer LSTM on arithmetic expressions, three sizes each.
 
 Every cell is a real run of the project's `train` (resumable), evaluated on held-out problems
-(the task's test split, which training never draws) and stored beside the run, so
-`run_comparison` on a finished directory only reads.
+(compare_eval says which) and stored beside the run with its learning curve against training
+FLOPs (compare_compute), so `run_comparison` on a finished directory only reads. A cell can
+be trained again at another seed (`cells/<cell>-seed<n>`); the findings then use both runs.
 
     abacus-interp compare --spec expressions --sizes S --out runs/expr-compare
+    abacus-interp compare --spec addition --out runs/add-compare
+    abacus-interp compare --spec addition --cells gpt-m,looped-m --seed 1 --out runs/add-compare
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import random
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from . import checkpoints as ckpt
+from .compare_eval import CellEvaluation, cell_curve, evaluate_cell
 from .compare_summary import FAMILY_LABELS, findings
 from .errors import UserError, check_output_dir
-from .scoring import score_examples
 
 logger = logging.getLogger(__name__)
 
@@ -35,10 +37,21 @@ class Contender:
     family: str  # a key of FAMILY_LABELS
     size: str  # one of SIZES
     overrides: tuple[str, ...]  # `--set` edits that make this family at this size
+    seed: int = 0  # train.seed; a seed other than 0 is a second run of the same cell
+
+    @property
+    def base_cell(self) -> str:
+        return f"{self.family}-{self.size.lower()}"
 
     @property
     def cell(self) -> str:
-        return f"{self.family}-{self.size.lower()}"
+        """The cell's directory name: "gpt-m", and "gpt-m-seed1" for its run at train.seed=1."""
+        return self.base_cell if self.seed == 0 else f"{self.base_cell}-seed{self.seed}"
+
+    @property
+    def edits(self) -> tuple[str, ...]:
+        # seed 0 adds no edit, so the first run of a cell is the one trained without --seed
+        return self.overrides if self.seed == 0 else (*self.overrides, f"train.seed={self.seed}")
 
 
 @dataclass(frozen=True)
@@ -46,21 +59,28 @@ class ComparisonSpec:
     preset: str
     base: tuple[str, ...]  # `--set` edits shared by every cell
     contenders: tuple[Contender, ...]
-    # accuracy by problem length (characters of the human problem) for each length here;
-    # lengths past the task's trained range are out of distribution
+    # accuracy by problem length for each length here, in `length_unit`; lengths past the
+    # task's trained range are out of distribution
     lengths: tuple[int, ...]
     n_per_length: int = 100
-    n_test: int = 1000  # held-out problems of the trained length range for the headline accuracy
+    n_test: int = 1000  # held-out problems of the trained distribution for the headline accuracy
     eval_seed: int = 0
     description: str = ""
+    # what a length counts: "characters" of the human problem (a task with a length range)
+    # or "digits" of each operand (a task with a digit range); evaluate_cell checks it
+    length_unit: str = "characters"
+    band: int = 5  # the findings' "short" and "long" bands: the first and last `band` trained lengths
 
-    def select(self, sizes: tuple[str, ...] | None = None, families: tuple[str, ...] | None = None) -> list[Contender]:
-        for what, given, known in (("size", sizes, SIZES), ("family", families, tuple(FAMILY_LABELS))):
+    def select(self, sizes: tuple[str, ...] | None = None, families: tuple[str, ...] | None = None,
+               cells: tuple[str, ...] | None = None) -> list[Contender]:
+        for what, given, known in (("size", sizes, SIZES), ("family", families, tuple(FAMILY_LABELS)),
+                                   ("cell", cells, tuple(c.base_cell for c in self.contenders))):
             unknown = sorted(set(given or ()) - set(known))
             if unknown:
                 raise UserError(f"unknown {what} {', '.join(unknown)}; choose from {', '.join(known)}")
         return [c for c in self.contenders
-                if (sizes is None or c.size in sizes) and (families is None or c.family in families)]
+                if (sizes is None or c.size in sizes) and (families is None or c.family in families)
+                and (cells is None or c.base_cell in cells)]
 
 
 def _expressions() -> ComparisonSpec:
@@ -102,7 +122,55 @@ def _expressions() -> ComparisonSpec:
     )
 
 
-SPECS = {"expressions": _expressions}
+def _addition() -> ComparisonSpec:
+    """The grid where the families separate: loop-add's addition, operands of 1-5 digits in
+    the answer-slot format, evaluated by operand digits to 8 (6-8 out of distribution).
+
+    Why addition: in the answer-slot format the model reads placeholders in the answer
+    positions, so the whole answer is computed in one forward pass and a carry can only
+    travel through depth (layers, or loops); the best family reaches >= 90% exact match
+    within minutes on one CPU core, so accuracy, not only loss, ranks the families (on the
+    expression grammar every family sat at 2-3%).
+
+    Sizes S (width 32, depth 4) and M (64, 6), 2,000 steps each in one process. The looped
+    cell keeps loop-add's recipe (norm_add injection, mix loss over depths 2..4*depth, step
+    penalty, noise starts) with one layer looped `depth` times; GPT, LSTM and ReTran run
+    `depth` layers once without any of the loop recipe (no input injection, no mix depths,
+    no step penalty, no noise start). ReTran is half as wide, as in the reference; LSTM has
+    no position signal (its recurrence knows where it is). loop-add's learned Abacus table
+    and max_seq_len=36 fit operands of up to 10 digits, so every length 1-8 is scored."""
+    sizes = (("S", 32, 4), ("M", 64, 6))
+    single = {"model.n_loops": 1, "model.max_loops": 1, "train.progressive": "none", "train.mix_depths": "null",
+              "train.step_penalty": "null", "train.init_state_noise": 0.0, "model.input_injection": "none"}
+    contenders = []
+    for family in FAMILY_LABELS:
+        for size, width, depth in sizes:
+            if family == "looped":
+                edits: dict[str, object] = {"model.n_layers": 1, "model.n_loops": depth, "model.max_loops": 4 * depth,
+                                            "train.mix_depths": f"[2,{4 * depth}]"}
+            else:
+                edits = {"model.n_layers": depth, **single}
+            if family in ("lstm", "retran"):
+                edits["model.family"] = family
+            if family == "lstm":
+                edits["model.positional"] = "none"
+            edits["model.d_model"] = width // 2 if family == "retran" else width
+            contenders.append(Contender(family, size, tuple(f"{k}={v}" for k, v in edits.items())))
+    return ComparisonSpec(
+        preset="loop-add",
+        base=("train.processes=1", "train.steps=2000", "train.checkpoint_every=250"),
+        contenders=tuple(contenders),
+        lengths=tuple(range(1, 9)),
+        n_per_length=200,
+        n_test=1000,
+        description="looped vs GPT vs LSTM vs ReTran on addition in the answer-slot format "
+                    "(operands of 1-5 digits trained, 6-8 out of distribution)",
+        length_unit="digits",
+        band=2,
+    )
+
+
+SPECS = {"expressions": _expressions, "addition": _addition}
 
 
 def get_spec(name: str) -> ComparisonSpec:
@@ -111,37 +179,21 @@ def get_spec(name: str) -> ComparisonSpec:
     return SPECS[name]()
 
 
-def evaluate_cell(model, task, spec: ComparisonSpec) -> dict[str, Any]:
-    """Exact match on `n_test` held-out problems of the trained lengths, and on
-    `n_per_length` held-out problems of each length in `spec.lengths` (None where a length
-    does not fit the model). Every set is seeded, so each cell sees the same problems."""
-    if task.length_range is None:
-        raise UserError(f"task {task.name!r} declares no problem-length range; a comparison "
-                         "by length needs one (e.g. expressions with grammar='reference')")
-    test = task.sample(spec.n_test, random.Random(spec.eval_seed), split="test")
-    trained_max = task.length_range[1]
-    by_length: list[float | None] = []
-    for length in spec.lengths:
-        if task.max_sequence_length(max_len=length) > model.cfg.max_seq_len:
-            by_length.append(None)
-            continue
-        rng = random.Random(spec.eval_seed * 1_000 + length)
-        # lengths past the trained range were never trained on, so any problem of them is
-        # held out (and drawing them from the whole grammar is ten times faster)
-        split = "test" if length <= trained_max else None
-        examples = task.sample(spec.n_per_length, rng, min_len=length, max_len=length, split=split)
-        by_length.append(score_examples(model, examples).exact_match)
-    overall = score_examples(model, test)
-    return {
-        "exact_match": overall.exact_match,
-        "loss": overall.loss,  # per answer token: it still separates cells whose exact match is near 0
-        "lengths": list(spec.lengths),
-        "exact_match_by_length": by_length,
-        "trained_lengths": list(task.length_range),
-        "n_test": spec.n_test,
-        "n_per_length": spec.n_per_length,
-        "params": sum(p.numel() for p in model.parameters()),
-    }
+def _check_same_config(cell_dir: Path, cfg) -> None:
+    """A cell directory counts only if it holds the cell asked for, not one trained with other
+    --set values into the same directory; read back through RunConfig, so a field added since
+    (at its default) is no difference."""
+    from .training import RunConfig
+
+    saved = RunConfig.from_dict(ckpt.read_run_config(cell_dir)).to_dict()
+    if json.loads(json.dumps(saved)) != json.loads(json.dumps(cfg.to_dict())):
+        raise UserError(f"{cell_dir} was trained with other settings than this comparison asks for; "
+                         "pass the same --set values, or choose a new --out")
+
+
+def _finished(cell_dir: Path, steps: int) -> bool:
+    checkpoints = ckpt.list_checkpoints(cell_dir) if (cell_dir / "checkpoints").is_dir() else []
+    return bool(checkpoints) and checkpoints[-1][0] >= steps
 
 
 def run_comparison(
@@ -150,51 +202,90 @@ def run_comparison(
     sizes: tuple[str, ...] | None = None,
     families: tuple[str, ...] | None = None,
     progress: bool = True,
+    cells: tuple[str, ...] | None = None,
+    seed: int = 0,
+    inside: bool = True,
 ) -> dict[str, Any]:
-    """Train (or resume) each selected cell under `out/cells/`, evaluate it, and write
-    `out/comparison.json` over every evaluated cell there; returns its content."""
-    from .training import RunConfig, apply_overrides, get_preset
+    """Train (or resume) each selected cell under `out/cells/` at train.seed=`seed` (a seed
+    other than 0 writes `cells/<cell>-seed<seed>`), evaluate it, look inside the best looped
+    and GPT cells (`inside`, see compare_inside) and write `out/comparison.json` over every
+    evaluated cell there; returns its content. A cell whose training finished is evaluated
+    without training; one already evaluated is only read."""
+    from .training import apply_overrides, get_preset
     from .training.launch import train_run
 
     out = check_output_dir(out)
     (out / "cells").mkdir(parents=True, exist_ok=True)
-    for contender in spec.select(sizes, families):
+    for contender in spec.select(sizes, families, cells):
+        contender = replace(contender, seed=seed)
         cell_dir = out / "cells" / contender.cell
         eval_path = cell_dir / "evaluation.json"
-        cfg = apply_overrides(get_preset(spec.preset), [*spec.base, *contender.overrides])
+        edits = [*spec.base, *contender.edits]
+        cfg = apply_overrides(get_preset(spec.preset), edits)
+        if (cell_dir / "config.json").exists():
+            _check_same_config(cell_dir, cfg)
         if eval_path.exists():
-            # a finished cell counts only if it is the cell asked for, not one trained with
-            # other --set values into the same directory; read back through RunConfig, so a
-            # field added since (at its default) is no difference
-            saved = RunConfig.from_dict(ckpt.read_run_config(cell_dir)).to_dict()
-            if json.loads(json.dumps(saved)) != json.loads(json.dumps(cfg.to_dict())):
-                raise UserError(f"{cell_dir} was trained with other settings than this comparison asks for; "
-                                 "pass the same --set values, or choose a new --out")
             continue
         started = time.perf_counter()
-        train_run(cfg, cell_dir, spec.preset, [*spec.base, *contender.overrides], progress)
+        if not _finished(cell_dir, cfg.train.steps):
+            train_run(cfg, cell_dir, spec.preset, edits, progress)
         evaluation = evaluate_cell(ckpt.load_model(cell_dir, device="cpu"), cfg.make_task(), spec)
+        compute, curve = cell_curve(cell_dir, evaluation.params)
         rows = ckpt.read_metrics(cell_dir)
-        evaluation["train_seconds"] = next((r["elapsed_s"] for r in reversed(rows) if "elapsed_s" in r), None)
-        evaluation["steps"] = cfg.train.steps
-        evaluation["wall_seconds"] = round(time.perf_counter() - started, 1)
-        ckpt.write_json(eval_path, evaluation)
-        logger.info("comparison cell %s: exact match %.3f", contender.cell, evaluation["exact_match"])
+        evaluation = replace(
+            evaluation, train_seconds=next((r["elapsed_s"] for r in reversed(rows) if "elapsed_s" in r), None),
+            steps=cfg.train.steps, wall_seconds=round(time.perf_counter() - started, 1), seed=cfg.train.seed,
+            compute=compute, curve=curve)
+        ckpt.write_json(eval_path, evaluation.to_dict())
+        logger.info("comparison cell %s: exact match %.3f", contender.cell, evaluation.exact_match)
+    if inside:
+        from .compare_inside import inspect_winners
+
+        inspect_winners(spec, out)
     return summarise(spec, out)
 
 
-def summarise(spec: ComparisonSpec, out: str | Path) -> dict[str, Any]:
-    """`comparison.json` from the evaluated cells under `out/cells/` (in the spec's order)."""
-    out = Path(out)
-    cells = []
+def cell_dirs(spec: ComparisonSpec, out: Path) -> list[tuple[Contender, Path]]:
+    """(contender, directory) of every evaluated cell under out/cells, in the spec's order,
+    each cell's first run before its other seeds (ascending)."""
+    found = []
     for contender in spec.contenders:
-        eval_path = out / "cells" / contender.cell / "evaluation.json"
-        if eval_path.exists():
-            cells.append({"family": contender.family, "size": contender.size, "cell": contender.cell,
-                          **json.loads(eval_path.read_text())})
+        seeds = [replace(contender, seed=int(p.name.rsplit("-seed", 1)[1]))
+                 for p in (out / "cells").glob(f"{contender.base_cell}-seed*") if p.name.rsplit("-seed", 1)[1].isdigit()]
+        for c in [contender, *sorted(seeds, key=lambda c: c.seed)]:
+            if (out / "cells" / c.cell / "evaluation.json").exists():
+                found.append((c, out / "cells" / c.cell))
+    return found
+
+
+def read_evaluation(cell_dir: Path) -> CellEvaluation:
+    """A cell's evaluation.json; one written before learning curves existed gets its curve,
+    compute and seed from the metrics.jsonl and config.json beside it (and is rewritten)."""
+    evaluation = CellEvaluation.from_dict(json.loads((cell_dir / "evaluation.json").read_text()))
+    if evaluation.curve is None and (cell_dir / "metrics.jsonl").exists():
+        compute, curve = cell_curve(cell_dir, evaluation.params)
+        seed = ckpt.read_run_config(cell_dir)["train"]["seed"]
+        evaluation = replace(evaluation, compute=compute, curve=curve, seed=seed)
+        ckpt.write_json(cell_dir / "evaluation.json", evaluation.to_dict())
+    return evaluation
+
+
+def summarise(spec: ComparisonSpec, out: str | Path) -> dict[str, Any]:
+    """`comparison.json` from the evaluated cells under `out/cells/` (in the spec's order):
+    `cells` holds every cell's first run (train.seed 0), `seeds` its runs at other seeds,
+    `inside` what the interpretability sections found in the winners (compare_inside)."""
+    from .compare_inside import read_inside
+
+    out = Path(out)
+    cells, seeds = [], []
+    for contender, cell_dir in cell_dirs(spec, out):
+        entry = {"family": contender.family, "size": contender.size, "cell": contender.cell,
+                 **read_evaluation(cell_dir).to_dict()}
+        (cells if contender.seed == 0 else seeds).append(entry)
     if not cells:
         raise UserError(f"{out}/cells has no evaluated cell; run `abacus-interp compare --out {out}` first")
-    data = {"spec": asdict(spec), "cells": cells}
+    data = {"spec": asdict(spec), "cells": cells, "seeds": seeds, "inside": [asdict(i) for i in read_inside(out)]}
+    data = json.loads(json.dumps(data))  # JSON types (lists, not tuples), as findings and a later reader see them
     data["findings"] = findings(data)
     ckpt.write_json(out / "comparison.json", data)
-    return json.loads((out / "comparison.json").read_text())  # JSON types, as a later reader sees them
+    return json.loads((out / "comparison.json").read_text())

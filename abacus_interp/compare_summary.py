@@ -17,7 +17,6 @@ FAMILY_COLORS = {family: qualitative.Plotly[i] for i, family in enumerate(FAMILY
 SIZE_DASH = {"S": "solid", "M": "dash", "L": "dot"}
 COMPARABLE_PARAMS = 1.5  # two cells within this ratio of parameters count as equal-sized
 SIGNIFICANCE = 2.0  # standard errors an exact-match gap must exceed to rank two cells
-SHORT_BAND = 5  # characters: "short" is the first 5 trained lengths, "long" the last 5
 
 
 def label(cell: dict[str, Any]) -> str:
@@ -39,12 +38,12 @@ def band_mean(cell: dict[str, Any], lo: int, hi: int) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def length_bands(cell: dict[str, Any]) -> list[tuple[str, float | None]]:
-    """(name, mean exact match) for the shortest and longest trained lengths and for every
-    evaluated length past the trained range."""
+def length_bands(cell: dict[str, Any], band: int) -> list[tuple[str, float | None]]:
+    """(name, mean exact match) for the `band` shortest and longest trained lengths and for
+    every evaluated length past the trained range."""
     lo, hi = cell["trained_lengths"]
-    bands = [(f"{lo}-{lo + SHORT_BAND - 1}", band_mean(cell, lo, lo + SHORT_BAND - 1)),
-             (f"{hi - SHORT_BAND + 1}-{hi}", band_mean(cell, hi - SHORT_BAND + 1, hi))]
+    bands = [(f"{lo}-{lo + band - 1}", band_mean(cell, lo, lo + band - 1)),
+             (f"{hi - band + 1}-{hi}", band_mean(cell, hi - band + 1, hi))]
     beyond = [n for n, em in zip(cell["lengths"], cell["exact_match_by_length"], strict=True) if n > hi and em is not None]
     if beyond:
         first, last = min(beyond), max(beyond)
@@ -59,6 +58,13 @@ def clearly_more_accurate(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return pa - pb > SIGNIFICANCE * math.sqrt((pa * (1 - pa) + pb * (1 - pb)) / n)
 
 
+def gap_se(a: dict[str, Any], b: dict[str, Any]) -> float:
+    """a's exact match minus b's in standard errors of the difference (compare_curves.gap_in_se)."""
+    from .compare_curves import gap_in_se
+
+    return gap_in_se(a["exact_match"], a["n_test"], b["exact_match"], b["n_test"])
+
+
 def equal_parameter_sentences(cells: list[dict[str, Any]]) -> list[str]:
     """Comparisons a reader can take as "at equal parameters": a cell clearly more accurate
     (or of lower held-out loss) than another family's cell with no more parameters, so it
@@ -66,16 +72,17 @@ def equal_parameter_sentences(cells: list[dict[str, Any]]) -> list[str]:
     each other in size."""
     out, settled = [], set()
 
-    def dominance(wins, what: str, show) -> None:
+    def dominance(wins, what: str, show, gap=None) -> None:
         for a in cells:
             beaten = [b for b in cells if b["family"] != a["family"] and b["params"] >= a["params"] and wins(a, b)]
             settled.update((a["cell"], b["cell"]) for b in beaten)
             if beaten:
                 out.append(f"{label(a)} ({_params(a['params'])} parameters, {show(a)}) {what} "
-                           + ", ".join(f"{label(b)} ({_params(b['params'])}, {show(b)})" for b in beaten)
+                           + ", ".join(f"{label(b)} ({_params(b['params'])}, {show(b)}"
+                                       + (f"; {gap(a, b):.1f} SE behind" if gap else "") + ")" for b in beaten)
                            + " with no more parameters.")
 
-    dominance(clearly_more_accurate, "is more accurate than", lambda c: _pct(c["exact_match"]))
+    dominance(clearly_more_accurate, "is more accurate than", lambda c: _pct(c["exact_match"]), gap_se)
     if not out:
         out.append(f"No family's exact match is more than {SIGNIFICANCE:g} standard errors above another's "
                    f"({cells[0]['n_test']} problems each), so exact match does not rank them at these sizes.")
@@ -86,28 +93,48 @@ def equal_parameter_sentences(cells: list[dict[str, Any]]) -> list[str]:
             if close and a["family"] != b["family"] and not {(a["cell"], b["cell"]), (b["cell"], a["cell"])} & settled:
                 out.append(f"At comparable size ({_params(a['params'])} vs {_params(b['params'])} parameters), "
                            f"{label(a)} scores {_pct(a['exact_match'])} (loss {a['loss']:.2f}) and {label(b)} "
-                           f"{_pct(b['exact_match'])} (loss {b['loss']:.2f}).")
+                           f"{_pct(b['exact_match'])} (loss {b['loss']:.2f}), {abs(gap_se(a, b)):.1f} standard "
+                           f"errors apart.")
     return out
 
 
 def findings(data: dict[str, Any]) -> list[str]:
+    """Every sentence of a comparison: accuracy and loss, at equal parameters, at equal compute
+    (compare_curves), by length, over seeds (compare_seeds) and inside the winners
+    (compare_inside). `data` is comparison.json's content."""
+    from .compare_curves import equal_compute_sentences, rising_sentences
+    from .compare_inside import inside_sentences
+    from .compare_seeds import seed_sentences
+
     cells = data["cells"]
     if not cells:
         return []
+    unit, band = data["spec"]["length_unit"], data["spec"]["band"]
     lo, hi = cells[0]["trained_lengths"]
     ranked = sorted(cells, key=lambda c: -c["exact_match"])
-    out = [f"Exact match on {cells[0]['n_test']} held-out problems of {lo}-{hi} characters: "
+    sample = f" ({cells[0]['sample']}: the task's own sampler)" if cells[0]["sample"] else ""
+    out = [f"Exact match on {cells[0]['n_test']} held-out problems of {lo}-{hi} {unit}{sample}: "
            + ", ".join(f"{label(c)} {_pct(c['exact_match'])} ({_params(c['params'])} parameters)" for c in ranked)
            + "."]
+    balanced = [c for c in ranked if c["exact_match_carry_balanced"] is not None]
+    if balanced:
+        out.append(f"On {balanced[0]['n_carry_balanced']} carry-balanced problems (longest carry chain uniform in "
+                   f"0..digits, which uniform digits almost never give): "
+                   + ", ".join(f"{label(c)} {_pct(c['exact_match_carry_balanced'])}" for c in
+                               sorted(balanced, key=lambda c: -c["exact_match_carry_balanced"])) + ".")
     by_loss = sorted(cells, key=lambda c: c["loss"])
     out.append("Held-out loss per answer token (lower is better; it separates cells whose exact match is "
                "near zero): " + ", ".join(f"{label(c)} {c['loss']:.2f}" for c in by_loss) + ".")
     out.extend(equal_parameter_sentences(cells))
+    out.extend(equal_compute_sentences(cells))
+    out.extend(rising_sentences(cells))
     for cell in ranked:
-        bands = length_bands(cell)
+        bands = length_bands(cell, band)
         text = ", ".join(f"{_pct(em)} at {name}" for name, em in bands)
-        out.append(f"{label(cell)} by problem length (characters): {text}"
+        out.append(f"{label(cell)} by problem length ({unit}): {text}"
                    + (f" (past the trained {hi})." if len(bands) > 2 else "."))
+    out.extend(seed_sentences(data))
+    out.extend(inside_sentences(data["inside"]))
     return out
 
 
@@ -140,7 +167,7 @@ def accuracy_vs_length_figure(data: dict[str, Any]) -> go.Figure:
     if hi is not None and lengths and max(lengths) > hi:
         fig.add_vrect(x0=hi + 0.5, x1=max(lengths) + 0.5, fillcolor="gray", opacity=0.15, line_width=0,
                       annotation_text="out of distribution", annotation_position="top left")
-    fig.update_xaxes(title_text="problem length (characters)")
+    fig.update_xaxes(title_text=f"problem length ({data['spec']['length_unit']})")
     fig.update_yaxes(title_text="exact match", range=[-0.02, 1.05])
     fig.update_layout(title="Accuracy against problem length", height=420)
     return fig

@@ -75,7 +75,7 @@ def test_comparison_trains_each_cell_once_and_evaluates_by_length(tmp_path):
                  sizes=ReportSizes.quick(), sections=["model_card", "architectures"], progress=False)
     section = load_report_json(tmp_path / "rep")["sections"]["architectures"]
     assert section["status"] == "ok" and section["findings"] == again["findings"]
-    assert set(section["figures"]) == {"accuracy_vs_params", "accuracy_vs_length"}
+    assert set(section["figures"]) == {"accuracy_vs_params", "accuracy_vs_length", "learning_curves"}
 
     # a report of another family's cell runs what applies and says why the rest does not
     build_report(tmp_path / "cmp" / "cells" / "lstm-s", tmp_path / "rep-lstm", sizes=ReportSizes.quick(),
@@ -96,16 +96,19 @@ def test_evaluation_is_seeded_per_length():
     task = cfg.make_task()
     first, second = evaluate_cell(model, task, spec), evaluate_cell(model, task, spec)
     assert first == second
-    assert first["params"] == sum(p.numel() for p in model.parameters())
+    assert first.params == sum(p.numel() for p in model.parameters())
+    # expressions have no carries: no carry-balanced sample
+    assert first.sample == "uniform" and first.exact_match_carry_balanced is None
 
 
 def planted() -> dict:
     def cell(family, size, params, em, by_length):
         return {"family": family, "size": size, "cell": f"{family}-{size.lower()}", "params": params,
                 "exact_match": em, "loss": 2.0 - em, "lengths": [8, 9, 10, 11, 12, 26, 27, 28, 29, 30, 31, 32],
-                "exact_match_by_length": by_length, "trained_lengths": [8, 30], "n_test": 1000}
+                "exact_match_by_length": by_length, "trained_lengths": [8, 30], "n_test": 1000, "sample": None,
+                "exact_match_carry_balanced": None, "n_carry_balanced": None, "seed": 0, "curve": None}
 
-    return {"cells": [
+    return {"spec": {"length_unit": "characters", "band": 5}, "seeds": [], "inside": [], "cells": [
         cell("retran", "S", 11_000, 0.8, [0.9] * 5 + [0.6] * 5 + [0.2, 0.0]),
         cell("gpt", "S", 41_000, 0.5, [0.7] * 5 + [0.3] * 5 + [None, 0.1]),
         cell("lstm", "S", 9_000, 0.3, [0.5] * 5 + [0.1] * 5 + [0.0, 0.0]),
@@ -119,7 +122,9 @@ def test_findings_state_the_planted_ranking_parameters_and_length_bands():
     assert lines[1] == ("Held-out loss per answer token (lower is better; it separates cells whose exact match is "
                         "near zero): ReTran-S 1.20, GPT-S 1.50, LSTM-S 1.70.")
     # ReTran beats GPT with fewer parameters; LSTM beats nobody (it is the smallest but the worst)
-    assert "ReTran-S (11k parameters, 80%) is more accurate than GPT-S (41k, 50%) with no more parameters." in lines
+    # 80% against 50% over 1,000 problems each: 0.3 / sqrt((0.16 + 0.25) / 1000) = 14.8 standard errors
+    assert ("ReTran-S (11k parameters, 80%) is more accurate than GPT-S (41k, 50%; 14.8 SE behind) with no more "
+            "parameters.") in lines
     assert ("ReTran-S (11k parameters, loss 1.20) has a lower held-out loss than GPT-S (41k, loss 1.50) "
             "with no more parameters.") in lines
     assert not any(line.startswith("LSTM-S (9k") for line in lines)
@@ -131,8 +136,9 @@ def test_comparable_sizes_are_named_when_no_cell_dominates():
     data = planted()
     data["cells"] = [data["cells"][1], {**data["cells"][0], "params": 45_000, "exact_match": 0.6, "loss": 1.4}]
     lines = findings(data)
+    # 50% and 60% of 1,000: SE of the difference 0.0220, so 4.5 standard errors
     assert ("At comparable size (41k vs 45k parameters), GPT-S scores 50% (loss 1.50) and ReTran-S 60% "
-            "(loss 1.40).") in lines
+            "(loss 1.40), 4.5 standard errors apart.") in lines
     # the larger one wins: no one wins giving away size
     assert not any("more accurate than" in line or "lower held-out loss" in line for line in lines)
 
@@ -206,9 +212,9 @@ def test_shipped_comparison_is_what_the_command_writes_from_its_cells():
 
     again = evaluate_cell(model, task_from_config(cfg["task"]), spec_two)
     stored = dict(zip(cell["lengths"], cell["exact_match_by_length"], strict=True))
-    assert again["exact_match_by_length"] == [stored[n] for n in picked]
-    assert again["exact_match"] == cell["exact_match"]
-    assert again["loss"] == pytest.approx(cell["loss"], rel=1e-6)
+    assert again.exact_match_by_length == [stored[n] for n in picked]
+    assert again.exact_match == cell["exact_match"]
+    assert again.loss == pytest.approx(cell["loss"], rel=1e-6)
 
 
 def test_cli_compare_passes_set_to_every_cell(tmp_path, monkeypatch, capsys):
@@ -216,12 +222,16 @@ def test_cli_compare_passes_set_to_every_cell(tmp_path, monkeypatch, capsys):
 
     seen = {}
 
-    def fake(spec, out, sizes=None, families=None):
-        seen.update(base=spec.base, sizes=sizes, families=families)
-        return {"cells": [], "findings": ["a finding"]}
+    def fake(spec, out, sizes=None, families=None, cells=None, seed=0, inside=True):
+        seen.update(base=spec.base, sizes=sizes, families=families, cells=cells, seed=seed, inside=inside)
+        return {"cells": [], "seeds": [], "findings": ["a finding"]}
 
     monkeypatch.setattr(compare, "run_comparison", fake)
     assert cli.main(["compare", "--sizes", "S,M", "--families", "gpt", "--set", "train.steps=7",
                      "--out", str(tmp_path)]) == 0
-    assert seen == {"base": ("train.steps=7",), "sizes": ("S", "M"), "families": ("gpt",)}
+    assert seen == {"base": ("train.steps=7",), "sizes": ("S", "M"), "families": ("gpt",), "cells": None,
+                    "seed": 0, "inside": True}
+    assert cli.main(["compare", "--spec", "addition", "--cells", "gpt-m,looped-m", "--seed", "1", "--skip-inside",
+                     "--out", str(tmp_path)]) == 0
+    assert seen["cells"] == ("gpt-m", "looped-m") and seen["seed"] == 1 and seen["inside"] is False
     assert "a finding" in capsys.readouterr().out

@@ -319,6 +319,7 @@ def build_ablation(ctx: Context) -> Built:
 
 
 def build_architectures(ctx: Context) -> Built:
+    from abacus_interp.compare_curves import learning_curves_figure
     from abacus_interp.compare_summary import (
         accuracy_vs_length_figure,
         accuracy_vs_params_figure,
@@ -327,12 +328,22 @@ def build_architectures(ctx: Context) -> Built:
 
     data = _grid_json(ctx.architectures_dir, "comparison.json", "compare", "architectures")
     lengths = data["cells"][0]["lengths"]
-    rows = [[label(c), f"{c['params']:,}", c.get("steps"), c.get("train_seconds"), f"{c['loss']:.3f}",
-             f"{100 * c['exact_match']:.1f}%",
-             *("-" if e is None else f"{100 * e:.0f}" for e in c["exact_match_by_length"])] for c in data["cells"]]
-    table = H.grid_table(["model", "params", "steps", "train s", "loss", "exact", *map(str, lengths)], rows,
-                         caption=f"Held-out exact match overall and by problem length, % ({data['spec']['description']})")
-    figures = {"accuracy_vs_params": accuracy_vs_params_figure(data), "accuracy_vs_length": accuracy_vs_length_figure(data)}
+    cells = [*data["cells"], *data["seeds"]]
+
+    def flops(cell: dict[str, Any]) -> list[str]:
+        compute, curve = cell["compute"], cell["curve"]
+        return ["-" if compute is None else f"{compute['train_flops_per_token']:.3g}",
+                f"{curve[-1]['train_flops']:.2g}" if curve else "-"]
+
+    rows = [[label(c) + (f" seed {c['seed']}" if c["seed"] else ""), f"{c['params']:,}", *flops(c), c["steps"],
+             c["train_seconds"], f"{c['loss']:.3f}", f"{100 * c['exact_match']:.1f}%",
+             *("-" if e is None else f"{100 * e:.0f}" for e in c["exact_match_by_length"])] for c in cells]
+    table = H.grid_table(["model", "params", "train FLOPs/token", "train FLOPs", "steps", "train s", "loss", "exact",
+                          *map(str, lengths)], rows,
+                         caption=f"Held-out exact match overall and by problem length ({data['spec']['length_unit']}), "
+                                 f"% ({data['spec']['description']})")
+    figures = {"accuracy_vs_params": accuracy_vs_params_figure(data), "accuracy_vs_length": accuracy_vs_length_figure(data),
+               "learning_curves": learning_curves_figure(data)}
     return Built(data=data, figures=figures, tables=table, findings=list(data["findings"]))
 
 
