@@ -77,10 +77,10 @@ def equal_compute_sentences(cells: list[dict[str, Any]]) -> list[str]:
     gaps = [(c, gap_in_se(em, n_lead, at[c["cell"]][0], at[c["cell"]][2])) for c in ranked[1:]]
     ahead = [f"{label(c)} by {g:.1f}" for c, g in gaps if g > SIGNIFICANCE]
     tied = [label(c) for c, g in gaps if g <= SIGNIFICANCE]
-    text = f"At that budget {label(lead)} is ahead"
-    text += f" of {', '.join(ahead)} standard errors" if ahead else ""
+    parts = [f"is ahead of {', '.join(ahead)} standard errors"] if ahead else []
     if tied:
-        text += (";" if ahead else "") + f" within {SIGNIFICANCE:g} standard errors of {', '.join(tied)} (a tie)"
+        parts.append(f"leads {', '.join(tied)} by less than {SIGNIFICANCE:g} standard errors (a tie)")
+    text = f"At that budget {label(lead)} " + "; it ".join(parts)
     out.append(text + ".")
     return out
 

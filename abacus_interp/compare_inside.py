@@ -101,7 +101,7 @@ def inside_sentences(rows: list[dict]) -> list[str]:
             stated = " ".join(f.findings) if f.findings else "the section ran and stated no finding."
             out.append(f"Inside {who} ({f.title}): {stated}")
         elif f.status == "omitted":
-            out.append(f"{f.title} cannot run for {who}: {f.reason}")
+            out.append(f"{f.title} cannot run for {who}: {f.reason.rstrip('.')}.")
         else:
             out.append(f"{f.title} failed for {who} ({f.reason}); see {f.report}.")
     return out

@@ -42,12 +42,15 @@ def length_bands(cell: dict[str, Any], band: int) -> list[tuple[str, float | Non
     """(name, mean exact match) for the `band` shortest and longest trained lengths and for
     every evaluated length past the trained range."""
     lo, hi = cell["trained_lengths"]
-    bands = [(f"{lo}-{lo + band - 1}", band_mean(cell, lo, lo + band - 1)),
-             (f"{hi - band + 1}-{hi}", band_mean(cell, hi - band + 1, hi))]
+    def name(first: int, last: int) -> str:
+        return f"{first}-{last}" if last > first else str(first)
+
+    bands = [(name(lo, lo + band - 1), band_mean(cell, lo, lo + band - 1)),
+             (name(hi - band + 1, hi), band_mean(cell, hi - band + 1, hi))]
     beyond = [n for n, em in zip(cell["lengths"], cell["exact_match_by_length"], strict=True) if n > hi and em is not None]
     if beyond:
         first, last = min(beyond), max(beyond)
-        bands.append((f"{first}-{last}" if last > first else str(first), band_mean(cell, first, last)))
+        bands.append((name(first, last), band_mean(cell, first, last)))
     return bands
 
 
