@@ -9,8 +9,10 @@ An analysis is registered once in `analyses/registry.py` and declares:
 - `run(run, config)`: a result with `to_dict()` (JSON-safe numbers), `figures()` (plotly
   figures, never shown) and `findings()` (a few sentences, written beside the numbers).
 
-The analysis's own `run(model_or_run, ...)` (what a notebook calls) takes the same config
-through `takes_config`: `run(model, config=Config.quick(), n_problems=8)`.
+The analysis's own `run(model_or_run, ..., config=None, **overrides)` (what a notebook calls)
+takes the same config: without one it runs the config's defaults, the report's numbers, and a
+keyword naming a field overrides that field (`run(model, config=Config.quick(), n_problems=8)`);
+`configure` does that. Analyses not converted yet bridge their own defaults with `takes_config`.
 """
 
 from __future__ import annotations
@@ -21,12 +23,14 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import plotly.graph_objects as go
 
 from abacus_interp.checkpoints import list_checkpoints
 from abacus_interp.tasks.base import Task
+
+C = TypeVar("C")
 
 
 @dataclass
@@ -75,6 +79,23 @@ class Analysis(Protocol):
     def skip_reason(self, run: RunContext) -> str | None: ...
 
     def run(self, run: RunContext, config: Any) -> Result: ...
+
+
+def configure(config_type: type[C], config: C | None, overrides: dict[str, Any], where: str) -> C:
+    """The config a `run` uses: `config` (default `config_type()`, the report's settings) with
+    the fields named in `overrides` replaced. A keyword that is no field is a TypeError that
+    lists the fields, so a misspelt setting is not silently ignored; replace() re-runs the
+    config's own validation on the overridden values."""
+    fields = [f.name for f in dataclasses.fields(config_type)]
+    unknown = sorted(set(overrides) - set(fields))
+    if unknown:
+        raise TypeError(f"{where} got unknown keyword(s) {', '.join(unknown)}; the fields of "
+                        f"{config_type.__name__} are {', '.join(fields)}")
+    if config is None:
+        config = config_type()
+    elif not isinstance(config, config_type):
+        raise TypeError(f"{where}: config must be a {config_type.__name__}, not {type(config).__name__}")
+    return dataclasses.replace(config, **overrides)
 
 
 def takes_config(config_type: type) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

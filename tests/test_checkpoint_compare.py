@@ -118,9 +118,9 @@ def test_run_finds_the_jump_and_what_moved(tmp_path):
     assert cmp.a.steps == steps and cmp.a.cka.shape == (L, C, C)
     np.testing.assert_allclose(np.diagonal(cmp.a.cka, axis1=1, axis2=2), 1.0, atol=1e-5)
     np.testing.assert_allclose(cmp.a.cka, cmp.a.cka.transpose(0, 2, 1), atol=1e-12)
-    assert cmp.moved["parameters"][0]["name"] == "blocks.0.mlp.W_in"
-    assert cmp.a.change_points["parameters"][0]["step"] == 10
-    assert cmp.a.change_points["representation"][0]["step"] == 10
+    assert cmp.moved.parameters[0].name == "blocks.0.mlp.W_in"
+    assert cmp.a.change_points["parameters"][0].step == 10
+    assert cmp.a.change_points["representation"][0].step == 10
     assert set(cmp.a.group_norms) >= {"embed", "pos_embed", "unembed", "blocks.0.attn", "blocks.0.mlp", "layernorm", "total"}
     assert cmp.a.problem_loss.shape == (C,) and np.all((cmp.a.problem_exact_match >= 0) & (cmp.a.problem_exact_match <= 1))
     d = json.loads(json.dumps(cmp.to_dict(), allow_nan=False))
@@ -152,7 +152,7 @@ def test_modular_addition_run(tmp_path):
     run_dir = write_run(tmp_path / "grok", [0, 5], task=("modular_addition", {"p": 11}), max_seq_len=4,
                         norm="none", input_injection="none", n_loops=1)
     cmp = checkpoint_compare.run(run_dir, n_problems=16, progress=False)
-    assert cmp.a.cka.shape == (1, 2, 2) and cmp.problems["n_problems"] == 16
+    assert cmp.a.cka.shape == (1, 2, 2) and cmp.problems.n_problems == 16
     assert any("without EOS" in n for n in cmp.notes)  # "a b = c" fills max_seq_len=4
     json.dumps(cmp.to_dict(), allow_nan=False)
     cmp.figures()

@@ -234,7 +234,7 @@ def test_run_result_batching_json_and_figures():
 
     # a tiny state budget forces batches of one example: the numbers must not change
     small = fixed_point.run(model, horizon=6, state_budget_mb=1e-6, **{**kw, "n_jacobian": 0})
-    assert small.data["settings"]["batch_size"] == 1
+    assert small.summary.settings.batch_size == 1
     np.testing.assert_allclose(small.relative_step, res.relative_step, rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(small.distance_to_last, res.distance_to_last, rtol=1e-4, atol=1e-5)
     np.testing.assert_array_equal(small.exact_match_per_example, res.exact_match_per_example)
@@ -246,8 +246,8 @@ def test_run_takes_its_config_with_keyword_overrides():
     quick = fixed_point.FixedPointConfig.quick()  # 16 problems, 5 power iterations, 2 trajectories
     res = fixed_point.run(model, task=task, horizon=3, config=quick, n_jacobian=0, progress=False)
     assert len(res.to_dict()["per_example"]["prompt"]) == quick.n_problems
-    assert res.data["settings"]["jacobian_iters"] == quick.jacobian_iters
-    assert res.data["contraction"] is None  # the keyword override (n_jacobian=0) won over the config
+    assert res.summary.settings.jacobian_iters == quick.jacobian_iters
+    assert res.summary.contraction is None  # the keyword override (n_jacobian=0) won over the config
     with pytest.raises(TypeError, match="n_problems, n_jacobian"):
         fixed_point.run(model, task=task, config=quick, n_problem=8)
 

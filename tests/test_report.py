@@ -16,9 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from abacus_interp.jsonsafe import from_json
 from abacus_interp.training import apply_overrides, get_preset, train
 from analyses.carry_attention.findings import findings as carry_attention_findings
 from analyses.fixed_point.findings import findings as fixed_point_findings
+from analyses.fixed_point.result import FixedPointSummary
 from analyses.registry import ANALYSES
 from analyses.report import SECTIONS, ReportSizes, build_report, load_report_json
 from analyses.report import findings as F
@@ -345,9 +347,9 @@ def test_fixed_point_findings_lock_in_and_chain():
                     "slope_loops_per_link": 1.04},
         "steps": {"first_loop_below": {"all": {"0.03": 7}}},
         "behaviour": {"overall": "converging", "fractions": {"converging": 0.9}, "exact_match_at_trained": 0.99,
-                      "exact_match_at_horizon": 0.98, "step_decay_rate": {"median": 0.6}},
+                      "exact_match_at_horizon": 0.98, "relative_step_decay_rate": {"median": 0.6}},
     }
-    out = fixed_point_findings(data)
+    out = fixed_point_findings(from_json(FixedPointSummary, data, partial=True))
     assert out[0].startswith("Answer digits lock in by loop 5") and "adds ~1.0 loops" in out[0]
     assert "falls below 0.03 at loop 7" in out[1]
     assert "converging for 90%" in out[2]

@@ -19,11 +19,13 @@ import plotly.graph_objects as go
 import pytest
 
 from abacus_interp.evaluation.figures import grid_figure
+from abacus_interp.jsonsafe import from_json
 from abacus_interp.tasks.base import lsd_text_to_human
 from analyses._axes import integer_ticks, percent_ticks
 from analyses.carry_attention.figures import patching_figure, pattern_figure
 from analyses.carry_wave.figures import accuracy_by_length
 from analyses.fixed_point.figures import lock_in, orbit
+from analyses.fixed_point.result import FixedPointSummary
 from analyses.fourier.figures import mark_phases, neuron_fourier_figure
 from analyses.fourier.progress import curves_for_phases, phases_from
 from analyses.report import html as H
@@ -100,7 +102,8 @@ EXTRAP_LOCK_IN = [{"chain": c, "n": n, "locked_fraction": 1.0, "median": 2.0, "q
 
 def test_lock_in_axes_count_loops_in_whole_numbers_and_the_share_locked_in_percent():
     part = {"by_chain": EXTRAP_LOCK_IN, "by_digit": []}
-    fig = lock_in({"trained_loops": 6, "lock_in": {"by_chain": EXTRAP_LOCK_IN, "horizon": part, "trained_depth": part}})
+    fig = lock_in(from_json(FixedPointSummary, {"trained_loops": 6, "lock_in": {"by_chain": EXTRAP_LOCK_IN, "horizon": part,
+                                                                            "trained_depth": part}}, partial=True))
     left, right = fig.layout.yaxis, fig.layout.yaxis2
     # the right axis places its own ticks (plotly.js would otherwise sync them to the left
     # axis's and print 0.067, 0.295, ...): 0%, 25%, ..., 100%
@@ -169,11 +172,11 @@ def test_lsd_text_reads_in_the_usual_order():
     assert lsd_text_to_human("-21*(-3)=36") == "-12*(-3)=63"
 
 
-def _orbit_data(task: dict, prompt: str, target: str) -> dict:
+def _orbit_data(task: dict, prompt: str, target: str) -> FixedPointSummary:
     coords = [[0.0, 0.0], [1.0, 0.5], [1.5, 0.7]]
-    return {"task": task, "trajectories": {"explained_variance_ratio": [0.6, 0.3],
+    return from_json(FixedPointSummary, {"task": task, "trajectories": {"explained_variance_ratio": [0.6, 0.3],
                                            "examples": [{"prompt": prompt, "target": target, "longest_chain": 0,
-                                                         "coords": coords}]}}
+                                                         "coords": coords}]}}, partial=True)
 
 
 def test_trajectory_legend_shows_problems_in_the_usual_order():

@@ -19,10 +19,11 @@ per unit of ln(1 + step), `per="log_step"`): "representation", the mean over loo
     >>> cmp.figures()["cka_steps"]
 """
 
-from .analysis import RANK_BY, SIGNALS, CheckpointComparison, RunScan, run
-from .config import CheckpointCompareConfig
+from .analysis import run
+from .config import RANK_BY, SIGNALS, CheckpointCompareConfig
 from .findings import findings
 from .plugin import ANALYSIS, CheckpointCompareAnalysis
+from .result import CheckpointComparison, RunScan
 
 __all__ = ["ANALYSIS", "RANK_BY", "SIGNALS", "CheckpointCompareAnalysis", "CheckpointCompareConfig",
            "CheckpointComparison", "RunScan", "findings", "run"]

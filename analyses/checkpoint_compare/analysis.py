@@ -7,7 +7,6 @@ import logging
 import math
 import random
 import re
-from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -16,128 +15,38 @@ from tqdm.auto import tqdm
 from abacus_interp.checkpoints import CheckpointError, load_tensors, read_metrics, read_run_config
 from abacus_interp.config import ModelConfig
 from abacus_interp.errors import UserError
-from abacus_interp.jsonsafe import json_safe
+from abacus_interp.jsonsafe import from_json
 from abacus_interp.model import LoopedTransformer
 from abacus_interp.scoring import run_readout, score_logits
 from abacus_interp.tasks import task_from_config
 from abacus_interp.tokens import encode_batch
-from analyses.contract import takes_config
+from analyses.contract import configure
 
 from .._alignment import checkpoint_series
 from .._cka import change_points, cka_matrix, compress, moved_parameters, param_group, rates
 from .config import CheckpointCompareConfig
+from .result import ChangePoint, CheckpointComparison, Moved, ProblemSet, RunScan
 
 logger = logging.getLogger(__name__)
 
-SIGNALS = ("representation", "parameters", "loss")
-RANK_BY = ("rms_change", "relative_change", "abs_change")
 METRIC_KEY = re.compile(r"(^step$|^loss$|_loss$|exact_match$|accuracy$)")
 
 
-@dataclass
-class RunScan:
-    """Everything measured on one run's checkpoints (C of them, L loops)."""
-
-    run_dir: str
-    steps: list[int]
-    n_loops: int
-    metrics: list[dict]  # rows of metrics.jsonl: step, losses, exact-match / accuracy columns
-    problem_loss: np.ndarray  # [C]
-    problem_exact_match: np.ndarray  # [C]
-    group_norms: dict[str, np.ndarray]  # group (and "total") -> [C]
-    group_speed: dict[str, np.ndarray]  # group (and "total") -> [C-1], per step
-    distance_from_first: np.ndarray  # [C]  ||theta_k - theta_0||
-    cka: np.ndarray  # [L, C, C]
-    speeds: dict[str, np.ndarray]  # signal -> [C-1], per step (or per log step)
-    change_points: dict[str, list[dict]]  # signal -> top peaks
-
-    def to_dict(self) -> dict:
-        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        d["cka_vs_final"] = self.cka[:, :, -1]
-        d["cka_to_previous"] = np.stack([np.diagonal(c, 1) for c in self.cka])
-        return json_safe(d)
-
-
-@dataclass
-class CheckpointComparison:
-    a: RunScan
-    b: RunScan | None
-    cross_cka: np.ndarray | None  # [L, C_a, C_b] loop t of run a vs loop t of run b
-    matched_cka: np.ndarray | None  # [L, C_a] vs run b's checkpoint nearest in step
-    matched_steps_b: list[int] | None
-    moved: dict  # steps, parameters (whole tensors), heads, groups
-    signal: str
-    per: str
-    problems: dict
-    notes: list[str] = field(default_factory=list)
-    compare_skipped: str | None = None  # why a second run given was not compared
-
-    @property
-    def change_steps(self) -> list[int]:
-        """The change-point steps of run a under the chosen signal."""
-        return [c["step"] for c in self.a.change_points.get(self.signal, [])]
-
-    def to_dict(self) -> dict:
-        return json_safe({
-            "signal": self.signal, "per": self.per, "change_points": self.a.change_points, "change_steps": self.change_steps,
-            "a": self.a.to_dict(), "b": self.b.to_dict() if self.b else None,
-            "cross_cka": self.cross_cka, "matched_cka": self.matched_cka, "matched_steps_b": self.matched_steps_b,
-            "moved": self.moved, "problems": self.problems, "notes": self.notes,
-            **({"compare_skipped": self.compare_skipped} if self.compare_skipped else {}),
-        })
-
-    def figures(self) -> dict:
-        from .figures import figures  # the figures read this class: imported on use
-
-        return figures(self)
-
-    def findings(self) -> list[str]:
-        from .findings import findings
-
-        return findings(self.to_dict())
-
-
-@takes_config(CheckpointCompareConfig)
-def run(
-    run_a,
-    run_b=None,
-    *,
-    steps: tuple[int, int] | None = None,
-    problems=None,
-    n_problems: int = 32,
-    max_samples: int = 1024,
-    positions: str = "all",
-    signal: str = "representation",
-    n_change_points: int = 3,
-    per: str = "step",
-    max_checkpoints: int | None = None,
-    top_k: int = 20,
-    rank_by: str = "rms_change",
-    seed: int = 0,
-    batch_size: int = 256,
-    progress: bool = True,
-) -> CheckpointComparison:
+def run(run_a, run_b=None, *, problems=None, config: CheckpointCompareConfig | None = None,
+        progress: bool = True, **overrides) -> CheckpointComparison:
     """Compare the checkpoints of `run_a` (a run directory or a list of (step, path)), and
     with `run_b` (same vocabulary) the two runs.
 
-    steps: the two checkpoints for "which parameters moved most" (default: first and last).
     problems: Examples (or (prompt, target) pairs in model order, or human strings such as
         "123+456"); default: `n_problems` drawn from the run's task with `seed` (the test
         split for modular addition). The same problems feed every checkpoint and both runs.
-    max_samples: token positions used for CKA (a fixed seeded subset when there are more).
-    positions: "all" real tokens or "answer" (the positions that predict answer tokens).
-    signal: the change-point signal marked on the figures: one of SIGNALS.
-    per: speeds per "step" (default) or per "log_step" (change per unit of ln(1 + step));
-        per step favours the first steps of a run, per log step the phases seen on a log axis.
+    config: every setting (`CheckpointCompareConfig`, whose field comments say what each
+        does); default `CheckpointCompareConfig()`, the report's, so this computes its numbers.
+    overrides: fields of the config by name, e.g. `steps=(250, 4000), per="log_step"`.
     """
-    if signal not in SIGNALS:
-        raise UserError(f"signal must be one of {SIGNALS}, got {signal!r}")
-    if rank_by not in RANK_BY:
-        raise UserError(f"rank_by must be one of {RANK_BY}, got {rank_by!r}")
-    if per not in ("step", "log_step"):
-        raise UserError(f"per must be 'step' or 'log_step', got {per!r}")
-    if positions not in ("all", "answer"):
-        raise UserError(f"positions must be 'all' or 'answer', got {positions!r}")
+    cfg = configure(CheckpointCompareConfig, config, overrides, "checkpoint_compare.run()")
+    n_problems, max_samples, max_checkpoints, seed = cfg.n_problems, cfg.max_samples, cfg.max_checkpoints, cfg.seed
+    positions, batch_size, per, n_change_points = cfg.positions, cfg.batch_size, cfg.per, cfg.n_change_points
     dir_a, series_a = checkpoint_series(run_a, max_checkpoints)
     config_a = read_run_config(dir_a)
     cfg_a = ModelConfig.from_dict(config_a["model"])
@@ -157,14 +66,14 @@ def run(
         select = torch.randperm(n_tokens, generator=gen)[:max_samples].sort().values
 
     available = [s for s, _ in series_a]
-    moved_steps = tuple(steps) if steps is not None else (available[0], available[-1])
+    moved_steps = tuple(cfg.steps) if cfg.steps is not None else (available[0], available[-1])
     missing = [s for s in moved_steps if s not in available]
     if len(moved_steps) != 2 or missing:
         raise UserError(f"steps must be two checkpoint steps of run a; {missing or moved_steps} not among {available}")
 
     scan_a, kept, reps_a = _scan(dir_a, series_a, batch, mask, select, set(moved_steps), n_change_points, per, batch_size, progress)
-    moved = moved_parameters(kept[moved_steps[0]], kept[moved_steps[1]], top_k, rank_by)
-    moved["steps"] = list(moved_steps)
+    moved = from_json(Moved, {**moved_parameters(kept[moved_steps[0]], kept[moved_steps[1]], cfg.top_k, cfg.rank_by),
+                              "steps": moved_steps})
     scan_b = cross = matched = matched_steps = None
     if run_b is not None:
         dir_b, series_b = checkpoint_series(run_b, max_checkpoints)
@@ -179,11 +88,11 @@ def run(
         nearest = [int(np.argmin(np.abs(np.array(scan_b.steps) - s))) for s in scan_a.steps]
         matched = cross[:, np.arange(len(scan_a.steps)), nearest]
         matched_steps = [scan_b.steps[j] for j in nearest]
-    problem_info = {"n_problems": len(examples), "n_samples": len(select), "positions": positions,
-                    "examples": [list(e) for e in examples[:5]]}
+    problem_set = ProblemSet(n_problems=len(examples), n_samples=len(select), positions=positions,
+                             examples=tuple(examples[:5]))
     return CheckpointComparison(a=scan_a, b=scan_b, cross_cka=cross, matched_cka=matched,
-                                matched_steps_b=matched_steps, moved=moved, signal=signal, per=per,
-                                problems=problem_info, notes=notes)
+                                matched_steps_b=matched_steps, moved=moved, signal=cfg.signal, per=per,
+                                problems=problem_set, notes=tuple(notes))
 
 
 def _problems(problems, task_cfg: dict, n: int, seed: int) -> list[tuple[str, str]]:
@@ -279,10 +188,11 @@ def _scan(run_dir, series, batch, mask, select, keep, n_change_points, per, batc
         "parameters": rates(steps, moves.get("total", []), per) if C > 1 else np.zeros(0),
         "loss": rates(steps, np.abs(np.diff(losses)), per),
     }
-    found = {name: change_points(steps, v, n_change_points) for name, v in speeds.items()} if C > 1 else {}
+    found = {name: tuple(ChangePoint(**p) for p in change_points(steps, v, n_change_points)) if C > 1 else ()
+             for name, v in speeds.items()}
     metrics = [{k: v for k, v in row.items() if METRIC_KEY.search(k)} for row in read_metrics(run_dir)]
     scan = RunScan(
-        run_dir=str(run_dir), steps=steps, n_loops=L, metrics=metrics, problem_loss=np.array(losses),
+        run_dir=str(run_dir), steps=steps, n_loops=L, metrics=tuple(metrics), problem_loss=np.array(losses),
         problem_exact_match=np.array(exact), group_norms={g: np.array(v) for g, v in norms.items()},
         group_speed={g: rates(steps, v, per) for g, v in moves.items()}, distance_from_first=np.array(dist),
         cka=cka, speeds=speeds, change_points=found,

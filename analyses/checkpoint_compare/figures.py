@@ -7,7 +7,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .analysis import SIGNALS, CheckpointComparison
+from .config import SIGNALS
+from .result import CheckpointComparison, Moved
 
 
 def figures(c: CheckpointComparison) -> dict[str, go.Figure]:
@@ -48,8 +49,8 @@ def figures(c: CheckpointComparison) -> dict[str, go.Figure]:
             if len(r.steps) < 2:
                 continue
             speed.add_trace(go.Scatter(x=r.steps[1:], y=r.speeds[name], name=f"{tag} {name}", mode="lines+markers"), row=i, col=1)
-            cps = r.change_points.get(name, [])
-            speed.add_trace(go.Scatter(x=[p["step"] for p in cps], y=[p["speed"] for p in cps], mode="markers",
+            cps = r.change_points[name]
+            speed.add_trace(go.Scatter(x=[p.step for p in cps], y=[p.speed for p in cps], mode="markers",
                                        marker=dict(symbol="star", size=14, color="red"), name=f"{tag} {name} change points"),
                             row=i, col=1)
         speed.update_yaxes(type="log", row=i, col=1)
@@ -94,14 +95,14 @@ def _heatmaps(mats, y_steps, x_steps, title, y_title, x_title) -> go.Figure:
     return fig
 
 
-def _moved_bar(moved: dict) -> go.Figure:
-    rank_by = moved["rank_by"]
-    rows = moved["parameters"][::-1]
-    fig = go.Figure(go.Bar(x=[r[rank_by] for r in rows], y=[r["name"] for r in rows], orientation="h",
-                           customdata=[[r["abs_change"], r["norm_a"], r["norm_b"]] for r in rows],
+def _moved_bar(moved: Moved) -> go.Figure:
+    rank_by = moved.rank_by
+    rows = moved.parameters[::-1]
+    fig = go.Figure(go.Bar(x=[getattr(r, rank_by) for r in rows], y=[r.name for r in rows], orientation="h",
+                           customdata=[[r.abs_change, r.norm_a, r.norm_b] for r in rows],
                            hovertemplate="%{y}: %{x:.3g}<br>abs %{customdata[0]:.3g}, norm %{customdata[1]:.3g}"
                                          " -> %{customdata[2]:.3g}<extra></extra>"))
-    a, b = moved["steps"]
+    a, b = moved.steps
     fig.update_layout(title=f"parameters that moved most, step {a} -> {b} ({rank_by})", xaxis_title=rank_by,
                       height=max(300, 24 * len(rows) + 120))
     return fig

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from abacus_interp.checkpoints import read_run_config
 from analyses.contract import RunContext
 
-from .analysis import CheckpointComparison, run
+from .analysis import run
 from .config import CheckpointCompareConfig
+from .result import CheckpointComparison
 
 
 class CheckpointCompareAnalysis:
@@ -33,8 +36,7 @@ class CheckpointCompareAnalysis:
         result = run(ctx.run_dir, str(run_b) if run_b is not None else None, config=config, seed=ctx.seed,
                      progress=False)
         if skipped:
-            result.compare_skipped = skipped
-            result.notes.append(skipped)
+            result = dataclasses.replace(result, compare_skipped=skipped, notes=(*result.notes, skipped))
         ctx.change_steps = list(result.change_steps)
         return result
 

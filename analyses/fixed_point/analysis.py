@@ -12,19 +12,20 @@ from typing import Any
 import numpy as np
 import torch
 
-from abacus_interp.errors import UserError
-from abacus_interp.jsonsafe import json_safe
+from abacus_interp.jsonsafe import from_json, json_safe, to_json
 from abacus_interp.model import LoopedTransformer
+from abacus_interp.tasks.base import Example
 from analyses.common import resolve
-from analyses.contract import takes_config
+from analyses.contract import configure
 
 from . import figures as _figures
 from .collect import Collected, collect, model_spectrum
 from .config import FixedPointConfig
 from .dynamics import quantiles
 from .findings import findings
-from .path_independence import STARTS, path_independence
+from .path_independence import path_independence
 from .problems import CLASSES, as_examples, balanced_problems, chain_lengths
+from .result import FixedPointSummary
 from .summary import (
     ALL,
     behaviour_section,
@@ -40,18 +41,14 @@ from .summary import (
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_TOLERANCES = (0.1, 0.03, 0.01, 0.003, 0.001)
-DEFAULT_HALTING = (0.3, 0.1, 0.05, 0.03, 0.02, 0.01, 0.005, 0.001)
-
-
-@dataclass
+@dataclass(frozen=True)
 class FixedPointResult:
-    """Everything `run` computed. `data` is the JSON-safe summary (what `to_dict` returns
-    without per-example arrays); the numpy arrays are kept for notebook use."""
+    """Everything `run` computed: `summary`, the typed numbers (what `to_dict` writes without
+    per-example arrays), and the per-example arrays kept for notebook use."""
 
-    data: dict[str, Any]
-    examples: list
-    collected: Collected = field(repr=False)
+    summary: FixedPointSummary
+    examples: tuple[Example, ...]
+    collected: Collected = field(repr=False, compare=False)
     chains: list[list[int]] | None = field(repr=False, default=None)
     per_example_in_dict: bool = field(repr=False, default=True)  # what to_dict() gives by default
 
@@ -82,20 +79,20 @@ class FixedPointResult:
         return lock_in_loops(self.collected)
 
     def to_dict(self, per_example: bool | None = None) -> dict[str, Any]:
-        """JSON-safe: the summary sections, plus per-example arrays unless `per_example=False`
+        """JSON-safe: the summary, plus per-example arrays unless `per_example=False`
         (default: `per_example_in_dict`)."""
-        out = dict(self.data)
+        out = to_json(self.summary)
         if self.per_example_in_dict if per_example is None else per_example:
             out["per_example"] = json_safe(self._per_example())
         return out
 
     def figures(self) -> dict[str, Any]:
         """Plotly figures (never shown): step_sizes, logit_lens, lock_in, exact_match,
-        halting, orbit and contraction."""
-        return _figures.all_figures(self.data)
+        halting, orbit, contraction and path_independence (the last two when computed)."""
+        return _figures.all_figures(self.summary)
 
     def findings(self) -> list[str]:
-        return findings(self.data)
+        return findings(self.summary)
 
     def _per_example(self) -> dict[str, Any]:
         c = self.collected
@@ -111,7 +108,7 @@ class FixedPointResult:
             "teacher_forced_argmax": c.predicted,
             "kl": c.kl,
             "lock_in": self.lock_in,
-            "behaviour": self.data["behaviour"].get("labels"),
+            "behaviour": self.summary.behaviour.labels,
         }
 
 
@@ -165,29 +162,14 @@ def _with_capacity(model, horizon: int):
     return bigger.eval()
 
 
-@takes_config(FixedPointConfig)
 def run(
     model_or_run,
     problems: Sequence | None = None,
     *,
     task=None,
-    horizon: int | None = None,
-    n_problems: int = 300,
-    max_chain: int = 5,
-    seed: int = 0,
-    batch_size: int = 256,
-    state_budget_mb: float = 256.0,
-    tolerances: Sequence[float] = DEFAULT_TOLERANCES,
-    halt_tol: float = 0.03,
-    halting_tolerances: Sequence[float] = DEFAULT_HALTING,
-    halt_on: str = "readout",
-    n_jacobian: int = 16,
-    jacobian_iters: int = 200,
-    jacobian_tol: float = 1e-5,
-    n_trajectories: int = 4,
-    n_path: int = 128,
-    path_starts: Sequence[str] = STARTS,
+    config: FixedPointConfig | None = None,
     progress: bool = True,
+    **overrides: Any,
 ) -> FixedPointResult:
     """Does the loop converge to a fixed point, when does each answer digit lock in, and
     what happens past the trained depth?
@@ -196,36 +178,27 @@ def run(
     problems: task Examples, operand tuples or human strings; default `n_problems` from
       `balanced_problems` (in-distribution lengths, longest carry chains 0..max_chain
       equally represented, plus uniform samples).
-    horizon: loops to run, default min(4 x trained loops, max_loops); a larger value
-      rebuilds the model with more hook sets.
-    halt_tol / halting_tolerances: Huginn's exit rule, relative step over `halt_on`
-      positions below tol; the sweep is compared with fixed depth.
-    n_jacobian / jacobian_iters: examples and power iterations for the Jacobian spectrum
-      (0 examples skips it).
-    state_budget_mb: bound on the per-batch states kept for distances to the last state.
-    n_path / path_starts: problems and alternative initial states of the path-independence
-      test (0 problems skips it); see `path_independence`.
+    config: every setting (`FixedPointConfig`, whose field comments say what each does);
+      default `FixedPointConfig()`, the report's, so this computes the report's numbers.
+    overrides: fields of the config by name, e.g. `n_problems=8, horizon=12`.
     """
+    cfg = configure(FixedPointConfig, config, overrides, "fixed_point.run()")
     started = time.perf_counter()
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     subject = resolve(model_or_run, task=task)
     model, task = subject.model, subject.task
-    horizon = default_horizon(model.cfg) if horizon is None else int(horizon)
-    if horizon < 1:
-        raise UserError(f"horizon must be >= 1, got {horizon}")
+    horizon = default_horizon(model.cfg) if cfg.horizon is None else int(cfg.horizon)
     # the trained depth as a reference point inside the horizon (a shorter horizon clips it)
     trained = min(model.cfg.n_loops, horizon)
-    if halt_on not in CLASSES:
-        raise UserError(f"halt_on={halt_on!r}; choose one of {CLASSES}")
     model = _with_capacity(model, horizon)
-    examples = balanced_problems(task, n_problems, seed, max_chain) if problems is None else as_examples(task, problems)
+    examples = balanced_problems(task, cfg.n_problems, cfg.seed, cfg.max_chain) if problems is None else as_examples(task, problems)
     chains = chain_lengths(task, examples)
 
     was_training = model.training
     model.eval()
     try:
-        c = collect(model, examples, horizon, batch_size, state_budget_mb,
-                    _spread(chains, len(examples), n_trajectories), progress)
+        c = collect(model, examples, horizon, cfg.batch_size, cfg.state_budget_mb,
+                    _spread(chains, len(examples), cfg.n_trajectories), progress)
     finally:
         model.train(was_training)
 
@@ -240,23 +213,25 @@ def run(
         "horizon": horizon,
         "loops": list(range(1, horizon + 1)),
         "n_problems": len(examples),
-        "settings": {"tolerances": list(tolerances), "halt_tol": halt_tol, "halting_tolerances": list(halting_tolerances),
-                     "halt_on": halt_on, "seed": seed, "batch_size": c.batch_size, "state_budget_mb": state_budget_mb,
-                     "jacobian_iters": jacobian_iters, "jacobian_tol": jacobian_tol},
+        "settings": {"tolerances": cfg.tolerances, "halt_tol": cfg.halt_tol,
+                     "halting_tolerances": cfg.halting_tolerances, "halt_on": cfg.halt_on, "seed": cfg.seed,
+                     "batch_size": c.batch_size, "state_budget_mb": cfg.state_budget_mb,
+                     "jacobian_iters": cfg.jacobian_iters, "jacobian_tol": cfg.jacobian_tol},
     }
-    data["steps"] = steps_section(c, tolerances)
+    # the findings quote the crossing of halt_tol: measure it even where the sweep leaves it out
+    data["steps"] = steps_section(c, sorted(set(cfg.tolerances) | {cfg.halt_tol}, reverse=True))
     data["logit_lens"] = logit_lens_section(c, chains)
     exact = (c.correct | ~c.answer_mask[:, None, :]).all(-1)
     data["lock_in"] = lock_in_section(c, chains, trained)
     data["behaviour"] = behaviour_section(c, trained, exact.mean(0))
-    data["halting"] = halting_section(c, halting_tolerances, exact, halt_tol, halt_on)
+    data["halting"] = halting_section(c, cfg.halting_tolerances, exact, cfg.halt_tol, cfg.halt_on)
     data["trajectories"] = trajectories_section(c, examples, chains)
-    data["contraction"] = _contraction(model, examples, chains, c, trained, horizon, n_jacobian,
-                                       jacobian_iters, jacobian_tol, seed)
+    data["contraction"] = _contraction(model, examples, chains, c, trained, horizon, cfg.n_jacobian,
+                                       cfg.jacobian_iters, cfg.jacobian_tol, cfg.seed)
     data["path_independence"] = (
-        path_independence(model, [examples[i] for i in _stratified(chains, len(examples), n_path)], horizon,
-                          path_starts, seed=seed, batch_size=batch_size)
-        if n_path > 0 else None
+        path_independence(model, [examples[i] for i in _stratified(chains, len(examples), cfg.n_path)], horizon,
+                          cfg.path_starts, seed=cfg.seed, batch_size=cfg.batch_size)
+        if cfg.n_path > 0 else None
     )
     data["resources"] = {
         "seconds": time.perf_counter() - started,
@@ -264,7 +239,8 @@ def run(
         "peak_rss_increase_mb": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) / 1024,
         "cuda_peak_mb": torch.cuda.max_memory_allocated() / 2**20 if model.W_E.is_cuda else None,
     }
-    result = FixedPointResult(data=json_safe(data), examples=list(examples), collected=c, chains=chains)
+    result = FixedPointResult(summary=from_json(FixedPointSummary, json_safe(data)), examples=tuple(examples),
+                              collected=c, chains=chains)
     for line in result.findings():
         logger.info("fixed point: %s", line)
     return result

@@ -1,102 +1,128 @@
-"""The fixed-point analysis in sentences: convergence, lock-in by carry chain, contraction,
-path independence, each written from the numbers of `FixedPointResult.to_dict()`."""
+"""The fixed-point analysis in sentences: lock-in, convergence, behaviour past the trained
+depth, contraction, lock-in by carry chain and path independence, one sentence each, written
+from the typed `FixedPointSummary`. A part that was not computed gets a sentence saying so
+and why, so a missing part never silently drops its finding."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from abacus_interp.prose import finite, limit, pct
 
+from .result import Behaviour, Contraction, FixedPointSummary, LockIn, PathIndependence
 
-def _loops(n: Any) -> str:
+
+def _loops(n: int | None) -> str:
     return f"{n} loop{'s' if n != 1 else ''}"
 
 
-def findings(d: dict[str, Any]) -> list[str]:
-    out: list[str | None] = []
-    trained, horizon = d.get("trained_loops"), d.get("horizon")
-    lock = d.get("lock_in") or {}
-    rows = [r for r in lock.get("by_digit") or [] if r.get("n")]
-    through = lock.get("through") or horizon
-    settled = [r for r in rows if r.get("median") is not None and (r.get("locked_fraction") or 0) >= 0.5]
-    slope_ = lock.get("slope_loops_per_link")
-    chain = ""
-    if slope_ is not None:
-        chain = (f"each extra link of the carry chain {'adds' if slope_ > 0 else 'removes'} ~{abs(slope_):.1f} loops"
-                 if abs(slope_) >= 0.1 else f"lock-in barely depends on the carry chain ({round(slope_, 2) + 0:+.2f} loops per link)")
-    if rows and len(settled) == len(rows):
-        slowest = max(settled, key=lambda r: r["median"])
-        fastest = min(settled, key=lambda r: r["median"])
-        which = ("all digits alike" if slowest["median"] == fastest["median"]
-                 else f"median of the slowest, digit {slowest['digit']}")
-        out.append(f"Answer digits lock in by loop {slowest['median']:.0f} ({which}; trained depth {trained})"
-                   + (f"; {chain}" if chain else "") + ".")
-    elif settled:
-        slowest = max(settled, key=lambda r: r["median"])
-        others = [str(r["digit"]) for r in rows if r not in settled]
+def findings(s: FixedPointSummary) -> list[str]:
+    # the loop is this toolkit's subject: every part gets its sentence, so the section may use all six
+    return limit([
+        _lock_in(s.lock_in, s.trained_loops, s.horizon),
+        _convergence(s),
+        _behaviour(s.behaviour, s.trained_loops, s.horizon),
+        _contraction(s.contraction, s.horizon),
+        _lock_in_by_chain(s.lock_in),
+        _path(s.path_independence),
+    ], most=6)
+
+
+def _chain_clause(slope: float | None) -> str:
+    if slope is None:
+        return ""
+    if abs(slope) >= 0.1:
+        return f"; each extra link of the carry chain {'adds' if slope > 0 else 'removes'} ~{abs(slope):.1f} loops"
+    return f"; lock-in barely depends on the carry chain ({round(slope, 2) + 0:+.2f} loops per link)"
+
+
+def _lock_in(lock: LockIn, trained: int, horizon: int) -> str:
+    rows = [r for r in lock.by_digit if r.n]
+    if not rows:
+        return "No answer digit was measured, so no digit has a lock-in loop to report."
+    chain = _chain_clause(lock.slope_loops_per_link)
+    settled = [r for r in rows if r.median is not None and (r.locked_fraction or 0) >= 0.5]
+    if len(settled) == len(rows):
+        slowest = max(settled, key=lambda r: r.median)
+        fastest = min(settled, key=lambda r: r.median)
+        which = "all digits alike" if slowest.median == fastest.median else f"median of the slowest, digit {slowest.digit}"
+        return f"Answer digits lock in by loop {slowest.median:.0f} ({which}; trained depth {trained}){chain}."
+    if settled:
+        slowest = max(settled, key=lambda r: r.median)
+        others = [str(r.digit) for r in rows if r not in settled]
         many = len(settled) > 1
-        out.append(f"Digit{'s' if many else ''} {', '.join(str(r['digit']) for r in settled)} lock{'' if many else 's'} "
-                   f"in by loop {slowest['median']:.0f} (median), but most predictions of "
-                   f"digit{'s' if len(others) > 1 else ''} {', '.join(others)} "
-                   f"do not stay correct through loop {through}" + (f"; {chain}" if chain else "") + ".")
-    elif rows:
-        fr = finite([r.get("locked_fraction") for r in rows])
-        span = pct(min(fr)) if pct(min(fr)) == pct(max(fr)) else f"{pct(min(fr))}-{pct(max(fr))}"
-        out.append(f"Few answer tokens lock in: only {span} of each answer position's predictions stay "
-                   f"correct from some loop through loop {through}" + (f"; {chain}" if chain else "") + ".")
-    steps = d.get("steps") or {}
-    tol = (d.get("settings") or {}).get("halt_tol")
-    below = ((steps.get("first_loop_below") or {}).get("all") or {}).get(str(tol)) if tol is not None else None
-    behaviour = d.get("behaviour") or {}
-    decay = (behaviour.get("step_decay_rate") or {}).get("median")
-    if tol is not None:
-        if below is not None:
-            sentence = f"The state converges: its relative step falls below {tol} at loop {below} (median over positions)"
-        else:
-            sentence = f"The relative step of the state never falls below {tol} within {horizon} loops"
-        if decay is not None:
-            sentence += f"; past the trained depth it shrinks by a factor {decay:.2f} per loop"
-        out.append(sentence + ".")
-    if behaviour.get("overall") and behaviour.get("exact_match_at_trained") is not None:
-        f = behaviour.get("fractions") or {}
-        share = f.get(behaviour["overall"])
-        out.append(
-            f"Past the trained depth the state is {behaviour['overall']}"
-            + (f" for {pct(share)} of problems" if share is not None else "")
-            + f"; exact match is {pct(behaviour['exact_match_at_trained'])} at {_loops(trained)} and "
-            f"{pct(behaviour.get('exact_match_at_horizon'))} at {_loops(horizon)}"
-            + (f" (best {pct(behaviour['best_exact_match'])} at {_loops(behaviour['best_loops'])})"
-               if behaviour.get("best_loops") not in (None, trained) else "") + "."
-        )
-    con = d.get("contraction") or {}
-    at = (con.get("at") or {}).get(str(horizon)) or {}
-    rq = at.get("radius_quantiles") or {}
-    if rq.get("median") is not None:
-        out.append(
-            f"At loop {horizon} the loop map's Jacobian has median spectral radius {rq['median']:.2f}; "
-            f"{pct(at.get('contracting_fraction'))} of sampled problems contract (radius < 1)."
-        )
-    out.append(_lock_in_by_chain(lock))
-    path = d.get("path_independence") or {}
-    if path.get("starts"):
-        parts = [f"{name}: {pct(s['same_state_fraction'])} same end state, {pct(s['same_answer_fraction'])} same answer"
-                 for name, s in path["starts"].items()]
-        out.append(f"Started from other states (Anil et al.'s path independence, {path['n_problems']} problems, "
-                   f"{_loops(path['horizon'])}, cosine >= {path['threshold']}): " + "; ".join(parts) + ".")
-    return limit(out, most=6)  # the loop is this toolkit's subject: convergence, lock-in and paths
+        return (f"Digit{'s' if many else ''} {', '.join(str(r.digit) for r in settled)} lock{'' if many else 's'} "
+                f"in by loop {slowest.median:.0f} (median), but most predictions of "
+                f"digit{'s' if len(others) > 1 else ''} {', '.join(others)} "
+                f"do not stay correct through loop {horizon}{chain}.")
+    fr = finite([r.locked_fraction for r in rows])
+    span = pct(min(fr)) if pct(min(fr)) == pct(max(fr)) else f"{pct(min(fr))}-{pct(max(fr))}"
+    return (f"Few answer tokens lock in: only {span} of each answer position's predictions stay "
+            f"correct from some loop through loop {horizon}{chain}.")
 
 
-def _lock_in_by_chain(lock: dict[str, Any]) -> str | None:
+def _convergence(s: FixedPointSummary) -> str:
+    tol = s.settings.halt_tol
+    # run() always measures the crossing of halt_tol (it is added to the tolerances)
+    below = s.steps.first_loop_below["all"][str(tol)]
+    if below is not None:
+        sentence = f"The state converges: its relative step falls below {tol} at loop {below} (median over positions)"
+    else:
+        sentence = f"The relative step of the state never falls below {tol} within {s.horizon} loops"
+    rate = s.behaviour.relative_step_decay_rate
+    if rate is not None and rate.median is not None:
+        sentence += (f"; past the trained depth it shrinks by a factor {rate.median:.2f} per loop" if rate.median < 1
+                     else f"; past the trained depth it does not shrink (factor {rate.median:.2f} per loop)")
+    return sentence + "."
+
+
+def _behaviour(b: Behaviour, trained: int, horizon: int) -> str:
+    exact = (f"exact match is {pct(b.exact_match_at_trained)} at {_loops(trained)} and "
+             f"{pct(b.exact_match_at_horizon)} at {_loops(horizon)}"
+             + (f" (best {pct(b.best_exact_match)} at {_loops(b.best_loops)})"
+                if b.best_loops not in (None, trained) else ""))
+    if b.overall is None:
+        return f"Past the trained depth the state is not classified ({b.note or 'no labels'}); {exact}."
+    share = b.fractions[b.overall] if b.fractions else None
+    return (f"Past the trained depth the state is {b.overall}"
+            + (f" for {pct(share)} of problems" if share is not None else "") + f"; {exact}.")
+
+
+def _contraction(con: Contraction | None, horizon: int) -> str:
+    if con is None:
+        return "The Jacobian of the loop map was not estimated (n_jacobian=0), so contraction is not measured."
+    at = con.at[str(horizon)]  # estimated at the trained depth and at the horizon
+    if at.radius_quantiles.median is None:
+        return f"The Jacobian's spectral radius at loop {horizon} could not be estimated (no finite value)."
+    return (f"At loop {horizon} the loop map's Jacobian has median spectral radius {at.radius_quantiles.median:.2f}; "
+            f"{pct(at.contracting_fraction)} of sampled problems contract (radius < 1).")
+
+
+def _lock_in_by_chain(lock: LockIn) -> str:
     """Median lock-in loop at carry chain 0 against the longest chains (>= 4), with
     Spearman's rho over digits: the numbers that say whether the loop carries the carry."""
-    rows = [r for r in lock.get("by_chain") or [] if r.get("n") and r.get("median") is not None]
-    base = next((r for r in rows if r["chain"] == 0), None)
-    long = [r for r in rows if r["chain"] >= 4 and r["n"] >= 5]
-    rho = lock.get("spearman")
+    if lock.by_chain is None:
+        return "The task's answers have no carry chains, so lock-in is not compared by chain length."
+    rows = [r for r in lock.by_chain if r.n and r.median is not None]
+    base = next((r for r in rows if r.chain == 0), None)
+    long = [r for r in rows if r.chain >= 4 and r.n >= 5]
+    rho = lock.spearman
     if base is None or not long or rho is None:
-        return None
-    n_long = sum(r["n"] for r in long)
-    median_long = sum(r["median"] * r["n"] for r in long) / n_long
-    return (f"By carry chain: digits with no incoming carry chain lock in at loop {base['median']:.0f} (median), "
+        missing = ("no digit without an incoming carry chain locks in" if base is None
+                   else "fewer than 5 locked digits end a chain of 4 or more" if not long
+                   else "lock-in or chain length does not vary, so Spearman's rho is undefined")
+        return f"Lock-in is not compared by carry chain: {missing}."
+    n_long = sum(r.n for r in long)
+    median_long = sum(r.median * r.n for r in long) / n_long
+    return (f"By carry chain: digits with no incoming carry chain lock in at loop {base.median:.0f} (median), "
             f"digits at the end of a chain of 4 or more at loop {median_long:.1f} (n-weighted median over chains "
-            f"{', '.join(str(r['chain']) for r in long)}); Spearman {rho:.2f} between chain length and lock-in loop.")
+            f"{', '.join(str(r.chain) for r in long)}); Spearman {rho:.2f} between chain length and lock-in loop.")
+
+
+def _path(path: PathIndependence | None) -> str:
+    if path is None:
+        return "Path independence was not tested (n_path=0)."
+    if not path.starts:
+        return "Path independence was not tested: no other start states were given (path_starts is empty)."
+    parts = [f"{name}: {pct(a.same_state_fraction)} same end state, {pct(a.same_answer_fraction)} same answer"
+             for name, a in path.starts.items()]
+    return (f"Started from other states (Anil et al.'s path independence, {path.n_problems} problems, "
+            f"{_loops(path.horizon)}, cosine >= {path.threshold}): " + "; ".join(parts) + ".")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from analyses.contract import RunContext
 
 from .analysis import FixedPointResult, default_horizon
@@ -30,8 +32,8 @@ class FixedPointAnalysis:
 
     def run(self, run: RunContext, config: FixedPointConfig) -> FixedPointResult:
         result = run_fixed_point(run.model, config=config, task=run.task, seed=run.seed, progress=False)
-        result.per_example_in_dict = False  # the report keeps the summary, not every problem's arrays
-        return result
+        # the report keeps the summary, not every problem's arrays
+        return dataclasses.replace(result, per_example_in_dict=False)
 
 
 ANALYSIS = FixedPointAnalysis()
