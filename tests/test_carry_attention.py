@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from abacus_interp import act_name
+from abacus_interp.jsonsafe import from_json
 from abacus_interp.scoring import score_examples
 from abacus_interp.tasks import get_task
 from abacus_interp.tasks.carries import carry_in
@@ -27,6 +28,7 @@ from analyses.carry_attention.attention_stats import CATEGORIES, attention_stats
 from analyses.carry_attention.figures import pattern_figure
 from analyses.carry_attention.patching import PairSet, make_carry_pairs, patch_pairs
 from analyses.carry_attention.probes import carry_probes, probe_accuracy
+from analyses.carry_attention.result import ExamplePattern
 from analyses.carry_attention.runner import LoopRunner
 
 TASK = get_task("addition", max_digits=4)
@@ -125,7 +127,7 @@ def test_alignment_of_planted_heads(model, problems):
     assert np.allclose(real["mass"]["all"].sum(-1), 1.0, atol=1e-5)
     ex = example_pattern(model, TASK.from_human("1999+1"), 2)
     assert ex["pattern"].shape == (2, 1, 4, 12, 12) and ex["tokens"][-1] == "<eos>"
-    assert len(pattern_figure(ex).data) == 2 * 4
+    assert len(pattern_figure(from_json(ExamplePattern, ex)).data) == 2 * 4
 
 
 # ------------------------------------------------------------------------------ ablation

@@ -18,7 +18,7 @@ import pytest
 
 from abacus_interp.jsonsafe import from_json
 from abacus_interp.training import apply_overrides, get_preset, train
-from analyses.carry_attention.findings import findings as carry_attention_findings
+from analyses.carry_attention.result import TopHeads
 from analyses.fixed_point.findings import findings as fixed_point_findings
 from analyses.fixed_point.result import FixedPointSummary
 from analyses.registry import ANALYSES
@@ -356,8 +356,9 @@ def test_fixed_point_findings_lock_in_and_chain():
 
 
 def test_findings_of_a_changed_layout_raise_instead_of_emptying_the_section():
-    with pytest.raises(KeyError):
-        carry_attention_findings({"attention": {"top_heads": {"alignment": [{"loop": 0}]}}})
+    # the findings read a typed result: a head whose layout changed fails where it is typed
+    with pytest.raises(TypeError, match="missing 'layer'"):
+        from_json(TopHeads, {"alignment": [{"loop": 0}], "carry_source": []})
 
 
 def test_quick_sizes_are_smaller_than_the_defaults():

@@ -23,6 +23,7 @@ from abacus_interp.jsonsafe import from_json
 from abacus_interp.tasks.base import lsd_text_to_human
 from analyses._axes import integer_ticks, percent_ticks
 from analyses.carry_attention.figures import patching_figure, pattern_figure
+from analyses.carry_attention.result import ExamplePattern, Patching
 from analyses.carry_wave.figures import accuracy_by_length
 from analyses.fixed_point.figures import lock_in, orbit
 from analyses.fixed_point.result import FixedPointSummary
@@ -142,11 +143,11 @@ def test_carry_wave_axes_loops_in_whole_numbers_and_the_trained_length_label_on_
 POSITIONS = ["a_i", "b_i", "a_prev", "b_prev", "changed", "prev_answer", "pred"]
 
 
-def _patching(heads: np.ndarray) -> dict:
+def _patching(heads: np.ndarray) -> Patching:
     rng = np.random.default_rng(0)
     group = {"n_pairs": 16, "input": rng.uniform(0, 1, 7).tolist(), "resid": rng.uniform(0, 1, (6, 1, 7)).tolist(),
              "heads": heads.tolist()}
-    return {"positions": POSITIONS, "groups": {"all": group}}
+    return from_json(Patching, {"positions": POSITIONS, "groups": {"all": group}}, partial=True)
 
 
 def test_patching_without_head_patching_shows_no_empty_head_rows():
@@ -190,8 +191,8 @@ def test_trajectory_legend_shows_problems_in_the_usual_order():
 
 def test_attention_pattern_title_is_in_the_usual_order_and_the_axes_say_theirs():
     tokens = list("49508+44494=830031") + ["<eos>"]
-    example = {"problem": "49508+44494=830031", "tokens": tokens,
-               "pattern": np.full((1, 1, 2, len(tokens), len(tokens)), 1 / len(tokens)).tolist()}
+    example = from_json(ExamplePattern, {"problem": "49508+44494=830031", "tokens": tokens,
+                                         "pattern": np.full((1, 1, 2, len(tokens), len(tokens)), 1 / len(tokens)).tolist()})
     title = pattern_figure(example).layout.title.text
     assert "80594+49444=130038" in title and "least-significant digit first" in title
 

@@ -1,58 +1,68 @@
-"""The carry analysis in sentences: the top alignment and carry-source heads, the most harmful
-ablation and where the carry-in becomes decodable, from `CarryAttentionResult.to_dict()`."""
+"""The carry analysis in sentences, read from its typed result: the top alignment and
+carry-source heads, the most harmful ablation and where the carry-in becomes decodable. A part
+that was not run or found nothing gets a sentence saying so, so it never silently disappears."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from abacus_interp.prose import finite, limit, pct
 
-
-def _head(h: dict[str, Any]) -> str:
-    return f"loop {h['loop']} L{h['layer']}H{h['head']}"
+from .result import CarryAttentionResult, Harmful, HeadScore
 
 
-def findings(d: dict[str, Any]) -> list[str]:
-    out: list[str | None] = []
-    att = d.get("attention") or {}
-    top = att.get("top_heads") or {}
-    if top.get("alignment"):
-        h = top["alignment"][0]
-        out.append(
-            f"Head {_head(h)} puts {pct(h['score'])} of its attention on the aligned operand digits a_i, b_i "
-            f"when predicting answer digit i (chance {pct(h.get('chance'))})."
-        )
-    if top.get("carry_source"):
-        h = top["carry_source"][0]
-        chance = h.get("chance")
-        weak = chance is not None and h["score"] <= 1.2 * chance
-        out.append(
-            f"The strongest carry-source head, {_head(h)}, puts {pct(h['score'])} on the previous digits "
-            f"a_(i-1), b_(i-1) (chance {pct(chance)})"
-            + ("; no head attends to the carry source clearly above chance." if weak else ".")
-        )
-    ab = d.get("ablation") or {}
-    base = (ab.get("baseline") or {}).get("exact_match")
-    harmful = (ab.get("most_harmful") or {})
-    kind = "mean" if harmful.get("mean") else ("zero" if harmful.get("zero") else None)
-    if kind and base is not None:
-        h = harmful[kind][0]
-        delta = h.get("delta_exact_match")
-        if delta is not None:
-            out.append(
-                f"{kind.capitalize()}-ablating {_head(h)} moves exact match from {pct(base)} to {pct(base + delta)} "
-                f"({100 * delta:+.0f} points), the largest effect of any single head."
-            )
-    probes = d.get("probes") or {}
-    fd = probes.get("first_decodable")
-    patch = (d.get("patching") or {}).get("first_loop_carry_present")
-    if fd and fd.get("accuracy") is not None:
-        sentence = (f"The carry-in is linearly decodable (probe accuracy >= {pct(probes.get('threshold'))}) "
-                    f"from loop {fd['loop']} layer {fd['layer']} on ({pct(fd['accuracy'])}; chance {pct(probes.get('chance'))})")
-        if patch:
-            sentence += f"; patching finds it present from loop {patch['loop']} layer {patch['layer']}"
-        out.append(sentence + ".")
-    elif probes.get("accuracy"):
-        best = max(finite([v for row in probes["accuracy"] for v in row]), default=None)
-        out.append(f"No loop carries a linearly decodable carry-in above threshold (best probe accuracy {pct(best)}).")
-    return limit(out)
+def _head(h: HeadScore | Harmful) -> str:
+    return f"loop {h.loop} L{h.layer}H{h.head}"
+
+
+def _attention(r: CarryAttentionResult) -> list[str]:
+    if r.attention is None:
+        return ["Attention statistics were not computed (the attention section was not run)."]
+    out = []
+    top = r.attention.top_heads
+    if top.alignment:
+        h = top.alignment[0]
+        out.append(f"Head {_head(h)} puts {pct(h.score)} of its attention on the aligned operand digits a_i, b_i "
+                   f"when predicting answer digit i (chance {pct(h.chance)}).")
+    else:
+        out.append("No answer digit of the problem set has an aligned operand digit, so no head's alignment "
+                   "could be measured.")
+    if top.carry_source:
+        h = top.carry_source[0]
+        weak = h.score <= 1.2 * h.chance
+        out.append(f"The strongest carry-source head, {_head(h)}, puts {pct(h.score)} on the previous digits "
+                   f"a_(i-1), b_(i-1) (chance {pct(h.chance)})"
+                   + ("; no head attends to the carry source clearly above chance." if weak else "."))
+    return out
+
+
+def _ablation(r: CarryAttentionResult) -> str | None:
+    ab = r.ablation
+    if ab is None:
+        return "No head was ablated (the ablation section was not run)."
+    # most_harmful has one non-empty list per kind run; mean ablation is the gentler one
+    kind = next((k for k in ("mean", "zero") if k in ab.most_harmful), None)
+    if kind is None:
+        return "No head was ablated (no ablation kind was run)."
+    h, base = ab.most_harmful[kind][0], ab.baseline.exact_match
+    return (f"{kind.capitalize()}-ablating {_head(h)} moves exact match from {pct(base)} to "
+            f"{pct(base + h.delta_exact_match)} ({100 * h.delta_exact_match:+.0f} points), the largest effect of "
+            "any single head.")
+
+
+def _probes(r: CarryAttentionResult) -> str | None:
+    probes = r.probes
+    if probes is None:
+        return "The carry-in was not probed (the probes section was not run)."
+    fd = probes.first_decodable
+    if fd is not None:
+        sentence = (f"The carry-in is linearly decodable (probe accuracy >= {pct(probes.threshold)}) "
+                    f"from loop {fd.loop} layer {fd.layer} on ({pct(fd.accuracy)}; chance {pct(probes.chance)})")
+        patch = r.patching.first_loop_carry_present if r.patching is not None else None
+        if patch is not None:
+            sentence += f"; patching finds it present from loop {patch.loop} layer {patch.layer}"
+        return sentence + "."
+    best = max(finite(probes.accuracy.ravel().tolist()), default=None)
+    return f"No loop carries a linearly decodable carry-in above threshold (best probe accuracy {pct(best)})."
+
+
+def findings(r: CarryAttentionResult) -> list[str]:
+    return limit([*_attention(r), _ablation(r), _probes(r)])
