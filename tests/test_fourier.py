@@ -12,11 +12,13 @@ import torch
 
 from abacus_interp import LoopedTransformer
 from abacus_interp import checkpoints as ckpt
+from abacus_interp.jsonsafe import from_json
 from abacus_interp.training import apply_overrides
 from abacus_interp.training.presets import grok_mod113, grok_mod113_fast
 from analyses import fourier
 from analyses.fourier.circuit import grid_labels
 from analyses.fourier.findings import findings as fourier_findings
+from analyses.fourier.result import ModularSummary
 
 PLANTED = [14, 35, 41]
 
@@ -157,7 +159,8 @@ def _synthetic_fourier_data():
 
 
 def test_findings_state_the_papers_numbers_and_the_fall_from_the_peak():
-    d = _synthetic_fourier_data()
+    data = _synthetic_fourier_data()
+    d = from_json(ModularSummary, data, partial=True)
     text = " ".join(fourier_findings(d))
     assert "440/512 = 85.9%" in text and "433/512 = 84.6%" in text
     assert "14, 35, 41, 42, 52" in text
@@ -168,7 +171,8 @@ def test_findings_state_the_papers_numbers_and_the_fall_from_the_peak():
     analysis_text = " ".join(fourier.summary.details(d))
     assert "433/512" in analysis_text and "4,800x lower" in analysis_text and "training pairs" in analysis_text
     # another modulus: no paper comparison
-    d.update(p=11, paper=None)
+    data.update(p=11, paper=None)
+    d = from_json(ModularSummary, data, partial=True)
     assert "433" not in " ".join(fourier_findings(d) + fourier.summary.details(d))
 
 

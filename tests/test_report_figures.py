@@ -29,6 +29,7 @@ from analyses.fixed_point.figures import lock_in, orbit
 from analyses.fixed_point.result import FixedPointSummary
 from analyses.fourier.figures import mark_phases, neuron_fourier_figure
 from analyses.fourier.progress import curves_for_phases, phases_from
+from analyses.fourier.result import Phases
 from analyses.report import html as H
 from analyses.report.sections import build_architectures
 
@@ -71,7 +72,8 @@ def test_a_heatmap_without_a_dominant_constant_keeps_its_full_scale():
 def test_phase_names_go_to_the_legend_not_onto_the_plot():
     phases = phases_from(curves_for_phases(SHIPPED / "grok-mod113", None))
     assert (phases["memorisation_end"], phases["circuit_formation_end"]) == (200, 9700)  # 200 of 15,000 steps
-    fig = mark_phases(go.Figure(go.Scatter(x=[0, 15000], y=[1, 2], name="loss")), phases, on_steps=True)
+    fig = mark_phases(go.Figure(go.Scatter(x=[0, 15000], y=[1, 2], name="loss")), from_json(Phases, phases),
+                      on_steps=True)
     texts = [a.text for a in fig.layout.annotations]
     assert not any(t and ("memorisation" in t or "circuit" in t) for t in texts)  # nothing to overlap
     legend = [t.name for t in fig.data if t.legendgroup == "phases"]

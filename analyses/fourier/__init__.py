@@ -12,7 +12,7 @@
 On an addition (digit) model, `run` gives the base-10 Fourier view of the digit embeddings.
 """
 
-from .analysis import FourierResult, run
+from .analysis import run
 from .basis import (
     KEY_THRESHOLD,
     base10_power,
@@ -38,6 +38,7 @@ from .config import FourierConfig
 from .diagnose import Diagnosis, diagnose
 from .paper import PAPER
 from .progress import detect_phases, progress_measures
+from .result import FourierResult
 
 __all__ = [
     "KEY_THRESHOLD",

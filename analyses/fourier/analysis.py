@@ -3,20 +3,18 @@ or the base-10 view of an addition model's digit embeddings."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import dataclasses
 from typing import Any
 
 import torch
 
 from abacus_interp.checkpoints import list_checkpoints, load_tensors, subsample_evenly
 from abacus_interp.errors import UserError
-from abacus_interp.jsonsafe import json_safe
+from abacus_interp.jsonsafe import from_json
 
 from ..common import resolve
-from ..contract import takes_config
-from . import figures as _figures
+from ..contract import configure
 from .basis import (
-    KEY_THRESHOLD,
     base10_power,
     component_norms,
     frequency_norms,
@@ -24,7 +22,6 @@ from .basis import (
     key_frequencies,
 )
 from .circuit import (
-    SINGLE_FREQ_THRESHOLD,
     distance_irrelevance,
     frequency_ablation,
     gradient_symmetricity,
@@ -36,7 +33,6 @@ from .circuit import (
 )
 from .config import FourierConfig
 from .diagnose import diagnose
-from .findings import findings
 from .paper import PAPER, applies
 from .progress import (
     curves_for_phases,
@@ -46,47 +42,10 @@ from .progress import (
     phases_from,
     progress_measures,
 )
+from .result import Base10Summary, FourierResult, ModularSummary
 from .summary import details
 
 ZHONG_SYMMETRICITY, ZHONG_IRRELEVANCE = 0.98, 0.6  # the dividing lines of Zhong et al.'s Fig. 6
-
-
-@dataclass
-class FourierResult:
-    """`data` is JSON-safe (what `to_dict` returns); `arrays` keeps the large maps the
-    figures draw (mean |2D Fourier coefficient| of the neurons, the correct-logit table)."""
-
-    data: dict[str, Any]
-    arrays: dict[str, Any] = field(default_factory=dict, repr=False)
-
-    @property
-    def key_frequencies(self) -> list[int]:
-        return list(self.data.get("key_frequencies") or [])
-
-    @property
-    def phases(self) -> dict[str, Any] | None:
-        return self.data.get("phases")
-
-    @property
-    def details(self) -> list[str]:
-        """Every measure in a sentence (clusters, per-loop neurons, clock vs pizza, the
-        diagnosis), for a notebook; `findings()` is the short account the report shows."""
-        return list(self.data.get("details") or [])
-
-    @property
-    def headline(self) -> list[str]:
-        """The findings: did it grok and when, and the measures beside Nanda et al.'s."""
-        return self.findings()
-
-    def findings(self) -> list[str]:
-        return findings(self.data)
-
-    def to_dict(self) -> dict[str, Any]:
-        return json_safe(self.data)
-
-    def figures(self) -> dict[str, Any]:
-        """Plotly figures (never shown); every one carries the detected phase boundaries."""
-        return _figures.all_figures(self.data, self.arrays)
 
 
 def _hook_names(model) -> list[tuple[int, int, str]]:
@@ -95,12 +54,7 @@ def _hook_names(model) -> list[tuple[int, int, str]]:
             for layer in range(cfg.n_layers)]
 
 
-KEY_SOURCES = ("both", "embed", "neuron_logit")
-
-
 def _embedding_section(model, task, threshold: float, key_source: str) -> dict:
-    if key_source not in KEY_SOURCES:
-        raise UserError(f"key_source must be one of {KEY_SOURCES}, got {key_source!r}")
     p = task.modulus
     w_e = embed_residues(model, task.vocab, p)
     norms, const = frequency_norms(w_e)
@@ -165,20 +119,26 @@ def _loss_course(series: dict, start: int | None) -> dict:
     }
 
 
-def _modular(subject, *, max_checkpoints, key_threshold, key_source, neuron_threshold, n_symmetricity, seed,
-             progress, over_checkpoints) -> FourierResult:
+def _typed(cls: type, data: dict[str, Any], arrays: dict[str, Any]) -> FourierResult:
+    """Type the sections once (from_json refuses unknown and missing keys), then write the
+    details from the typed summary."""
+    summary = from_json(cls, data)
+    return FourierResult(summary=dataclasses.replace(summary, details=tuple(details(summary))), arrays=arrays)
+
+
+def _modular(subject, cfg: FourierConfig, progress: bool) -> FourierResult:
     model, task, run_dir = subject.model, subject.task, subject.run_dir
     p = task.p
     data: dict[str, Any] = {"kind": "modular", "task": {"name": task.name, "p": p,
                                                          "train_fraction": task.train_fraction}}
-    data.update(_embedding_section(model, task, key_threshold, key_source))
+    data.update(_embedding_section(model, task, cfg.key_threshold, cfg.key_source))
     key = data["key_frequencies"]
     hooks = _hook_names(model)
     logits, acts = grid_forward(model, task.vocab, p, [name for *_, name in hooks])
     arrays: dict[str, Any] = {}
     per_loop = []
     for t, layer, name in hooks:
-        summary = neuron_summary(acts[name], p, neuron_threshold)
+        summary = neuron_summary(acts[name], p, cfg.neuron_threshold)
         arrays[f"neuron_coefficients/{t}/{layer}"] = summary.pop("mean_abs_coefficients")
         per_loop.append({"loop": t, "layer": layer, "hook": name, **summary})
     data["neurons"] = per_loop[-1]
@@ -192,37 +152,37 @@ def _modular(subject, *, max_checkpoints, key_threshold, key_source, neuron_thre
     data["frequency_ablation"] = frequency_ablation(logits, p, key, pair_index(train_pairs, p))
     irrelevance = distance_irrelevance(logits, p)
     arrays["correct_logit_table"] = irrelevance.pop("correct_logit_table")
-    sym = gradient_symmetricity(model, task.vocab, p, n_symmetricity, seed)
+    sym = gradient_symmetricity(model, task.vocab, p, cfg.n_symmetricity, cfg.seed)
     q = irrelevance["distance_irrelevance"]
     kind = ("pizza" if sym >= ZHONG_SYMMETRICITY and q < ZHONG_IRRELEVANCE else
             "clock" if sym < ZHONG_SYMMETRICITY and q >= ZHONG_IRRELEVANCE else "mixed")
-    data["clock_pizza"] = {"gradient_symmetricity": sym, "distance_irrelevance": q, "n_samples": n_symmetricity,
+    data["clock_pizza"] = {"gradient_symmetricity": sym, "distance_irrelevance": q, "n_samples": cfg.n_symmetricity,
                            "verdict": kind, "thresholds": {"symmetricity": ZHONG_SYMMETRICITY,
                                                            "irrelevance": ZHONG_IRRELEVANCE}}
     data["progress"] = None
     data["phases"] = None
-    if run_dir is not None and over_checkpoints:
+    if run_dir is not None and cfg.over_checkpoints:
         n_ckpt = len(list_checkpoints(run_dir))
-        series = progress_measures(run_dir, task, key, max_checkpoints, key_threshold, progress) if n_ckpt >= 2 else None
+        series = (progress_measures(run_dir, task, key, cfg.max_checkpoints, cfg.key_threshold, progress)
+                  if n_ckpt >= 2 else None)
         data["progress"] = series
         data["phases"] = phases_from(curves_for_phases(run_dir, series))
         if series is not None:
-            start = data["phases"].get("memorisation_end")
+            start = data["phases"]["memorisation_end"]
             r_half = half_fall_step(series["step"], series["restricted_loss"], start)
             t_half = half_fall_step(series["step"], series["test_loss"], start)
             data["restricted_vs_test"] = {
                 "restricted_half_fall_step": r_half, "test_half_fall_step": t_half,
                 "restricted_falls_first": None if r_half is None or t_half is None else r_half < t_half,
-                **_fall_by(series, start, data["phases"].get("circuit_formation_end")),
+                **_fall_by(series, start, data["phases"]["circuit_formation_end"]),
                 **_loss_course(series, start),
             }
         data["diagnosis"] = diagnose(run_dir).to_dict()
-    data["paper"] = PAPER if applies(data) else None
-    data["details"] = details(data)
-    return FourierResult(data=data, arrays=arrays)
+    data["paper"] = PAPER if applies(p) else None
+    return _typed(ModularSummary, data, arrays)
 
 
-def _base10(subject, max_checkpoints, progress) -> FourierResult:
+def _base10(subject, max_checkpoints: int | None) -> FourierResult:
     model, task, run_dir = subject.model, subject.task, subject.run_dir
     digit_ids = torch.tensor(task.vocab.digit_ids, dtype=torch.long)
     if len(digit_ids) != 10:
@@ -240,37 +200,28 @@ def _base10(subject, max_checkpoints, progress) -> FourierResult:
             series = {k: [r[k] for r in rows] for k in rows[0]}
     data["base10_series"] = series
     data["phases"] = None
-    data["details"] = details(data)
-    return FourierResult(data=data)
+    return _typed(Base10Summary, data, {})
 
 
-@takes_config(FourierConfig)
-def run(
-    model_or_run,
-    task=None,
-    *,
-    max_checkpoints: int | None = None,
-    key_threshold: float = KEY_THRESHOLD,
-    key_source: str = "both",
-    neuron_threshold: float = SINGLE_FREQ_THRESHOLD,
-    n_symmetricity: int = 100,
-    seed: int = 0,
-    progress: bool = True,
-    over_checkpoints: bool = True,
-) -> FourierResult:
-    """Fourier analysis of a model or run directory (its latest checkpoint, plus the progress
-    measures over all checkpoints, or `max_checkpoints` evenly spaced ones; `over_checkpoints=
-    False` skips those and reads the latest only; `progress` is the tqdm bar).
+def run(model_or_run, task=None, *, config: FourierConfig | None = None, progress: bool = True,
+        **overrides) -> FourierResult:
+    """Fourier analysis of a model or run directory: its latest checkpoint, plus the progress
+    measures over `max_checkpoints` evenly spaced checkpoints (`progress` is the tqdm bar).
 
-    Modular addition: W_E Fourier norms and key frequencies: a frequency is key when it holds
-    >= `key_threshold` (5%) of the non-constant squared Fourier norm of W_E and of the
-    neuron-logit map W_out W_U (`key_source="both"`; or "embed" / "neuron_logit" alone), neurons at '=' in the 2D Fourier basis (per loop), the logit fit
-    to cos(w_k(a+b-c)), restricted / excluded loss (training pairs), Gini coefficients, weight norm, phases,
-    clock-vs-pizza metrics and a grokking diagnosis. Digit tasks (addition): the base-10
-    Fourier view (periods 10, 5, 2) of the digit embeddings, over the checkpoints too."""
+    Modular addition: W_E Fourier norms and key frequencies (a frequency is key when it holds
+    >= `key_threshold` of the non-constant squared Fourier norm of W_E and of the neuron-logit
+    map W_out W_U, or of one, `key_source`), neurons at '=' in the 2D Fourier basis (per
+    loop), the logit fit to cos(w_k(a+b-c)), restricted / excluded loss (training pairs), Gini
+    coefficients, weight norm, phases, clock-vs-pizza metrics and a grokking diagnosis. Digit
+    tasks (addition): the base-10 Fourier view (periods 10, 5, 2) of the digit embeddings, over
+    the checkpoints too.
+
+    config: every setting (`FourierConfig`, whose field comments say what each does); default
+        `FourierConfig()`, the report's, so this computes its numbers.
+    overrides: fields of the config by name, e.g. `max_checkpoints=None` for every checkpoint.
+    """
+    cfg = configure(FourierConfig, config, overrides, "fourier.run()")
     subject = resolve(model_or_run, task)
     if subject.task.modulus is not None:
-        return _modular(subject, max_checkpoints=max_checkpoints, key_threshold=key_threshold,
-                        key_source=key_source, neuron_threshold=neuron_threshold, n_symmetricity=n_symmetricity, seed=seed,
-                        progress=progress, over_checkpoints=over_checkpoints)
-    return _base10(subject, max_checkpoints, progress)
+        return _modular(subject, cfg, progress)
+    return _base10(subject, cfg.max_checkpoints)

@@ -1,4 +1,4 @@
-"""Plotly figures of a Fourier result, built from its data (never shown). Every figure carries
+"""Plotly figures of a Fourier result, built from its typed numbers (never shown). Every figure carries
 the detected phases: shaded spans on the step axis of the curves, a note on the snapshots."""
 
 from __future__ import annotations
@@ -9,26 +9,36 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .progress import phase_spans
+from .result import (
+    Base10Summary,
+    ClockPizza,
+    LogitFit,
+    ModularSummary,
+    Neurons,
+    NeuronsPerLoop,
+    Phases,
+    series_dict,
+)
 
 PHASE_RGB = {"memorisation": (99, 110, 250), "circuit_formation": (0, 204, 150), "cleanup": (239, 85, 59)}
 
 
-def phase_note(phases: dict | None) -> str:
-    if not phases:
+def phase_note(phases: Phases | None) -> str:
+    if phases is None:
         return "phases: not detected (no checkpoint series)"
     spans = phase_spans(phases)
     if not spans:
-        return "phases: " + ("; ".join(phases.get("notes") or []) or "not detected")
+        return "phases: " + ("; ".join(phases.notes) or "not detected")
     return "phases: " + ", ".join(f"{n.replace('_', ' ')} {a:,}-{b:,}" for n, a, b in spans)
 
 
-def mark_phases(fig: go.Figure, phases: dict | None, on_steps: bool) -> go.Figure:
+def mark_phases(fig: go.Figure, phases: Phases | None, on_steps: bool) -> go.Figure:
     """Shade the phases on a step axis, or write them on a line under the title of a snapshot figure.
 
     The phase names go into the legend (a swatch of each shade, with its steps), not onto the
     plot: memorisation is often a sliver (0-200 of 15,000 steps), and labels at the spans'
     left edges would print on top of each other."""
-    spans = phase_spans(phases) if phases else []
+    spans = phase_spans(phases) if phases is not None else []
     if on_steps and spans:
         for name, start, end in spans:
             rgb = ",".join(map(str, PHASE_RGB[name]))
@@ -51,22 +61,22 @@ def _key_colours(n: int, key: list[int]) -> list[str]:
     return ["crimson" if k in key else "lightslategrey" for k in range(1, n + 1)]
 
 
-def embed_figure(d: dict) -> go.Figure:
-    key, shares = d["key_frequencies"], d["embed_frequency_shares"]
+def embed_figure(d: ModularSummary) -> go.Figure:
+    key, shares = list(d.key_frequencies), list(d.embed_frequency_shares)
     ks = list(range(1, len(shares) + 1))
     fig = go.Figure(go.Bar(x=ks, y=shares, marker_color=_key_colours(len(ks), key), name="W_E",
                            hovertemplate="k=%{x}<br>share %{y:.3f}<extra></extra>"))
-    fig.add_trace(go.Scatter(x=ks, y=d["neuron_logit_frequency_shares"], mode="lines+markers", name="W_out W_U",
+    fig.add_trace(go.Scatter(x=ks, y=list(d.neuron_logit_frequency_shares), mode="lines+markers", name="W_out W_U",
                              marker={"size": 4}))
-    fig.add_hline(y=d["key_threshold"], line_dash="dash", annotation_text=f"key threshold {d['key_threshold']:.0%}")
+    fig.add_hline(y=d.key_threshold, line_dash="dash", annotation_text=f"key threshold {d.key_threshold:.0%}")
     fig.update_layout(title=f"Fourier energy share per frequency (key: {key})", xaxis_title="frequency k",
                       yaxis_title="share of non-constant squared norm")
     return fig
 
 
-def components_figure(d: dict) -> go.Figure:
-    norms = d["embed_component_norms"]
-    p = d["p"]
+def components_figure(d: ModularSummary) -> go.Figure:
+    norms = list(d.embed_component_norms)
+    p = d.p
     names = ["const"] + [f"{'cos' if i % 2 else 'sin'} {(i + 1) // 2}" for i in range(1, p)]
     fig = go.Figure(go.Bar(x=names, y=norms, marker_color="steelblue"))
     fig.update_layout(title="Norm of W_E along each Fourier basis vector", xaxis_title="basis vector",
@@ -74,24 +84,24 @@ def components_figure(d: dict) -> go.Figure:
     return fig
 
 
-def neurons_figure(n: dict) -> go.Figure:
+def neurons_figure(n: Neurons) -> go.Figure:
     fig = go.Figure(go.Scatter(
-        x=n["dominant_frequency"], y=n["fraction_explained"], mode="markers",
-        marker={"size": 5, "color": ["crimson" if s else "grey" for s in n["single_frequency"]], "opacity": 0.6},
-        text=[f"neuron {i}" for i in range(n["n_neurons"])],
+        x=list(n.dominant_frequency), y=list(n.fraction_explained), mode="markers",
+        marker={"size": 5, "color": ["crimson" if s else "grey" for s in n.single_frequency], "opacity": 0.6},
+        text=[f"neuron {i}" for i in range(n.n_neurons)],
         hovertemplate="%{text}<br>k=%{x}<br>fraction %{y:.2f}<extra></extra>"))
-    fig.add_hline(y=n["threshold"], line_dash="dash", annotation_text=f"single-frequency >= {n['threshold']}")
+    fig.add_hline(y=n.threshold, line_dash="dash", annotation_text=f"single-frequency >= {n.threshold}")
     fig.update_layout(title=f"Neurons at '=': dominant frequency and variance explained "
-                            f"({n['share_single_frequency']:.0%} single-frequency)",
+                            f"({n.share_single_frequency:.0%} single-frequency)",
                       xaxis_title="dominant frequency k", yaxis_title="fraction of variance", yaxis_range=[0, 1.02])
     return fig
 
 
-def clusters_figure(n: dict) -> go.Figure:
-    sizes = n["cluster_sizes"]
+def clusters_figure(n: Neurons) -> go.Figure:
+    sizes = n.cluster_sizes
     fig = go.Figure(go.Bar(x=[str(k) for k in sizes], y=list(sizes.values()), marker_color="crimson"))
-    fig.update_layout(title=f"Neuron clusters by frequency ({n['n_single_frequency']} of {n['n_neurons']} neurons, "
-                            f"{n['n_dead']} dead)", xaxis_title="frequency k", yaxis_title="neurons")
+    fig.update_layout(title=f"Neuron clusters by frequency ({n.n_single_frequency} of {n.n_neurons} neurons, "
+                            f"{n.n_dead} dead)", xaxis_title="frequency k", yaxis_title="neurons")
     return fig
 
 
@@ -118,17 +128,17 @@ def neuron_fourier_figure(coef, p: int) -> go.Figure:
     return fig
 
 
-def logit_fit_figure(fit: dict) -> go.Figure:
-    coefs = fit["coefficients"]
+def logit_fit_figure(fit: LogitFit) -> go.Figure:
+    coefs = fit.coefficients
     ks = [int(k) for k in coefs]
     fig = go.Figure(go.Bar(x=ks, y=[coefs[k] for k in coefs],
-                           marker_color=_key_colours(max(ks), [int(k) for k in fit["key_frequencies"]])))
-    fig.update_layout(title=f"Logits fitted to cos(w_k(a+b-c)): {fit['fraction_explained']:.1%} of logit variance "
+                           marker_color=_key_colours(max(ks), [int(k) for k in fit.key_frequencies])))
+    fig.update_layout(title=f"Logits fitted to cos(w_k(a+b-c)): {fit.fraction_explained:.1%} of logit variance "
                             f"from the key frequencies", xaxis_title="frequency k", yaxis_title="coefficient alpha_k")
     return fig
 
 
-def _curves(series: dict, names: dict[str, str], title: str, ytitle: str, log_y: bool) -> go.Figure:
+def _curves(series: dict[str, Any], names: dict[str, str], title: str, ytitle: str, log_y: bool) -> go.Figure:
     fig = go.Figure()
     for key, label in names.items():
         if key in series:
@@ -138,7 +148,7 @@ def _curves(series: dict, names: dict[str, str], title: str, ytitle: str, log_y:
     return fig
 
 
-def progress_figures(series: dict) -> dict[str, go.Figure]:
+def progress_figures(series: dict[str, Any]) -> dict[str, go.Figure]:
     return {
         "progress_losses": _curves(series, {"train_loss": "train", "test_loss": "test",
                                             "restricted_loss": "restricted (train)",
@@ -154,55 +164,56 @@ def progress_figures(series: dict) -> dict[str, go.Figure]:
     }
 
 
-def clock_pizza_figure(table, cp: dict) -> go.Figure:
+def clock_pizza_figure(table, cp: ClockPizza) -> go.Figure:
     z = table.tolist() if hasattr(table, "tolist") else table
     fig = go.Figure(go.Heatmap(z=z, colorscale="Viridis", colorbar={"title": "correct logit"}))
-    fig.update_layout(title=f"Correct logit by (a+b, a-b): gradient symmetricity {cp['gradient_symmetricity']:.2f}, "
-                            f"distance irrelevance {cp['distance_irrelevance']:.2f} ({cp['verdict']})",
+    fig.update_layout(title=f"Correct logit by (a+b, a-b): gradient symmetricity {cp.gradient_symmetricity:.2f}, "
+                            f"distance irrelevance {cp.distance_irrelevance:.2f} ({cp.verdict})",
                       xaxis_title="(a - b) mod p", yaxis_title="(a + b) mod p", width=700, height=650)
     return fig
 
 
-def loops_figure(per_loop: list[dict]) -> go.Figure:
-    labels = [f"loop {s['loop']} / layer {s['layer']}" for s in per_loop]
-    fig = go.Figure(go.Bar(x=labels, y=[s["share_single_frequency"] for s in per_loop], marker_color="teal"))
+def loops_figure(per_loop: tuple[NeuronsPerLoop, ...]) -> go.Figure:
+    labels = [f"loop {s.loop} / layer {s.layer}" for s in per_loop]
+    fig = go.Figure(go.Bar(x=labels, y=[s.share_single_frequency for s in per_loop], marker_color="teal"))
     fig.update_layout(title="Single-frequency neurons per loop", yaxis_title="share of neurons", yaxis_range=[0, 1])
     return fig
 
 
-def base10_figures(d: dict) -> dict[str, go.Figure]:
-    b = d["base10"]
-    fig = go.Figure(go.Bar(x=[f"{p:.3g}" for p in b["periods"]], y=b["shares"],
-                           marker_color=["crimson" if k in (1, 2, 5) else "grey" for k in b["frequencies"]]))
+def base10_figures(d: Base10Summary) -> dict[str, go.Figure]:
+    b = d.base10
+    fig = go.Figure(go.Bar(x=[f"{p:.3g}" for p in b.periods], y=list(b.shares),
+                           marker_color=["crimson" if k in (1, 2, 5) else "grey" for k in b.frequencies]))
     fig.update_layout(title="Digit embeddings 0..9: Fourier energy by period", xaxis_title="period (digits)",
                       yaxis_title="share of non-constant energy")
     out = {"base10": fig}
-    s = d.get("base10_series")
-    if s and len(s["step"]) > 1:
+    s = d.base10_series
+    if s is not None and len(s["step"]) > 1:
         out["base10_series"] = _curves(s, {"10": "period 10", "5": "period 5", "2": "period 2",
                                            "share_10_5_2": "periods 10+5+2"},
                                        "Digit-embedding energy at periods 10, 5, 2 over training", "share", False)
     return out
 
 
-def all_figures(d: dict[str, Any], arrays: dict[str, Any]) -> dict[str, go.Figure]:
-    phases = d.get("phases")
-    if d.get("kind") == "base10":
+def all_figures(d: ModularSummary | Base10Summary, arrays: dict[str, Any]) -> dict[str, go.Figure]:
+    phases = d.phases
+    if isinstance(d, Base10Summary):
         figs = base10_figures(d)
         return {k: mark_phases(f, phases, on_steps=k.endswith("series")) for k, f in figs.items()}
     figs: dict[str, go.Figure] = {"embed_fourier": embed_figure(d), "embed_components": components_figure(d)}
-    n = d["neurons"]
+    n = d.neurons
     figs["neurons"] = neurons_figure(n)
     figs["neuron_clusters"] = clusters_figure(n)
-    coef = arrays.get(f"neuron_coefficients/{n['loop']}/{n['layer']}")
-    if coef is not None:
-        figs["neuron_fourier"] = neuron_fourier_figure(coef, d["p"])
-    figs["logit_fit"] = logit_fit_figure(d["logit_fit"])
-    if arrays.get("correct_logit_table") is not None:
-        figs["clock_pizza"] = clock_pizza_figure(arrays["correct_logit_table"], d["clock_pizza"])
-    if d.get("neurons_per_loop"):
-        figs["loops"] = loops_figure(d["neurons_per_loop"])
-    steps_figs = progress_figures(d["progress"]) if d.get("progress") else {}
+    # the maps are kept out of the JSON; a result rebuilt from it has none
+    coef = f"neuron_coefficients/{n.loop}/{n.layer}"
+    if coef in arrays:
+        figs["neuron_fourier"] = neuron_fourier_figure(arrays[coef], d.p)
+    figs["logit_fit"] = logit_fit_figure(d.logit_fit)
+    if "correct_logit_table" in arrays:
+        figs["clock_pizza"] = clock_pizza_figure(arrays["correct_logit_table"], d.clock_pizza)
+    if d.neurons_per_loop:
+        figs["loops"] = loops_figure(d.neurons_per_loop)
+    steps_figs = progress_figures(series_dict(d.progress)) if d.progress is not None else {}
     out = {k: mark_phases(f, phases, on_steps=False) for k, f in figs.items()}
     out.update({k: mark_phases(f, phases, on_steps=True) for k, f in steps_figs.items()})
     return out

@@ -1,12 +1,13 @@
-"""The grokking analysis in sentences: phases, key frequencies, single-frequency neurons, the
-logit fit and the restricted/excluded losses, beside Nanda et al.'s numbers when `d["paper"]` has them."""
+"""The grokking analysis in sentences, read from its typed summary: phases, key frequencies,
+single-frequency neurons, the logit fit and the restricted/excluded losses, beside Nanda et
+al.'s numbers when the summary carries them (`paper`, p = 113). A part that could not be
+measured gets a sentence saying so instead of silently dropping out."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from abacus_interp.prose import limit, num, pct, times
 
+from .result import Base10Summary, ModularSummary, Paper
 from .summary import half_fall_clause, training_pairs_clause
 
 
@@ -14,73 +15,89 @@ def _k(step: int) -> str:
     return f"{step / 1000:g}k" if step else "0"
 
 
-def findings(d: dict[str, Any]) -> list[str]:
-    """Grokking phases, key frequencies, single-frequency neurons and the logit fit, and the
-    restricted/excluded loss on the training pairs, each beside Nanda et al.'s value when the
-    analysis carries it (`d["paper"]`, p = 113)."""
-    out: list[str | None] = []
-    paper = d.get("paper") or {}
-    src = paper.get("source", "the paper")
-    ph = d.get("phases") or {}
-    if ph.get("grokked"):
-        bounds = [0, ph.get("memorisation_end"), ph.get("circuit_formation_end"), ph.get("cleanup_end")]
+def _phases(d: ModularSummary, paper: Paper | None, src: str) -> str:
+    ph = d.phases
+    if ph is None:
+        return "The grokking phases were not detected: there is no series of checkpoints to read them from."
+    if ph.grokked:
+        bounds = [0, ph.memorisation_end, ph.circuit_formation_end, ph.cleanup_end]
         names = ("memorisation", "circuit formation", "cleanup")
         known = [f"{name} {a:,}-{b:,}" for name, a, b in zip(names, bounds[:-1], bounds[1:], strict=True)
                  if a is not None and b is not None]
         sentence = "The model grokked; phases (steps): " + (", ".join(known) if known else "not resolved")
-        if paper.get("phases"):
+        if paper is not None and paper.phases:
             sentence += f" ({src}: " + ", ".join(
-                f"{name.replace('_', ' ')} {_k(a)}-{_k(b)}" for name, (a, b) in paper["phases"].items()) + ")"
-        out.append(sentence + ".")
-    elif ph:
-        diag = (d.get("diagnosis") or {}).get("sentences") or ph.get("notes") or []
-        out.append(f"The model did not grok: {diag[0][0].lower() + diag[0][1:]}" if diag else "The model did not grok.")
-    keys = d.get("key_frequencies") or []
-    shares = d.get("embed_frequency_shares") or []
-    if keys and shares:
-        held = sum(shares[k - 1] for k in keys if 0 < k <= len(shares) and shares[k - 1] is not None)
-        sentence = (f"The residue embeddings concentrate on {len(keys)} key frequenc{'y' if len(keys) == 1 else 'ies'} "
-                    f"{', '.join(map(str, keys))}, holding {pct(held)} of their non-constant Fourier energy")
-        if paper.get("key_frequencies"):
-            pk = paper["key_frequencies"]
-            sentence += f" ({src}: {len(pk)}, namely {', '.join(map(str, pk))}; which ones depends on the seed)"
-        ablation = d.get("frequency_ablation") or []
-        if ablation:
-            sentence += (". Removed one at a time from the logits, each costs the training pairs: " + ", ".join(
-                f"k={a['frequency']} loss {num(a['loss_without'])} (accuracy {pct(a['accuracy_without'])})"
-                for a in ablation) + f"; the full logits' loss is {num((d.get('final_losses') or {}).get('full_loss_train'))}")
-        out.append(sentence + ".")
-    neurons = d.get("neurons") or {}
-    fit = d.get("logit_fit") or {}
+                f"{name.replace('_', ' ')} {_k(a)}-{_k(b)}" for name, (a, b) in paper.phases.items()) + ")"
+        return sentence + "."
+    why = list(d.diagnosis.sentences) if d.diagnosis is not None and d.diagnosis.sentences else list(ph.notes or ())
+    return f"The model did not grok: {why[0][0].lower() + why[0][1:]}" if why else "The model did not grok."
+
+
+def _keys(d: ModularSummary, paper: Paper | None, src: str) -> str | None:
+    keys, shares = list(d.key_frequencies or ()), d.embed_frequency_shares or ()
+    if not keys:
+        return (f"No key frequencies: no frequency holds {pct(d.key_threshold)} of the residue embeddings' "
+                "non-constant Fourier energy.")
+    if not shares:
+        return None
+    held = sum(shares[k - 1] for k in keys if 0 < k <= len(shares) and shares[k - 1] is not None)
+    sentence = (f"The residue embeddings concentrate on {len(keys)} key frequenc{'y' if len(keys) == 1 else 'ies'} "
+                f"{', '.join(map(str, keys))}, holding {pct(held)} of their non-constant Fourier energy")
+    if paper is not None and paper.key_frequencies:
+        pk = paper.key_frequencies
+        sentence += f" ({src}: {len(pk)}, namely {', '.join(map(str, pk))}; which ones depends on the seed)"
+    if d.frequency_ablation:
+        full = d.final_losses.full_loss_train if d.final_losses is not None else None
+        sentence += (". Removed one at a time from the logits, each costs the training pairs: " + ", ".join(
+            f"k={a.frequency} loss {num(a.loss_without)} (accuracy {pct(a.accuracy_without)})"
+            for a in d.frequency_ablation) + f"; the full logits' loss is {num(full)}")
+    return sentence + "."
+
+
+def _neurons_and_fit(d: ModularSummary, paper: Paper | None, src: str) -> str | None:
     parts = []
-    if neurons.get("share_single_frequency") is not None and neurons.get("n_neurons"):
-        part = (f"{neurons['n_single_frequency']}/{neurons['n_neurons']} = {pct(neurons['share_single_frequency'], 1)} "
-                f"of the MLP neurons are single-frequency (>= {pct(neurons.get('threshold'))} of their variance "
+    n = d.neurons
+    if n is not None and n.share_single_frequency is not None and n.n_neurons:
+        part = (f"{n.n_single_frequency}/{n.n_neurons} = {pct(n.share_single_frequency, 1)} "
+                f"of the MLP neurons are single-frequency (>= {pct(n.threshold)} of their variance "
                 f"from one frequency)")
-        if paper.get("n_single_frequency"):
-            part += (f" against {paper['n_single_frequency']}/{paper['n_neurons']} = "
-                     f"{pct(paper['share_single_frequency'], 1)} in {src}")
+        if paper is not None and paper.n_single_frequency:
+            part += (f" against {paper.n_single_frequency}/{paper.n_neurons} = "
+                     f"{pct(paper.share_single_frequency, 1)} in {src}")
         parts.append(part)
-    if fit.get("fraction_explained") is not None:
-        parts.append(f"cos(w_k(a+b-c)) over the key frequencies explains {pct(fit['fraction_explained'])} of the logit variance")
-    if parts:
-        sentence = "; ".join(parts)
-        out.append(sentence[0].upper() + sentence[1:] + ".")
-    fl = d.get("final_losses") or {}
-    if fl.get("restricted_loss") is not None and fl.get("excluded_loss") is not None:
-        rv = d.get("restricted_vs_test") or {}
-        sentence = training_pairs_clause(fl)
-        if rv.get("restricted_peak") is not None and rv.get("restricted_peak_over_final") is not None:
-            sentence += (f"; the restricted loss ended {times(rv['restricted_peak_over_final'])} below its "
-                         f"post-memorisation peak ({num(rv['restricted_peak'])} at step {rv['restricted_peak_step']:,}, "
-                         f"{num(rv['restricted_final'])} at step {rv['final_step']:,}) while the excluded loss went "
-                         f"from {num(rv.get('excluded_at_peak'))} to {num(rv.get('excluded_final'))}")
-        half = half_fall_clause(rv)
-        if half:
-            sentence += f"; {half}"
-        out.append(sentence + ".")
-    if not out:
-        lines = d.get("details")
-        if isinstance(lines, list):
-            out = [x for x in lines if isinstance(x, str)]
-    return limit(out)
+    if d.logit_fit is not None and d.logit_fit.fraction_explained is not None:
+        parts.append(f"cos(w_k(a+b-c)) over the key frequencies explains {pct(d.logit_fit.fraction_explained)} "
+                     "of the logit variance")
+    if not parts:
+        return None
+    sentence = "; ".join(parts)
+    return sentence[0].upper() + sentence[1:] + "."
+
+
+def _losses(d: ModularSummary) -> str | None:
+    fl = d.final_losses
+    if fl is None or fl.restricted_loss is None or fl.excluded_loss is None:
+        return None
+    rv = d.restricted_vs_test
+    sentence = training_pairs_clause(fl)
+    if rv is not None and rv.restricted_peak is not None and rv.restricted_peak_over_final is not None:
+        sentence += (f"; the restricted loss ended {times(rv.restricted_peak_over_final)} below its "
+                     f"post-memorisation peak ({num(rv.restricted_peak)} at step {rv.restricted_peak_step:,}, "
+                     f"{num(rv.restricted_final)} at step {rv.final_step:,}) while the excluded loss went "
+                     f"from {num(rv.excluded_at_peak)} to {num(rv.excluded_final)}")
+    half = half_fall_clause(rv)
+    if half:
+        sentence += f"; {half}"
+    return sentence + "."
+
+
+def findings(d: ModularSummary | Base10Summary) -> list[str]:
+    """Grokking phases, key frequencies, single-frequency neurons and the logit fit, and the
+    restricted/excluded loss on the training pairs, each beside Nanda et al.'s value when the
+    summary carries it (`paper`, p = 113). A digit model's base-10 view is its details."""
+    if isinstance(d, Base10Summary):
+        return limit(list(d.details))
+    paper = d.paper
+    src = paper.source if paper is not None else "the paper"
+    out = [_phases(d, paper, src), _keys(d, paper, src), _neurons_and_fit(d, paper, src), _losses(d)]
+    return limit(out) or limit(list(d.details))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -38,6 +39,9 @@ from .circuit import (
     residue_ids,
     restricted_and_excluded,
 )
+
+if TYPE_CHECKING:  # the result module imports diagnose, which imports this one
+    from .result import Phases
 
 PHASES = ("memorisation", "circuit_formation", "cleanup")
 
@@ -205,14 +209,14 @@ def phases_from(curves: dict) -> dict:
     return out
 
 
-def phase_spans(phases: dict) -> list[tuple[str, int, int]]:
+def phase_spans(phases: Phases) -> list[tuple[str, int, int]]:
     """(name, start, end) of each detected phase, for shading figures."""
-    bounds = [0, phases.get("memorisation_end"), phases.get("circuit_formation_end"), phases.get("cleanup_end")]
+    bounds = [0, phases.memorisation_end, phases.circuit_formation_end, phases.cleanup_end]
     spans = []
     for name, start, end in zip(PHASES, bounds[:-1], bounds[1:], strict=True):
         if start is None or end is None:
             break
         spans.append((name, int(start), int(end)))
-    if phases.get("memorisation_end") is not None and not spans[1:]:
-        spans = [("memorisation", 0, int(phases["memorisation_end"]))]
+    if phases.memorisation_end is not None and not spans[1:]:
+        spans = [("memorisation", 0, int(phases.memorisation_end))]
     return spans
