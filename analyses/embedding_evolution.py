@@ -15,18 +15,19 @@ Structure metrics per checkpoint (all on the checkpoint's own PCA):
   helix_r2["T=..."]     R^2 of the embeddings on [1, a, cos(2 pi a/T), sin(2 pi a/T)]
   norms                 mean row norm, norm of the mean row, Frobenius norm
 
-    >>> result = run("checkpoints/small-add")
-    >>> result.to_dict()["tokens"]["circularity"][-1]
+    >>> result = run("checkpoints/small-add")      # the report's settings (EmbeddingEvolutionConfig)
+    >>> result.tokens.circularity[-1]
     >>> result.figures()["tokens_pca"]          # plotly animation with a step slider
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import warnings
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
@@ -38,9 +39,9 @@ from tqdm.auto import tqdm
 from abacus_interp.checkpoints import CheckpointError, read_run_config
 from abacus_interp.config import ModelConfig
 from abacus_interp.errors import UserError
-from abacus_interp.jsonsafe import json_safe
+from abacus_interp.jsonsafe import to_json
 from abacus_interp.prose import limit, num, pct
-from analyses.contract import RunContext, takes_config
+from analyses.contract import RunContext, configure
 
 from ._alignment import (
     ALIGN_MODES,
@@ -57,7 +58,7 @@ from ._alignment import (
 logger = logging.getLogger(__name__)
 
 
-@dataclass
+@dataclass(frozen=True)
 class EmbeddingSeries:
     """One set of labelled points (number tokens or positions) across C checkpoints."""
 
@@ -74,26 +75,23 @@ class EmbeddingSeries:
     norms: dict[str, np.ndarray]  # "mean_norm", "mean_vector_norm", "frobenius" -> [C]
 
     def to_dict(self) -> dict:
-        return json_safe({k: getattr(self, k) for k in self.__dataclass_fields__})
+        return to_json(self)
 
 
-@dataclass
+@dataclass(frozen=True)
 class EmbeddingEvolution:
+    """The result: a series is None when it was skipped (`notes` says why)."""
+
     run_dir: str
-    steps: list[int]
+    steps: list[int]  # lists, as callers compare them with lists of steps
     align: str
     tokens: EmbeddingSeries | None
     positions: EmbeddingSeries | None
-    notes: list[str] = field(default_factory=list)
-    mark_steps: list[int] = field(default_factory=list)
+    notes: tuple[str, ...]
+    mark_steps: list[int]  # steps marked on the line figures
 
     def to_dict(self) -> dict:
-        return json_safe({
-            "run_dir": self.run_dir, "steps": self.steps, "align": self.align, "notes": self.notes,
-            "mark_steps": self.mark_steps,
-            "tokens": self.tokens.to_dict() if self.tokens else None,
-            "positions": self.positions.to_dict() if self.positions else None,
-        })
+        return to_json(self)
 
     def figures(self) -> dict[str, go.Figure]:
         figs = {}
@@ -107,48 +105,59 @@ class EmbeddingEvolution:
         return figs
 
     def findings(self) -> list[str]:
-        return findings(self.to_dict())
+        return findings(self)
 
 
 @dataclass(frozen=True)
 class EmbeddingEvolutionConfig:
-    """The sizes embedding_evolution runs with: the defaults are the report's, `quick()` the
-    tests'. Pass one to `run(..., config=...)`; a keyword naming a field overrides it."""
+    """The settings `embedding_evolution.run` uses: the defaults are what the report runs, so
+    `run(run_dir)` in a notebook computes the report's numbers; `quick()` the tests'.
+    `run(run_dir, config=c, max_checkpoints=8)` overrides one field of `c`."""
 
-    max_checkpoints: int = 24
+    # checkpoints read, spread evenly over the run (None: all of them)
+    max_checkpoints: int | None = 24
+    # principal components kept per checkpoint (the animation shows the first two)
+    n_components: int = 4
+    # position embeddings analysed: Abacus indices 1..N, or absolute positions 0..N-1
+    n_positions: int = 20
+    # "chain" (Procrustes to the next frame, the last keeps its own axes), "final" (Procrustes
+    # to the last frame), "project" (PCA of the last checkpoint, all projected), "none"
+    align: str = "chain"
+    # circularity is the mean over this many first PCs
+    circularity_pcs: int = 2
+    # periods T of the helix fit
+    periods: tuple[float, ...] = (2, 5, 10)
+
+    def __post_init__(self) -> None:
+        if self.align not in ALIGN_MODES:
+            raise UserError(f"align must be one of {ALIGN_MODES}, got {self.align!r}")
+        if self.n_components < 2:
+            raise UserError("n_components must be >= 2 (the animation shows two components)")
+
+    @classmethod
+    def report(cls) -> EmbeddingEvolutionConfig:
+        """The report's settings (the defaults), named where a caller wants to say so."""
+        return cls()
 
     @classmethod
     def quick(cls) -> EmbeddingEvolutionConfig:
         return cls(max_checkpoints=6)
 
 
-@takes_config(EmbeddingEvolutionConfig)
-def run(
-    run_dir_or_checkpoints,
-    *,
-    n_components: int = 4,
-    n_positions: int = 20,
-    align: str = "chain",
-    circularity_pcs: int = 2,
-    periods: tuple[float, ...] = (2, 5, 10),
-    max_checkpoints: int | None = None,
-    mark_steps: list[int] | None = None,
-    progress: bool = True,
-) -> EmbeddingEvolution:
-    """Embedding PCA and structure metrics for every checkpoint of a run.
+def run(run_dir_or_checkpoints, *, config: EmbeddingEvolutionConfig | None = None,
+        mark_steps: Iterable[int] | None = None, progress: bool = True, **overrides) -> EmbeddingEvolution:
+    """Embedding PCA and structure metrics over the checkpoints of a run.
 
     run_dir_or_checkpoints: a run directory or a list of (step, path).
-    align: "chain" (Procrustes to the next frame, the last keeps its own axes), "final"
-        (Procrustes to the last frame), "project" (fit PCA on the last checkpoint and
-        project all), "none".
+    config: every setting (`EmbeddingEvolutionConfig`, whose field comments say what each
+        does); default `EmbeddingEvolutionConfig()`, the report's, so this computes its numbers.
+    overrides: fields of the config by name, e.g. `align="project", max_checkpoints=None`.
     mark_steps: steps to mark on the line figures (e.g. checkpoint_compare's change points).
     Only W_E and the needed rows of W_pos are read from each file (lazy safetensors).
     """
-    if align not in ALIGN_MODES:
-        raise UserError(f"align must be one of {ALIGN_MODES}, got {align!r}")
-    if n_components < 2:
-        raise UserError("n_components must be >= 2 (the animation shows two components)")
-    run_dir, series = checkpoint_series(run_dir_or_checkpoints, max_checkpoints)
+    settings = configure(EmbeddingEvolutionConfig, config, overrides, "embedding_evolution.run()")
+    n_components, n_positions, align = settings.n_components, settings.n_positions, settings.align
+    run_dir, series = checkpoint_series(run_dir_or_checkpoints, settings.max_checkpoints)
     cfg = ModelConfig.from_dict(read_run_config(run_dir)["model"])
     notes: list[str] = []
 
@@ -175,7 +184,8 @@ def run(
             token_mats.append(W_E[token_ids])
         if rows:
             pos_mats.append(W_pos)
-    opts = dict(n_components=n_components, align=align, circularity_pcs=circularity_pcs, periods=periods)
+    opts = dict(n_components=n_components, align=align, circularity_pcs=settings.circularity_pcs,
+                periods=settings.periods)
     # Hundreds of tiny SVDs: one BLAS thread is fastest, and on a busy machine a multi-threaded
     # BLAS spinning on small matrices is 10-100x slower.
     with threadpool_limits(1, user_api="blas"):
@@ -184,7 +194,7 @@ def run(
     logger.info("embedding evolution of %s: %d checkpoints", run_dir, len(series))
     return EmbeddingEvolution(
         run_dir=str(run_dir), steps=[s for s, _ in series], align=align, tokens=tokens,
-        positions=positions, notes=notes, mark_steps=list(mark_steps or []),
+        positions=positions, notes=tuple(notes), mark_steps=list(mark_steps or []),
     )
 
 
@@ -311,35 +321,43 @@ def _norms(present, steps, mark_steps) -> go.Figure:
 # --------------------------------------------------------------------------- findings
 
 
-def _series_sentence(what: str, s: dict[str, Any], steps: list[int]) -> str | None:
-    rho, circ = s.get("spearman_pc1") or [], s.get("circularity") or []
+def _values(xs) -> list:
+    """Plain Python numbers with NaN as None, as `num` reads them (ints stay ints)."""
+    return [None if isinstance(x, float) and not math.isfinite(x) else x for x in np.asarray(xs).tolist()]
+
+
+def _series_sentence(what: str, s: EmbeddingSeries, steps: list[int]) -> str | None:
+    rho, circ = _values(s.spearman_pc1), _values(s.circularity)
     if not rho or not steps:
         return None
     sentence = (f"{what}: PC1 orders them by value with |Spearman rho| {num(rho[0], 2)} at step {steps[0]:,} "
                 f"and {num(rho[-1], 2)} at step {steps[-1]:,}")
     if circ and circ[-1] is not None:
-        freq = (s.get("circularity_frequency") or [None])[-1]
+        freq = _values(s.circularity_frequency)[-1]
         sentence += f"; circularity {num(circ[0], 2)} -> {num(circ[-1], 2)} (1 = a ring ordered by value" + (
             f", dominant frequency {freq})" if freq is not None else ")")
     return sentence + "."
 
 
-def findings(d: dict[str, Any]) -> list[str]:
-    """Up to four sentences from the numbers of `to_dict()`, written once here."""
+def findings(r: EmbeddingEvolution) -> list[str]:
+    """Up to four sentences from the typed result, written once here; a series that was
+    skipped is stated with the note that says why."""
     out: list[str | None] = []
-    steps = d.get("steps") or []
-    for key, what in (("tokens", "Number-token embeddings"), ("positions", "Position embeddings")):
-        s = d.get(key)
-        if s:
+    missing: list[str] = []  # after the measured findings, so they never crowd one out
+    steps = list(r.steps)
+    for s, what, key in ((r.tokens, "Number-token embeddings", "tokens"), (r.positions, "Position embeddings",
+                                                                             "positions")):
+        if s is not None:
             out.append(_series_sentence(what, s, steps))
-    t = d.get("tokens") or {}
-    evr = t.get("explained_variance_ratio") or []
+        else:
+            why = next((n for n in r.notes if n.startswith(f"{key} skipped")), None)
+            missing.append(f"{what} were not analysed" + (f": {why.split(': ', 1)[-1]}." if why else "."))
+    evr = [_values(row) for row in r.tokens.explained_variance_ratio] if r.tokens is not None else []
     if evr and evr[-1] and len(evr[-1]) >= 2:
         out.append(f"At the last checkpoint the first two principal components explain "
                    f"{pct((evr[-1][0] or 0) + (evr[-1][1] or 0))} of the number-token embeddings' variance.")
-    for key, what in (("tokens", "number-token"), ("positions", "position")):
-        s = d.get(key) or {}
-        rho = s.get("spearman_pc1") or []
+    for s, what in ((r.tokens, "number-token"), (r.positions, "position")):
+        rho = _values(s.spearman_pc1) if s is not None else []
         if len(rho) >= 3 and len(steps) == len(rho):
             jumps = [(abs((rho[i + 1] or 0) - (rho[i] or 0)), i) for i in range(len(rho) - 1)]
             jump, i = max(jumps)
@@ -347,7 +365,7 @@ def findings(d: dict[str, Any]) -> list[str]:
                 out.append(f"The {what} ordering changed most between steps {steps[i]:,} and {steps[i + 1]:,} "
                            f"(|rho| {num(rho[i], 2)} -> {num(rho[i + 1], 2)}).")
                 break
-    return limit(out)
+    return limit(out + missing)
 
 
 # --------------------------------------------------------------------------- as the report runs it
