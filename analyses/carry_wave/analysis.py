@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -30,7 +30,7 @@ from abacus_interp.evaluation.common import section_rng
 from abacus_interp.evaluation.extrapolation import ExtrapolationResult, length_extrapolation
 from abacus_interp.evaluation.grid import cell_fits
 from abacus_interp.halting import generate_adaptive
-from abacus_interp.jsonsafe import json_safe
+from abacus_interp.jsonsafe import to_json
 from abacus_interp.tasks.carries import (
     carry_chain_lengths,
     decision_distance,
@@ -39,7 +39,7 @@ from abacus_interp.tasks.carries import (
 )
 from abacus_interp.tokens import encode_batch
 from analyses.common import resolve
-from analyses.contract import takes_config
+from analyses.contract import configure
 
 from .config import CarryWaveConfig
 from .heads import HeadReading, Knockout, head_reading, knockout, reads_columns
@@ -140,7 +140,7 @@ class CarryWaveResult:
     path_independence: tuple[PathIndependenceAtLength, ...]
 
     def to_dict(self) -> dict:
-        return json_safe(asdict(self))
+        return to_json(self)
 
     def figures(self):
         from .figures import carry_wave_figures
@@ -153,21 +153,18 @@ class CarryWaveResult:
         return carry_wave_findings(self)
 
 
-@takes_config(CarryWaveConfig)
-def run(
-    model_or_run,
-    task=None,
-    *,
-    n_problems: int = CarryWaveConfig.n_problems,
-    length_multiples: tuple[float, ...] = CarryWaveConfig.length_multiples,
-    far_multiple: int = CarryWaveConfig.far_multiple,
-    horizon: int = CarryWaveConfig.horizon,
-    stress_cap: int = CarryWaveConfig.stress_cap,
-    switch_loops: tuple[int, ...] = CarryWaveConfig.switch_loops,
-    head_loops: int = CarryWaveConfig.head_loops,
-    path_multiples: tuple[float, ...] = CarryWaveConfig.path_multiples,
-    seed: int = 0,
-) -> CarryWaveResult:
+def run(model_or_run, task=None, *, config: CarryWaveConfig | None = None, **overrides) -> CarryWaveResult:
+    """The carry wave of an answer-slot adder (a LoopedTransformer, a run directory or a
+    .safetensors checkpoint; `task` defaults to the run's).
+
+    config: every setting (`CarryWaveConfig`, whose field comments say what each does);
+        default `CarryWaveConfig()`, the report's, so this computes its numbers (the report
+        lowers `horizon` to the model's max_loops; here a horizon past it is an error).
+    overrides: fields of the config by name, e.g. `n_problems=16, horizon=32`.
+    """
+    cfg = configure(CarryWaveConfig, config, overrides, "carry_wave.run()")
+    n_problems, length_multiples, far_multiple, horizon = cfg.n_problems, cfg.length_multiples, cfg.far_multiple, cfg.horizon
+    stress_cap, switch_loops, head_loops, seed = cfg.stress_cap, cfg.switch_loops, cfg.head_loops, cfg.seed
     subject = resolve(model_or_run, task, max_loops=None)
     model, task = subject.model, subject.task
     if not (model.cfg.answer_slots and getattr(task, "has_carries", False)):
@@ -225,7 +222,7 @@ def run(
             head_reading(model, groups[("planted chains", d)], min(head_loops, horizon), f"planted chains, {d} digits")
             for d in (n_trained, far))
         knocked = knockout(model, far_planted, horizon, f"planted chains, {far} digits", KNOCKOUT_GROUPS)
-    path_lengths = sorted({d for m in path_multiples if fits_positions(model, task, d := max(1, round(m * n_trained)))})
+    path_lengths = sorted({d for m in cfg.path_multiples if fits_positions(model, task, d := max(1, round(m * n_trained)))})
     path = path_independence_by_length(model, {d: _uniform(task, d, n_problems, seed) for d in path_lengths}, horizon, seed)
     return CarryWaveResult(trained_digits=n_trained, horizon=horizon, accuracy=accuracy, lock_in=tuple(fits),
                            halting=halting, wave=wave, delayed=delayed, convergence=convergence,

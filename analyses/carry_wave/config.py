@@ -1,4 +1,4 @@
-"""The sizes of the carry-wave analysis, shared by its `run` and its report plugin."""
+"""Every setting of the carry-wave analysis: one config, whose defaults are the report's."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ from abacus_interp.errors import UserError
 
 @dataclass(frozen=True)
 class CarryWaveConfig:
-    """Defaults are the report's; `quick()` the tests'. Lengths are multiples of the trained
-    operand length N (the task's max_digits)."""
+    """The settings `carry_wave.run` uses: the defaults are what the report runs, so `run(model)`
+    in a notebook computes the report's numbers; `quick()` the tests'. `run(model, config=c,
+    n_problems=8)` overrides one field of `c`. Lengths are multiples of the trained operand
+    length N (the task's max_digits)."""
 
     # problems per (sample, length) group of the lock-in fit and per row of the accuracy table
     n_problems: int = 48
@@ -31,6 +33,8 @@ class CarryWaveConfig:
     # path independence on uniform problems at these multiples of N, from three other starts
     # (the 20x row costs more than the rest together and says the same on the shipped run)
     path_multiples: tuple[float, ...] = (1, 2, 4, 10)
+    # the problem samples and the delayed-carry pair
+    seed: int = 0
 
     def __post_init__(self):
         if self.n_problems < 2 or self.horizon < 2 or self.stress_cap < 2 or self.head_loops < 1:
