@@ -22,7 +22,7 @@ from abacus_interp.evaluation.suite import (
     default_grid,
     default_loops,
 )
-from abacus_interp.jsonsafe import json_safe
+from abacus_interp.jsonsafe import from_json, json_safe
 from abacus_interp.tasks import get_task
 from abacus_interp.tasks.carries import carry_in, longest_cascade
 
@@ -270,8 +270,9 @@ def test_every_printed_accuracy_says_its_n_and_its_sample():
     assert "(n=40 is 4 x --n 10: --n counts problems per grid cell" in text
     assert f"on n={report.agreement['n']} problems (the first {report.agreement['n']} problems of the in_distribution set)" in text
     from analyses.report.findings import evaluation as evaluation_findings
+    from analyses.report.result import Evaluation
 
-    assert evaluation_findings(report.to_dict())[0].startswith("On 40 held-out in-distribution problems, exact match is")
+    assert evaluation_findings(from_json(Evaluation, report.to_dict()))[0].startswith("On 40 held-out in-distribution problems, exact match is")
 
     modular = get_task("modular_addition", p=7, train_fraction=0.5)
     text = format_report(evaluate(tiny(modular, positional="learned", max_seq_len=8), modular, loops=[1], progress=False))
@@ -289,6 +290,7 @@ def test_shipped_small_add_drops_the_final_carry_of_long_all_nine_sums_and_eval_
     the report name the in-distribution failures."""
     from abacus_interp.checkpoints import load_model, load_task
     from analyses.report.findings import evaluation as evaluation_findings
+    from analyses.report.result import Evaluation
 
     model, task = load_model(SMALL_ADD, device="cpu"), load_task(SMALL_ADD)
     report = evaluate(model, task, grid=(1, 2), loops=[4], n_per_cell=2, max_length=2, progress=False)
@@ -299,5 +301,5 @@ def test_shipped_small_add_drops_the_final_carry_of_long_all_nine_sums_and_eval_
     assert max_sum["99999999+99999999"]["answers"] == ["999999998"]
     text = format_report(report)
     assert "  in-distribution failure: 99999999+99999999: model 999999998, expected 199999998" in text
-    finding = next(f for f in evaluation_findings(report.to_dict()) if "edge cases fail" in f)
+    finding = next(f for f in evaluation_findings(from_json(Evaluation, report.to_dict())) if "edge cases fail" in f)
     assert finding.startswith("3 of ") and "99999999+99999999 gives 999999998, not 199999998" in finding

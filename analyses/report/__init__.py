@@ -183,10 +183,12 @@ def _write_all(out: Path, files: dict[str, str]) -> None:
         shutil.rmtree(stage, ignore_errors=True)
 
 
-def _entry(spec: SectionSpec, status: str, **kw) -> dict[str, Any]:
-    return {"key": spec.key, "title": spec.title, "status": status, "reason": kw.get("reason"),
-            "error": kw.get("error"), "findings": kw.get("findings", []), "figures": kw.get("figures", []),
-            "elapsed_s": kw.get("elapsed_s"), "data": kw.get("data")}
+def _entry(spec: SectionSpec, status: str, *, reason: str | None = None, error: str | None = None,
+           findings: Sequence[str] = (), figures: Sequence[str] = (), elapsed_s: float | None = None,
+           data: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One section of report.json; every key is written, None where it does not apply."""
+    return {"key": spec.key, "title": spec.title, "status": status, "reason": reason, "error": error,
+            "findings": list(findings), "figures": list(figures), "elapsed_s": elapsed_s, "data": data}
 
 
 def _run_section(spec: SectionSpec, ctx: Context) -> tuple[dict[str, Any], dict, str]:

@@ -21,12 +21,13 @@ from typing import Any
 import plotly.graph_objects as go
 
 from abacus_interp.errors import MissingPathError
-from abacus_interp.jsonsafe import json_safe
+from abacus_interp.jsonsafe import from_json, json_safe, to_json
 from analyses.contract import Analysis, RunContext
 from analyses.registry import ANALYSES
 
 from . import findings as F
 from . import html as H
+from .result import Curve, Evaluation, ModelCard
 
 
 class Omitted(Exception):
@@ -116,14 +117,13 @@ def build_model_card(ctx: Context) -> Built:
     from abacus_interp.summary import parameter_summary
 
     cfg = ctx.config
-    params = parameter_summary(ctx.model)
     steps = [s for s, _ in list_checkpoints(ctx.run_dir)]
     rows = read_metrics(ctx.run_dir)
     train_rows = [r for r in rows if "loss" in r]
     curves: dict[str, list] = {"step": [r["step"] for r in train_rows]}
     for key in ("loss", "train_exact_match", "lr", "grad_norm"):
         if any(key in r for r in train_rows):
-            curves[key] = [r.get(key) for r in train_rows]
+            curves[key] = [r.get(key) for r in train_rows]  # metrics.jsonl rows: a column may skip a step
     eval_keys = sorted({k for r in rows for k in r
                         if (k.endswith("_exact_match") or k.endswith("_accuracy") or k.endswith("_loss"))
                         and k not in ("train_exact_match", "full_depth_loss")})
@@ -132,16 +132,17 @@ def build_model_card(ctx: Context) -> Built:
         s, v = _series(rows, key)
         if s:
             eval_curves[key] = {"step": s, "value": v}
+    model_cfg = cfg["model"]  # config.json: the model section is always written
     data: dict[str, Any] = {
         "run_dir": str(ctx.run_dir),
         "preset": cfg.get("preset"),
         "config": {
             "task": cfg.get("task"),
-            "model": {k: v for k, v in (cfg.get("model") or {}).items() if k != "vocab"},
-            "vocab": (cfg.get("model") or {}).get("vocab"),
+            "model": {k: v for k, v in model_cfg.items() if k != "vocab"},
+            "vocab": model_cfg.get("vocab"),
             "train": cfg.get("train"),
         },
-        "parameters": params,
+        "parameters": parameter_summary(ctx.model),
         "checkpoint_steps": steps,
         "checkpoint": getattr(ctx.model, "checkpoint_path", None),
         "training_curves": curves,
@@ -162,61 +163,70 @@ def build_model_card(ctx: Context) -> Built:
     if ctx.compare_dir is not None:
         other = read_run_config(ctx.compare_dir)
         data["compare"] = {"run_dir": str(ctx.compare_dir), "config_differences": _config_diff(cfg, other)}
+    # typed once: a renamed key fails here instead of dropping a sentence or a table row
+    card = from_json(ModelCard, json_safe(data))
+    return Built(data=to_json(card), findings=F.model_card(card), figures=_card_figures(card),
+                 tables=_card_tables(card))
 
+
+def _card_figures(card: ModelCard) -> dict[str, go.Figure]:
     figures: dict[str, go.Figure] = {}
+    curves = card.training_curves
     if curves["step"]:
         fig = go.Figure()
-        fig.add_trace(go.Scatter(x=curves["step"], y=curves.get("loss"), mode="lines", name="training loss"))
-        for key, c in data["eval_loss_curves"].items():
-            fig.add_trace(go.Scatter(x=c["step"], y=c["value"], mode="lines+markers", name=key))
+        if "loss" in curves:
+            fig.add_trace(go.Scatter(x=curves["step"], y=curves["loss"], mode="lines", name="training loss"))
+        for key, c in card.eval_loss_curves.items():
+            fig.add_trace(go.Scatter(x=c.step, y=c.value, mode="lines+markers", name=key))
         fig.update_layout(title="Loss during training", xaxis_title="step", yaxis={"title": "loss", "type": "log"},
                           height=420)
         figures["loss"] = fig
-    acc = {**({"train_exact_match": {"step": curves["step"], "value": curves["train_exact_match"]}}
-              if "train_exact_match" in curves and "train_exact_match" not in data["eval_curves"] else {}),
-           **data["eval_curves"]}
+    acc = {**({"train_exact_match": Curve(step=curves["step"], value=curves["train_exact_match"])}
+              if "train_exact_match" in curves and "train_exact_match" not in card.eval_curves else {}),
+           **card.eval_curves}
     if acc:
         fig = go.Figure()
         for key, c in acc.items():
-            fig.add_trace(go.Scatter(x=c["step"], y=c["value"], mode="lines" if len(c["step"]) > 60 else "lines+markers",
+            fig.add_trace(go.Scatter(x=c.step, y=c.value, mode="lines" if len(c.step) > 60 else "lines+markers",
                                      name=key))
         fig.update_layout(title="Exact match during training", xaxis_title="step",
                           yaxis={"title": "exact match", "range": [-0.02, 1.02]}, height=420)
         figures["exact_match"] = fig
+    return figures
 
-    model_rows = [(k, v) for k, v in data["config"]["model"].items()]
-    vocab = data["config"]["vocab"] or {}
-    if vocab.get("symbols") is not None:
-        symbols = vocab["symbols"]
+
+def _card_tables(card: ModelCard) -> str:
+    params, config, steps = card.parameters, card.config, card.checkpoint_steps
+    model_rows = list(config.model.items())
+    symbols = (config.vocab or {}).get("symbols")  # config.json's vocabulary, when it lists symbols
+    if symbols is not None:
         shown = " ".join(map(str, symbols[:24])) + (" ..." if len(symbols) > 24 else "")
         model_rows.append(("vocab", f"{len(symbols)} symbols: {shown}"))
-    total = params["total_parameters"]
-    param_rows = [[name, n, f"{100 * n / max(total, 1):.1f}%"] for name, n in params["parameters"].items()]
+    total = params.total_parameters
+    param_rows = [[name, n, f"{100 * n / max(total, 1):.1f}%"] for name, n in params.parameters.items()]
     param_rows.append(["total", total, "100%"])
     tables = ['<div class="tables">']
-    tables.append(H.kv_table([("run", data["run_dir"]), ("preset", data["preset"]),
-                              ("checkpoint", data["checkpoint"]),
-                              ("task", ", ".join(f"{k}={v}" for k, v in (cfg.get("task") or {}).items())),
+    tables.append(H.kv_table([("run", card.run_dir), ("preset", card.preset), ("checkpoint", card.checkpoint),
+                              ("task", ", ".join(f"{k}={v}" for k, v in (config.task or {}).items())),
                               ("checkpoints", f"{len(steps)} (steps {', '.join(map(str, steps))})")],
                              caption="Run"))
     tables.append(H.grid_table(["component", "parameters", "share"], param_rows, caption="Parameters by component"))
     tables.append(H.kv_table([
-        ("looped block parameters", params["looped_block_parameters"]),
-        ("effective depth (layers)", params["effective_depth"]),
-        ("unrolled-equivalent parameters", params["unrolled_equivalent_parameters"]),
-        (f"forward FLOPs per token (length {params['flops_seq_len']})", params["forward_flops_per_token"]),
+        ("looped block parameters", params.looped_block_parameters),
+        ("effective depth (layers)", params.effective_depth),
+        ("unrolled-equivalent parameters", params.unrolled_equivalent_parameters),
+        (f"forward FLOPs per token (length {params.flops_seq_len})", params.forward_flops_per_token),
     ], caption="Looping"))
     tables.append("</div><div class=\"tables\">")
     tables.append(H.kv_table(model_rows, caption="Model config"))
-    tables.append(H.kv_table(list((cfg.get("train") or {}).items()), caption="Training config"))
+    tables.append(H.kv_table(list((config.train or {}).items()), caption="Training config"))
     tables.append("</div>")
-    if "compare" in data:
-        diff = data["compare"]["config_differences"]
+    if card.compare is not None:
+        diff = card.compare.config_differences
         rows_ = [[k, a, b] for k, (a, b) in diff.items()] or [["(none)", "", ""]]
-        tables.append(H.grid_table(["setting", "this run", data["compare"]["run_dir"]], rows_,
+        tables.append(H.grid_table(["setting", "this run", card.compare.run_dir], rows_,
                                    caption="Config differences with the comparison run"))
-    data = json_safe(data)
-    return Built(data=data, findings=F.model_card(data), figures=figures, tables="".join(tables))
+    return "".join(tables)
 
 
 def _flatten(d: Any, prefix: str = "") -> dict[str, Any]:
@@ -260,18 +270,18 @@ def build_evaluation(ctx: Context) -> Built:
     if not ctx.task.has_digit_grid:  # score the run the way it was trained (its readout)
         kwargs.update(run_readout(ctx.config.get("train", {}), ctx.task))
     report = evaluate(ctx.model, ctx.task, seed=ctx.seed, progress=False, **kwargs)
-    data = report.to_dict()
+    typed = from_json(Evaluation, report.to_dict())  # typed once: a renamed key fails here
     figs = report.figures()
     # the order: the grid and accuracy vs loops first
     order = ["grid", "loops", "splits", "lengths", "carry", "perplexity", "edge_cases"]
     figures = {k: figs[k] for k in order if k in figs}
     figures.update({k: v for k, v in figs.items() if k not in figures})
     tables = ""
-    if data.get("skipped"):
-        tables = H.grid_table(["part", "skipped because"], [[k, v] for k, v in data["skipped"].items()],
+    if typed.skipped:
+        tables = H.grid_table(["part", "skipped because"], [[k, v] for k, v in typed.skipped.items()],
                               caption="Parts of the evaluation that do not apply")
-    tables += _notes_html(data.get("notes") or [])
-    return Built(data=data, findings=F.evaluation(data), figures=figures, tables=tables)
+    tables += _notes_html(list(typed.notes))
+    return Built(data=to_json(typed), findings=F.evaluation(typed), figures=figures, tables=tables)
 
 
 # --------------------------------------------------------------------------- analyses
@@ -287,7 +297,8 @@ def analysis_section(analysis: Analysis) -> SectionSpec:
             raise Omitted(reason)
         result = analysis.run(ctx.run, ctx.sizes.analyses[analysis.key])
         data = json_safe(result.to_dict())
-        notes = [n for n in data.get("notes") or [] if isinstance(n, str)]
+        # caveats, for the results that carry them (checkpoint_compare, embedding_evolution)
+        notes = [n for n in getattr(result, "notes", ()) if isinstance(n, str)]
         return Built(data=data, findings=result.findings(), figures=dict(result.figures()), tables=_notes_html(notes))
 
     return SectionSpec(analysis.key, analysis.title, build)
