@@ -195,16 +195,15 @@ def curves_for_phases(run_dir: str | Path | None, series: dict | None) -> dict:
         }
     if series is None:
         return {}
-    return {"source": "checkpoints", **{k: series[k] for k in
-                                        ("step", "train_accuracy", "test_accuracy", "test_loss", "train_loss")}}
+    return {"source": "checkpoints", "steps": series["step"],
+            **{k: series[k] for k in ("train_accuracy", "test_accuracy", "test_loss", "train_loss")}}
 
 
 def phases_from(curves: dict) -> dict:
     if not curves:
         return {"memorisation_end": None, "circuit_formation_end": None, "cleanup_end": None,
                 "grokked": False, "plateau": None, "notes": ["no curves to detect phases from"]}
-    steps = curves.get("steps", curves.get("step"))
-    out = detect_phases(steps, curves["train_accuracy"], curves["test_accuracy"], curves["test_loss"])
+    out = detect_phases(curves["steps"], curves["train_accuracy"], curves["test_accuracy"], curves["test_loss"])
     out["source"] = curves["source"]
     return out
 

@@ -229,8 +229,8 @@ def render_html(report: dict[str, Any], figures: dict[str, dict[str, str]], extr
     run = report["run"]
     title = f"abacus-interp report: {Path(run).name}"
     sub = (f"run <code>{H.esc(run)}</code>"
-           + (f" compared with <code>{H.esc(report['compare'])}</code>" if report.get("compare") else "")
-           + f" &middot; checkpoint <code>{H.esc(report.get('checkpoint'))}</code>"
+           + (f" compared with <code>{H.esc(report['compare'])}</code>" if report["compare"] else "")
+           + f" &middot; checkpoint <code>{H.esc(report['checkpoint'])}</code>"
            + f" &middot; generated {H.esc(report['generated'])}"
            + f" &middot; built in {report['timing']['total_s']:.1f} s")
     timing_rows = [[sec["title"], sec["status"], sec["elapsed_s"]] for sec in report["sections"].values()]
