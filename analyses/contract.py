@@ -12,15 +12,12 @@ An analysis is registered once in `analyses/registry.py` and declares:
 The analysis's own `run(model_or_run, ..., config=None, **overrides)` (what a notebook calls)
 takes the same config: without one it runs the config's defaults, the report's numbers, and a
 keyword naming a field overrides that field (`run(model, config=Config.quick(), n_problems=8)`);
-`configure` does that. Analyses not converted yet bridge their own defaults with `takes_config`.
+`configure` does that.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import inspect
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -96,56 +93,3 @@ def configure(config_type: type[C], config: C | None, overrides: dict[str, Any],
     elif not isinstance(config, config_type):
         raise TypeError(f"{where}: config must be a {config_type.__name__}, not {type(config).__name__}")
     return dataclasses.replace(config, **overrides)
-
-
-def takes_config(config_type: type) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Let an analysis's `run` take its config dataclass as `config=`.
-
-    `run(x, config=Config.quick())` runs with the values the config holds, and a keyword
-    naming one of its fields overrides that one value (`run(x, config=c, n_problems=8)`).
-    Without `config`, run's own defaults apply, so calls written before it existed mean
-    what they meant. A keyword that is neither a field nor another parameter of run is a
-    TypeError listing both, so a misspelt size is not silently ignored.
-
-    Every field must be a keyword-only parameter of the decorated function: the config
-    then only fills in keywords, and the function body reads plain arguments.
-    """
-    fields = tuple(f.name for f in dataclasses.fields(config_type))
-
-    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
-        signature = inspect.signature(func)
-        params = signature.parameters
-        not_keywords = [n for n in fields if n not in params or params[n].kind is not inspect.Parameter.KEYWORD_ONLY]
-        if not_keywords:
-            raise TypeError(f"{config_type.__name__} fields {not_keywords} are not keyword-only "
-                            f"parameters of {func.__module__}.{func.__qualname__}")
-        named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-        others = [n for n, p in params.items() if p.kind in named and n not in fields]
-        where = f"{func.__module__}.{func.__qualname__}()"
-
-        @functools.wraps(func)
-        def run(*args: Any, config: Any = None, **kwargs: Any) -> Any:
-            unknown = sorted(set(kwargs) - set(params))
-            if unknown:
-                raise TypeError(f"{where} got unknown keyword(s) {', '.join(unknown)}; the fields of "
-                                f"{config_type.__name__} are {', '.join(fields)}; its other "
-                                f"parameters are {', '.join(others)}")
-            if config is not None:
-                if not isinstance(config, config_type):
-                    raise TypeError(f"{where}: config must be a {config_type.__name__}, "
-                                    f"not {type(config).__name__}")
-                # replace() re-runs the dataclass's own validation on the overridden values
-                config = dataclasses.replace(config, **{n: kwargs[n] for n in fields if n in kwargs})
-                kwargs = {**kwargs, **{n: getattr(config, n) for n in fields}}
-            return func(*args, **kwargs)
-
-        # help() and IDEs show `config` beside run's own parameters, before its keywords
-        config_param = inspect.Parameter("config", inspect.Parameter.KEYWORD_ONLY, default=None,
-                                         annotation=f"{config_type.__name__} | None")
-        ordered = list(params.values())
-        at = next((i for i, p in enumerate(ordered) if p.kind in (inspect.Parameter.KEYWORD_ONLY,
-                                                                    inspect.Parameter.VAR_KEYWORD)), len(ordered))
-        run.__signature__ = signature.replace(parameters=[*ordered[:at], config_param, *ordered[at:]])
-        return run
-
-    return decorate
