@@ -7,7 +7,8 @@ list_checkpoints, get_task; `analyses.<name>.run(...)` for the analyses.
 from .cache import LoopActivationCache
 from .checkpoints import list_checkpoints, load_model
 from .config import ModelConfig
-from .model import LoopedTransformer, act_name
+from .hooks import act_name
+from .model import LoopedTransformer
 from .tasks import get_task
 from .tokens import Vocab
 
