@@ -14,7 +14,6 @@ import torch
 
 from abacus_interp.errors import UserError
 from abacus_interp.jsonsafe import json_safe
-from abacus_interp.model import LoopedTransformer
 from analyses.common import resolve
 from analyses.contract import takes_config
 
@@ -158,11 +157,7 @@ def _with_capacity(model, horizon: int):
     if horizon <= model.cfg.max_loops:
         return model
     logger.info("rebuilding the model with max_loops=%d (was %d) to reach the horizon", horizon, model.cfg.max_loops)
-    bigger = LoopedTransformer(model.cfg.replace(max_loops=horizon)).to(model.W_E.device, model.W_E.dtype)
-    bigger.load_state_dict(model.state_dict())
-    if hasattr(model, "checkpoint_path"):
-        bigger.checkpoint_path = model.checkpoint_path
-    return bigger.eval()
+    return model.with_max_loops(horizon).eval()
 
 
 @takes_config(FixedPointConfig)
@@ -232,7 +227,7 @@ def run(
     data: dict[str, Any] = {
         "analysis": "fixed_point",
         "run_dir": str(subject.run_dir) if subject.run_dir else None,
-        "checkpoint": getattr(model, "checkpoint_path", None),
+        "checkpoint": model.checkpoint_path,
         "task": {"name": task.name, **task.config()},
         "model": {k: model.cfg.to_dict()[k] for k in ("d_model", "n_layers", "n_heads", "n_loops", "max_loops", "max_seq_len")},
         "trained_loops": trained,
