@@ -11,9 +11,9 @@ hook points are therefore named
     loops.{t}.blocks.{l}.mlp.hook_pre / hook_post    its MLP neurons
     ln_final.hook_normalized                         the final norm
 
-`hook_name` turns (component, loop, layer) into such a name and is the only code that
-spells the `loops.{t}.blocks.{l}` layout; `act_name` does the same from TransformerLens-style
-short names ("pattern", "resid_post", ...). The single-pass families have no loop, so their
+`hook_name` turns (component, loop, layer) into such a name: it is the only code that builds
+names in this layout (the cache's key parsing reads them back). `act_name` does the same from
+TransformerLens-style short names ("pattern", "resid_post", ...) by calling it. The single-pass families have no loop, so their
 names are the plain TransformerLens ones (`blocks.{l}.hook_resid_pre`, see families/).
 """
 
