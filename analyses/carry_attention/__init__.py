@@ -137,7 +137,7 @@ def _run(model_or_run, task, *, n_problems, n_pairs, n_probe_problems, n_loops, 
     result = CarryAttentionResult(
         model={"n_loops": n_loops, "trained_loops": model.cfg.n_loops, "n_layers": model.cfg.n_layers,
                "n_heads": model.cfg.n_heads, "d_model": model.cfg.d_model,
-               "checkpoint": getattr(model, "checkpoint_path", None)},
+               "checkpoint": model.checkpoint_path},
         settings={"n_problems": n_problems, "n_pairs": n_pairs, "n_probe_problems": n_probe_problems,
                   "max_digits": d, "sections": list(sections), "ablation_kinds": list(ablation_kinds),
                   "patch_positions": list(patch_positions), "patch_heads": patch_heads,
