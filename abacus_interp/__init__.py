@@ -1,14 +1,19 @@
 """abacus_interp: looped transformers with Abacus embeddings, and tools to look inside.
 
-Public API (DESIGN.md): ModelConfig, LoopedTransformer, act_name, load_model,
-list_checkpoints, get_task; `analyses.<name>.run(...)` for the analyses.
+The names a notebook starts from: ModelConfig, LoopedTransformer, hook_name, act_name,
+load_model (load_checkpoint for its step and run too), list_checkpoints, get_task;
+`analyses.<name>.run(...)` for the analyses. ARCHITECTURE.md at the repository root says
+how the pieces fit together.
 """
 
 from .cache import LoopActivationCache
-from .checkpoints import list_checkpoints, load_model
+from .checkpoints import LoadedCheckpoint, list_checkpoints, load_checkpoint, load_model
 from .config import ModelConfig
-from .model import LoopedTransformer, act_name
+from .hooks import act_name, hook_name
+from .model import LoopedTransformer
+from .model_base import ArithmeticModel
 from .tasks import get_task
 from .tokens import Vocab
 
-__all__ = ["LoopActivationCache", "LoopedTransformer", "ModelConfig", "Vocab", "act_name", "get_task", "list_checkpoints", "load_model"]
+__all__ = ["ArithmeticModel", "LoadedCheckpoint", "LoopActivationCache", "LoopedTransformer", "ModelConfig", "Vocab",
+           "act_name", "get_task", "hook_name", "list_checkpoints", "load_checkpoint", "load_model"]

@@ -18,15 +18,20 @@ import os
 import re
 import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from .config import ModelConfig
 from .errors import UserError
+
+if TYPE_CHECKING:
+    from .model_base import ArithmeticModel
 
 logger = logging.getLogger(__name__)
 
@@ -163,20 +168,31 @@ def read_metrics(run_dir: str | Path) -> list[dict]:
     return rows
 
 
-def load_model(
+@dataclass(frozen=True)
+class LoadedCheckpoint:
+    """A model read from a checkpoint, with where it came from."""
+
+    model: ArithmeticModel  # in eval mode, on the device asked for
+    config: ModelConfig  # the model's config (max_loops as asked for)
+    path: Path  # the .safetensors file read
+    run_dir: Path  # the run it belongs to (config.json, metrics, the other checkpoints)
+    step: int | None  # the training step, from the file name; None for a file named otherwise
+
+
+def load_checkpoint(
     path: str | Path,
     max_loops: int | None = None,
     device: str | torch.device = "auto",
     compile: bool | str = False,
-):
-    """A model from a `.safetensors` checkpoint or a run directory (its latest checkpoint).
+) -> LoadedCheckpoint:
+    """A model from a `.safetensors` checkpoint or a run directory (its latest checkpoint),
+    with its config, file, run and step.
 
     `max_loops` rebuilds with more hook sets (to run deeper than the stored capacity); hook
     sets hold no parameters, so the weights load unchanged. `device`: "auto" (CUDA when a GPU
     is visible, else the CPU), "cpu", "cuda", ... `compile=True` runs the looped
     block through torch.compile (`LoopedTransformer.compile_loops`); a string names the
     backend, e.g. "aot_eager"."""
-    from .config import ModelConfig
     from .devices import resolve_device
     from .families import build_model
 
@@ -204,7 +220,21 @@ def load_model(
     model = model.to(resolve_device(device)).eval()
     if compile:
         model.compile_loops(compile if isinstance(compile, str) else None)
-    return model
+    step = STEP_FILE.match(weights.name)
+    return LoadedCheckpoint(model=model, config=cfg, path=weights, run_dir=run_dir,
+                            step=int(step.group(1)) if step else None)
+
+
+def load_model(
+    path: str | Path,
+    max_loops: int | None = None,
+    device: str | torch.device = "auto",
+    compile: bool | str = False,
+) -> ArithmeticModel:
+    """The model of `load_checkpoint(path, ...)` (same arguments) alone. Its
+    `checkpoint_path` names the file it was read from; `load_checkpoint` also gives the run
+    directory and the step."""
+    return load_checkpoint(path, max_loops=max_loops, device=device, compile=compile).model
 
 
 # ---------------------------------------------------------------- resume state

@@ -40,7 +40,8 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from .cache import LoopActivationCache
-from .model import LoopedTransformer, act_name
+from .hooks import act_name, hook_name
+from .model import LoopedTransformer
 
 Metric = Callable[[Tensor], Tensor | float]
 
@@ -233,7 +234,7 @@ class UnrolledView:
         loop, layer = divmod(int(match.group(1)), self.original_model.cfg.n_layers)
         if loop >= self.n_loops:
             raise KeyError(f"{name!r}: the unrolled view has {self.cfg.n_layers} blocks ({self.n_loops} loops)")
-        return f"loops.{loop}.blocks.{layer}.{match.group(2)}"
+        return hook_name(match.group(2), loop=loop, layer=layer)
 
     def _translate(self, hooks):
         return [(self.hook_name(n) if isinstance(n, str) else n, fn) for n, fn in hooks]

@@ -25,6 +25,7 @@ from typing import Any, Protocol, TypeVar
 import plotly.graph_objects as go
 
 from abacus_interp.checkpoints import list_checkpoints
+from abacus_interp.model_base import ArithmeticModel
 from abacus_interp.tasks.base import Task
 
 C = TypeVar("C")
@@ -35,7 +36,7 @@ class RunContext:
     """One trained run as the analyses see it."""
 
     run_dir: Path
-    model: Any  # a LoopedTransformer loaded from run_dir
+    model: ArithmeticModel  # loaded from run_dir
     task: Task
     compare_dir: Path | None = None  # a second run to compare with, if any
     seed: int = 0
@@ -57,7 +58,7 @@ class RunContext:
         """False for one pass without input injection (extra passes then mean nothing) and for
         the families whose recurrence runs over positions rather than a loop."""
         cfg = self.model.cfg
-        return self.family == "looped" and not (cfg.n_loops == 1 and cfg.input_injection == "none")
+        return self.model.is_looped and not (cfg.n_loops == 1 and cfg.input_injection == "none")
 
 
 class Result(Protocol):

@@ -284,3 +284,11 @@ def test_read_metrics_skips_a_partial_last_line(run_copy):
     with open(path, "a") as f:
         f.write('{"step": 7, "loss": 1.')
     assert len(ckpt.read_metrics(run_copy)) == n
+
+
+def test_load_checkpoint_says_which_file_step_and_run(run_dir):
+    latest = ckpt.load_checkpoint(run_dir)
+    assert latest.step == 6 and latest.path == ckpt.step_path(run_dir, 6) and latest.run_dir == run_dir
+    assert latest.config == latest.model.cfg and latest.model.checkpoint_path == str(latest.path)
+    earlier = ckpt.load_checkpoint(ckpt.step_path(run_dir, 2), max_loops=9)
+    assert (earlier.step, earlier.run_dir, earlier.config.max_loops) == (2, run_dir, 9)

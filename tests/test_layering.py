@@ -1,4 +1,4 @@
-"""Dependencies point one way (DESIGN.md, "Data flow"): library -> analyses -> report.
+"""Dependencies point one way (ARCHITECTURE.md, "Layers"): library -> analyses -> report.
 
 Checked on the source, not by importing, so the test stays fast and names the offending
 line. The CLI may reach the report, but only inside a command function (a lazy import), so

@@ -184,7 +184,8 @@ def test_run_with_cache_matches_forward_and_differs_per_loop(tiny_model):
 
 
 def test_cached_activations_fit_together(tiny_model):
-    """Shapes from DESIGN.md, input injection, and the last state through the unembedding."""
+    """The shapes the hook points promise (the comments beside each HookPoint), input
+    injection, and the last state through the unembedding."""
     model = tiny_model()
     tokens = addition_tokens(model)
     batch, pos = tokens.shape

@@ -14,6 +14,7 @@ from jaxtyping import Float
 from torch import Tensor
 from transformer_lens.utilities import Slice, SliceInput
 
+from ..hooks import hook_name
 from .index import Stack, as_slice
 from .residual import ResidualStream
 
@@ -23,10 +24,10 @@ class HeadsAndNeurons(ResidualStream):
 
     def head_results(self, loop: int, layer: int) -> Float[Tensor, "*batch_and_pos head d_model"]:
         """Each head's write to the residual, hook_z @ W_O (without b_O), for one loop and layer."""
-        name = f"loops.{loop}.blocks.{layer}.attn.hook_result"
+        name = hook_name("attn.hook_result", loop=loop, layer=layer)
         if name in self.cache_dict:
             return self.cache_dict[name]
-        z = self._lookup(f"loops.{loop}.blocks.{layer}.attn.hook_z")
+        z = self._lookup(hook_name("attn.hook_z", loop=loop, layer=layer))
         w_o = self.model.blocks[layer].attn.W_O.detach().to(z)
         return einops.einsum(z, w_o, "... head d_head, head d_head d_model -> ... head d_model")
 
@@ -35,7 +36,7 @@ class HeadsAndNeurons(ResidualStream):
         return einops.rearrange(result, "... head d_model -> head ... d_model")
 
     def _neurons(self, t: int, li: int, pos_slice: Slice) -> Float[Tensor, "neuron *batch_and_pos d_model"]:
-        post = pos_slice.apply(self._lookup(f"loops.{t}.blocks.{li}.mlp.hook_post"), dim=-2)
+        post = pos_slice.apply(self._lookup(hook_name("mlp.hook_post", loop=t, layer=li)), dim=-2)
         w_out = self.model.blocks[li].mlp.W_out.detach().to(post)
         return einops.einsum(post, w_out, "... n, n d -> n ... d")
 
@@ -43,7 +44,7 @@ class HeadsAndNeurons(ResidualStream):
         """Store head_results(t, l) as `loops.{t}.blocks.{l}.attn.hook_result` for every loop."""
         for t in range(self.n_loops):
             for li in range(self._cfg.n_layers):
-                self.cache_dict[f"loops.{t}.blocks.{li}.attn.hook_result"] = self.head_results(t, li)
+                self.cache_dict[hook_name("attn.hook_result", loop=t, layer=li)] = self.head_results(t, li)
 
     def stack_head_results(
         self,
@@ -145,7 +146,7 @@ class HeadsAndNeurons(ResidualStream):
                 labels += [f"L{t}.{li}N{n}" for n in range(self._cfg.d_mlp)]
                 bias = bias + self.model.blocks[li].mlp.b_out.detach()
             else:
-                parts.append(self._stack([self._lookup(f"loops.{t}.blocks.{li}.hook_mlp_out")], pos_slice))
+                parts.append(self._stack([self._lookup(hook_name("hook_mlp_out", loop=t, layer=li))], pos_slice))
                 labels.append(f"L{t}.{li}_mlp_out")
         if loop not in done_inputs:
             inputs, names = self._input(loop, split_input)

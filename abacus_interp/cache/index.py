@@ -26,6 +26,8 @@ from torch import Tensor
 from transformer_lens import ActivationCache
 from transformer_lens.utilities import Slice, SliceInput
 
+from ..hooks import act_name, hook_name
+
 if TYPE_CHECKING:
     from abacus_interp.model import LoopedTransformer
 
@@ -70,15 +72,13 @@ class LoopCacheIndex(ActivationCache):
         return key in self.cache_dict
 
     def __getitem__(self, key) -> Tensor:
-        from abacus_interp.model import act_name
-
         if isinstance(key, str):
             if key in self.cache_dict:
                 return self.cache_dict[key]
             match = _UNROLLED_KEY.match(key)
             if match:
                 loop, layer = divmod(int(match.group(1)), self._cfg.n_layers)
-                return self._lookup(f"loops.{loop}.blocks.{layer}.{match.group(2)}")
+                return self._lookup(hook_name(match.group(2), loop=loop, layer=layer))
             try:
                 return self._lookup(act_name(key))
             except ValueError as err:
@@ -157,16 +157,19 @@ class LoopCacheIndex(ActivationCache):
         """The residual entering layer `layer` of `loop` (layer n_layers: the loop's output)."""
         k = self._cfg.n_layers
         if layer == k:
-            return self._first(f"loops.{loop}.hook_state_post", f"loops.{loop}.blocks.{k - 1}.hook_resid_post")
-        names = [f"loops.{loop}.blocks.{layer}.hook_resid_pre"]
-        names += [f"loops.{loop}.hook_state_pre"] if layer == 0 else [f"loops.{loop}.blocks.{layer - 1}.hook_resid_post"]
-        return self._first(*names)
+            return self._first(hook_name("hook_state_post", loop=loop),
+                               hook_name("hook_resid_post", loop=loop, layer=k - 1))
+        if layer == 0:
+            entering = hook_name("hook_state_pre", loop=loop)
+        else:
+            entering = hook_name("hook_resid_post", loop=loop, layer=layer - 1)
+        return self._first(hook_name("hook_resid_pre", loop=loop, layer=layer), entering)
 
     def _target(self, loop: int, layer: int, mlp_input: bool) -> Tensor:
         if mlp_input:
             if layer == self._cfg.n_layers:
                 raise ValueError("mlp_input=True needs a layer inside the block, not the loop's output")
-            return self._lookup(f"loops.{loop}.blocks.{layer}.hook_resid_mid")
+            return self._lookup(hook_name("hook_resid_mid", loop=loop, layer=layer))
         return self.resid_pre(loop, layer)
 
     def _stack(self, parts: list[Tensor], pos_slice: Slice) -> Tensor:
@@ -187,11 +190,9 @@ class LoopCacheIndex(ActivationCache):
         act_name) or a name inside a loop (`"blocks.0.attn.hook_pattern"`, `"hook_state_post"`).
         A per-layer short name with layer=None gives [loop, layer, ...]. `loops` defaults to
         every loop of the run."""
-        from abacus_interp.model import act_name
-
         loops = range(self.n_loops) if loops is None else [self._norm_loop(t) for t in loops]
         if activation_name.startswith(("blocks.", "hook_state")):
-            return torch.stack([self._lookup(f"loops.{t}.{activation_name}") for t in loops])
+            return torch.stack([self._lookup(hook_name(activation_name, loop=t)) for t in loops])
         short = activation_name.removeprefix("hook_")
         if short in _PER_LOOP_NAMES:
             return torch.stack([self._lookup(act_name(short, loop=t)) for t in loops])

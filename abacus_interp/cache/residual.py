@@ -24,6 +24,7 @@ from jaxtyping import Float
 from torch import Tensor
 from transformer_lens.utilities import Slice, SliceInput
 
+from ..hooks import hook_name
 from .index import Stack, as_slice
 from .norms import NormsAndLogits
 
@@ -60,7 +61,7 @@ class ResidualStream(NormsAndLogits):
             labels.append(f"L{t}_pre")
             for li in range(layer if t == loop else self._cfg.n_layers):
                 if incl_mid:
-                    parts.append(self._lookup(f"loops.{t}.blocks.{li}.hook_resid_mid"))
+                    parts.append(self._lookup(hook_name("hook_resid_mid", loop=t, layer=li)))
                     labels.append(f"L{t}.{li}_mid")
                 parts.append(self.resid_pre(t, li + 1))
                 labels.append(f"L{t}.{li}_post")
@@ -142,11 +143,10 @@ class ResidualStream(NormsAndLogits):
             if incl_embeds and t not in done_inputs:
                 done_inputs.add(t)
                 add(self._input(t, split_input))
-            prefix = f"loops.{t}.blocks.{li}"
             if mode != "mlp":
-                add(([self._lookup(f"{prefix}.hook_attn_out")], [f"L{t}.{li}_attn_out"]))
+                add(([self._lookup(hook_name("hook_attn_out", loop=t, layer=li))], [f"L{t}.{li}_attn_out"]))
             if mode != "attn" and not (mlp_input and (t, li) == (loop, layer)):
-                add(([self._lookup(f"{prefix}.hook_mlp_out")], [f"L{t}.{li}_mlp_out"]))
+                add(([self._lookup(hook_name("hook_mlp_out", loop=t, layer=li))], [f"L{t}.{li}_mlp_out"]))
         if incl_embeds and loop not in done_inputs:
             add(self._input(loop, split_input))
         stack = self._stack(parts, pos_slice)

@@ -174,7 +174,7 @@ def evaluate(
             "n_layers": cfg.n_layers,
             "d_model": cfg.d_model,
             "positional": cfg.positional,
-            "checkpoint": getattr(model, "checkpoint_path", None),
+            "checkpoint": model.checkpoint_path,
         },
         settings={
             "seed": seed,

@@ -4,22 +4,24 @@
     lstm     LSTMModel: embedding, stacked LSTM layers, unembedding (lstm.py)
     retran   ReTranModel: per layer attention then an LSTM over positions (retran.py)
 
-Every family is a TransformerLens HookedRootModule with the interface the training loop,
-`load_model`, scoring and decoding use (embed / run_loops / unembed / forward / generate).
+Every family derives from `ArithmeticModel` (abacus_interp/model_base.py): the interface the
+training loop, `load_model`, scoring, decoding and the analyses use (embed / run_loops /
+unembed / forward / generate), with `is_looped` saying whether there is a loop over depth.
 """
 
 from __future__ import annotations
 
 from ..config import ModelConfig
 from ..model import LoopedTransformer
+from ..model_base import ArithmeticModel
 from .base import SinglePassModel
 from .lstm import LSTMModel
 from .retran import ReTranModel
 
-MODEL_CLASSES = {"looped": LoopedTransformer, "lstm": LSTMModel, "retran": ReTranModel}
+MODEL_CLASSES: dict[str, type[ArithmeticModel]] = {"looped": LoopedTransformer, "lstm": LSTMModel, "retran": ReTranModel}
 
 
-def build_model(cfg: ModelConfig) -> LoopedTransformer | SinglePassModel:
+def build_model(cfg: ModelConfig) -> ArithmeticModel:
     """A freshly initialised model of the family `cfg.family` names."""
     return MODEL_CLASSES[cfg.family](cfg)
 

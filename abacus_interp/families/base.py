@@ -1,59 +1,53 @@
-"""What every non-looped family shares with `LoopedTransformer`: the embedding, the
-unembedding, the text helpers, generation and the `forward` signature.
+"""The base of the families that run their layers once (no loop over depth).
 
-These are the looped model's own function objects, not copies, so the families cannot drift
-apart from it: a fix to `LoopedTransformer.embed` is a fix for every family. What differs is
-the body between embedding and unembedding, which a family supplies as `apply_layers`.
+The embedding, unembedding, `forward`, the text helpers and generation come from
+`ArithmeticModel` (model_base.py), the base `LoopedTransformer` derives from too, so the
+families cannot drift apart from it: a fix to `embed` is a fix for every family. What differs
+is the body between embedding and unembedding, which a family supplies as `apply_layers`.
 
-The training loop, scoring and decoding call a model as
-    inputs = model.embed(tokens, valid, abacus_offset)         [batch pos d_model]
-    index  = model.attention_index(tokens, abacus_offset)       [batch pos] or None
-    state  = model.run_loops(inputs, range(0, n), state, key_valid, cache, index)
-    logits = model.unembed(state)                               [batch pos d_vocab]
-A family without a loop runs its layers once, so the only range it accepts is range(0, 1)
-(what those callers pass when cfg.n_loops is 1, which ModelConfig requires of it).
+A family without a loop runs its layers once, so the only range `run_loops` accepts is
+range(0, 1) (what the training loop, scoring and decoding pass when cfg.n_loops is 1, which
+ModelConfig requires of it).
 """
 
 from __future__ import annotations
 
+import abc
 from typing import Any, ClassVar
 
 from jaxtyping import Bool, Float
 from torch import Tensor
-from transformer_lens import ActivationCache, HookedRootModule
+from transformer_lens import ActivationCache
 
 from ..config import ModelConfig
 from ..errors import UserError
-from ..model import LoopedTransformer, build_embeddings, build_readout
+from ..model_base import ArithmeticModel
 
 # One cache entry per layer; what an entry holds is the family's business (LSTM: the last
 # hidden and cell state; ReTran: keys and values too).
 LayerCache = list[Any]
 
 
-class SinglePassModel(HookedRootModule):
+class SinglePassModel(ArithmeticModel):
     """Base of the families that run their layers once. A subclass builds `self.blocks` in
-    `build_layers` and implements `apply_layers`."""
+    `build_layers` and may override `apply_layers`."""
 
     family: ClassVar[str]
+    is_looped: ClassVar[bool] = False
 
     def __init__(self, cfg: ModelConfig):
-        super().__init__()
         if cfg.family != self.family:
             raise ValueError(f"{type(self).__name__} builds family {self.family!r}, the config says {cfg.family!r}")
-        self.cfg = cfg
-        # the same parameter names, shapes and initialisation as LoopedTransformer
-        build_embeddings(self, cfg)
+        # the same parameter names, shapes and initialisation order as LoopedTransformer
+        super().__init__(cfg)
         self.build_layers(cfg)
-        build_readout(self, cfg)
-        self.setup()
-        cfg.attach_device(self.W_E.device)
-        self.compile_backend: str | None = None  # never set: see compile_loops
+        self.build_readout()
+        self.finish_setup()
 
+    @abc.abstractmethod
     def build_layers(self, cfg: ModelConfig) -> None:
         """Set `self.blocks`: layers called as block(x, valid, key_valid, state, first_position)
         -> (x, state), where state is the layer's carry-over between decoding calls."""
-        raise NotImplementedError
 
     def apply_layers(
         self,
@@ -72,28 +66,6 @@ class SinglePassModel(HookedRootModule):
             if cache is not None:
                 cache[layer] = state
         return x
-
-    # ------------------------------------------------- shared with the looped model
-    embed = LoopedTransformer.embed
-    attention_index = LoopedTransformer.attention_index
-    read_tokens = LoopedTransformer.read_tokens
-    _check_position_range = LoopedTransformer._check_position_range
-    unembed = LoopedTransformer.unembed
-    W_U_effective = LoopedTransformer.W_U_effective
-    device = LoopedTransformer.device
-    forward = LoopedTransformer.forward
-    to_tokens = LoopedTransformer.to_tokens
-    to_string = LoopedTransformer.to_string
-    to_str_tokens = LoopedTransformer.to_str_tokens
-    generate = LoopedTransformer.generate
-    param_summary = LoopedTransformer.param_summary
-
-    def _apply(self, fn, *args, **kwargs):
-        # as LoopedTransformer._apply (which cannot be shared: its zero-argument super() is
-        # bound to that class): keep cfg.device in step with .to()/.cuda()/.half()
-        out = super()._apply(fn, *args, **kwargs)
-        self.cfg.attach_device(self.W_E.device)
-        return out
 
     # ------------------------------------------------------- the single pass
     def run_loops(
@@ -148,7 +120,7 @@ class SinglePassModel(HookedRootModule):
         self.check_loops(n_loops)
         return [[None] * self.cfg.n_layers]
 
-    def compile_loops(self, backend: str | None = None):
+    def compile_loops(self, backend: str | None = None) -> SinglePassModel:
         raise UserError(
             f"compile_loops compiles the looped block; family {self.family!r} has none. "
             "Leave train.compile off (and load_model(..., compile=False)) for this family"

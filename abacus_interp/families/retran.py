@@ -30,7 +30,7 @@ from transformer_lens.hook_points import HookPoint
 
 from ..attention import Attention, AttentionContext, AttentionHooks, KVEntry
 from ..config import ModelConfig
-from ..model import LayerNorm
+from ..model_base import LayerNorm
 from .base import SinglePassModel
 from .lstm import HookedLSTM, LSTMState
 

@@ -93,7 +93,7 @@ def _run(model_or_run, task, cfg: CarryAttentionConfig, progress: bool) -> Carry
     else:
         ex = task.from_human(cfg.example)
     lap("labels")
-    checkpoint = getattr(model, "checkpoint_path", None)
+    checkpoint = model.checkpoint_path  # None for a model built in memory
     # the builders write dicts; they are typed once, at the end, by from_json
     data: dict = {
         "model": {"n_loops": n_loops, "trained_loops": model.cfg.n_loops, "n_layers": model.cfg.n_layers,

@@ -15,8 +15,8 @@ from tqdm.auto import tqdm
 from abacus_interp.checkpoints import CheckpointError, load_tensors, read_metrics, read_run_config
 from abacus_interp.config import ModelConfig
 from abacus_interp.errors import UserError
+from abacus_interp.families import build_model
 from abacus_interp.jsonsafe import from_json
-from abacus_interp.model import LoopedTransformer
 from abacus_interp.scoring import run_readout, score_logits
 from abacus_interp.tasks import task_from_config
 from abacus_interp.tokens import encode_batch
@@ -140,7 +140,7 @@ def _scan(run_dir, series, batch, mask, select, keep, n_change_points, per, batc
     cfg = ModelConfig.from_dict(config["model"])
     # a run trained on its answer tokens only (grok-mod113) never learned the EOS: not scored
     readout = run_readout(config.get("train", {}), task_from_config(config["task"]))
-    model = LoopedTransformer(cfg.replace(max_loops=cfg.n_loops)).eval()
+    model = build_model(cfg.replace(max_loops=cfg.n_loops)).eval()
     L, C = cfg.n_loops, len(series)
     reps: list[list[torch.Tensor]] = [[] for _ in range(L)]
     norms: dict[str, list[float]] = {}

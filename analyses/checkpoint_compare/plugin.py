@@ -18,7 +18,7 @@ class CheckpointCompareAnalysis:
     Config = CheckpointCompareConfig
 
     def skip_reason(self, ctx: RunContext) -> str | None:
-        if ctx.family != "looped":
+        if not ctx.model.is_looped:
             return (f"checkpoint comparison reads the looped model's per-loop states; a {ctx.family} model "
                     "has none (its recurrence runs over positions)")
         if ctx.n_checkpoints < 2 and ctx.compare_dir is None:

@@ -13,7 +13,6 @@ import numpy as np
 import torch
 
 from abacus_interp.jsonsafe import from_json, json_safe, to_json
-from abacus_interp.model import LoopedTransformer
 from abacus_interp.tasks.base import Example
 from analyses.common import resolve
 from analyses.contract import configure
@@ -155,11 +154,7 @@ def _with_capacity(model, horizon: int):
     if horizon <= model.cfg.max_loops:
         return model
     logger.info("rebuilding the model with max_loops=%d (was %d) to reach the horizon", horizon, model.cfg.max_loops)
-    bigger = LoopedTransformer(model.cfg.replace(max_loops=horizon)).to(model.W_E.device, model.W_E.dtype)
-    bigger.load_state_dict(model.state_dict())
-    if hasattr(model, "checkpoint_path"):
-        bigger.checkpoint_path = model.checkpoint_path
-    return bigger.eval()
+    return model.with_max_loops(horizon).eval()
 
 
 def run(
@@ -205,7 +200,7 @@ def run(
     data: dict[str, Any] = {
         "analysis": "fixed_point",
         "run_dir": str(subject.run_dir) if subject.run_dir else None,
-        "checkpoint": getattr(model, "checkpoint_path", None),
+        "checkpoint": model.checkpoint_path,
         "task": {"name": task.name, **task.config()},
         "model": {k: model.cfg.to_dict()[k] for k in ("d_model", "n_layers", "n_heads", "n_loops", "max_loops", "max_seq_len")},
         "trained_loops": trained,

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from abacus_interp.hooks import hook_name
 from abacus_interp.tasks.base import Example
 from abacus_interp.tokens import encode_batch
 
@@ -138,7 +139,7 @@ def collect(
 def _force_explicit_attention(model, loop: int):
     """A no-op hook on every layer's pattern makes `attention_backend="auto"` take the
     explicit path, whose ops all have double-backward rules (the fused CPU kernel does not)."""
-    names = [f"loops.{loop}.blocks.{layer}.attn.hook_pattern" for layer in range(model.cfg.n_layers)]
+    names = [hook_name("attn.hook_pattern", loop=loop, layer=layer) for layer in range(model.cfg.n_layers)]
     return model.hooks(fwd_hooks=[(name, lambda x, hook: None) for name in names])
 
 

@@ -17,7 +17,7 @@ class FixedPointAnalysis:
     Config = FixedPointConfig
 
     def skip_reason(self, run: RunContext) -> str | None:
-        if run.family != "looped":
+        if not run.model.is_looped:
             return (f"a {run.family} model recurs over positions, not over a loop: there is no loop state "
                     "that could converge to a fixed point")
         if not run.is_looped:

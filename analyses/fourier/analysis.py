@@ -10,6 +10,7 @@ import torch
 
 from abacus_interp.checkpoints import list_checkpoints, load_tensors, subsample_evenly
 from abacus_interp.errors import UserError
+from abacus_interp.hooks import hook_name
 from abacus_interp.jsonsafe import from_json
 
 from ..common import resolve
@@ -50,7 +51,7 @@ ZHONG_SYMMETRICITY, ZHONG_IRRELEVANCE = 0.98, 0.6  # the dividing lines of Zhong
 
 def _hook_names(model) -> list[tuple[int, int, str]]:
     cfg = model.cfg
-    return [(t, layer, f"loops.{t}.blocks.{layer}.mlp.hook_post") for t in range(cfg.n_loops)
+    return [(t, layer, hook_name("mlp.hook_post", loop=t, layer=layer)) for t in range(cfg.n_loops)
             for layer in range(cfg.n_layers)]
 
 

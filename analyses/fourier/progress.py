@@ -27,7 +27,7 @@ from abacus_interp.checkpoints import (
 )
 from abacus_interp.config import ModelConfig
 from abacus_interp.errors import UserError
-from abacus_interp.model import LoopedTransformer
+from abacus_interp.families import build_model
 
 from .basis import KEY_THRESHOLD, component_norms, gini, key_frequencies
 from .circuit import (
@@ -85,7 +85,7 @@ def progress_measures(
     """The measures at every (or `max_checkpoints` evenly spaced) checkpoint, as lists."""
     run_dir = Path(run_dir)
     cfg = ModelConfig.from_dict(read_run_config(run_dir)["model"])
-    model = LoopedTransformer(cfg).eval()
+    model = build_model(cfg).eval()
     ckpts = subsample_evenly(list_checkpoints(run_dir), max_checkpoints)
     if not ckpts:
         raise UserError(f"{run_dir} has no checkpoints; train it first")

@@ -129,7 +129,7 @@ def build_report(
         "compare": str(compare_dir) if compare_dir else None,
         "task": config.get("task"),
         "preset": config.get("preset"),
-        "checkpoint": getattr(model, "checkpoint_path", None),
+        "checkpoint": model.checkpoint_path,
         "generated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "seed": seed,
         "sizes": sizes.to_dict(),

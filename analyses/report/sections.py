@@ -22,6 +22,7 @@ import plotly.graph_objects as go
 
 from abacus_interp.errors import MissingPathError
 from abacus_interp.jsonsafe import from_json, json_safe, to_json
+from abacus_interp.model_base import ArithmeticModel
 from analyses.contract import Analysis, RunContext
 from analyses.registry import ANALYSES
 
@@ -62,7 +63,7 @@ class ReportSizes:
 class Context:
     run_dir: Path
     config: dict[str, Any]
-    model: Any
+    model: ArithmeticModel
     task: Any
     compare_dir: Path | None
     sizes: ReportSizes
@@ -144,7 +145,7 @@ def build_model_card(ctx: Context) -> Built:
         },
         "parameters": parameter_summary(ctx.model),
         "checkpoint_steps": steps,
-        "checkpoint": getattr(ctx.model, "checkpoint_path", None),
+        "checkpoint": ctx.model.checkpoint_path,
         "training_curves": curves,
         "eval_curves": {k: v for k, v in eval_curves.items() if not k.endswith("_loss")},
         "eval_loss_curves": {k: v for k, v in eval_curves.items() if k.endswith("_loss")},
