@@ -267,6 +267,8 @@ def cmd_ablate(args) -> int:
 
 
 def cmd_compare(args) -> int:
+    from analyses.report.inside import inspect_winners
+
     from .compare import get_spec, run_comparison
 
     def names(text: str | None) -> tuple[str, ...] | None:
@@ -275,7 +277,8 @@ def cmd_compare(args) -> int:
     spec = get_spec(args.spec)
     spec = dataclasses.replace(spec, base=(*spec.base, *args.set))
     data = run_comparison(spec, args.out, sizes=names(args.sizes), families=names(args.families),
-                          cells=names(args.cells), seed=args.seed, inside=not args.skip_inside)
+                          cells=names(args.cells), seed=args.seed,
+                          inspect_winners=None if args.skip_inside else inspect_winners)
     print(f"{'cell':<15} {'params':>9} {'exact':>7} {'train s':>8} {'train FLOPs':>11}")
     for cell in [*data["cells"], *data["seeds"]]:
         seconds = cell["train_seconds"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -204,12 +205,13 @@ def run_comparison(
     progress: bool = True,
     cells: tuple[str, ...] | None = None,
     seed: int = 0,
-    inside: bool = True,
+    inspect_winners: Callable[[ComparisonSpec, Path], object] | None = None,
 ) -> dict[str, Any]:
     """Train (or resume) each selected cell under `out/cells/` at train.seed=`seed` (a seed
     other than 0 writes `cells/<cell>-seed<seed>`), evaluate it, look inside the best looped
-    and GPT cells (`inside`, see compare_inside) and write `out/comparison.json` over every
-    evaluated cell there; returns its content. A cell whose training finished is evaluated
+    and GPT cells when given `inspect_winners` (the CLI passes the report's,
+    `analyses.report.inside.inspect_winners`: the library does not import the report), and
+    write `out/comparison.json` over every evaluated cell there; returns its content. A cell whose training finished is evaluated
     without training; one already evaluated is only read."""
     from .training import apply_overrides, get_preset
     from .training.launch import train_run
@@ -238,9 +240,7 @@ def run_comparison(
             compute=compute, curve=curve)
         ckpt.write_json(eval_path, evaluation.to_dict())
         logger.info("comparison cell %s: exact match %.3f", contender.cell, evaluation.exact_match)
-    if inside:
-        from .compare_inside import inspect_winners
-
+    if inspect_winners is not None:
         inspect_winners(spec, out)
     return summarise(spec, out)
 

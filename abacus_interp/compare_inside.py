@@ -1,19 +1,17 @@
 """Inside the winners: what the project's interpretability sections say about the best looped
 and the best GPT cell of a comparison.
 
-Each winner gets the report of `abacus-interp report` restricted to the carry-attention and
-fixed-point sections (`analyses.report.build_report`, at the report's quick sizes so that it
-costs seconds per cell), written to `out/inside/<cell>/` (index.html and report.json). A
-section that cannot run for the cell (no carries in an expression; no loop in a GPT, so no
-fixed point) is recorded with the report's own reason. `out/inside.json` keeps the result;
-it is recomputed when a winner changes (a better cell was added) or its weights are newer.
+This module holds what the comparison reads: which cells are the winners, the stored
+findings (`out/inside.json`) and their sentences. Producing them runs the report's sections,
+which the library may not import, so that half lives in `analyses.report.inside` and the CLI
+hands it to `run_comparison`.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import checkpoints as ckpt
@@ -54,7 +52,7 @@ def winners(spec, out: Path) -> list[tuple[str, str, Path]]:
     return [(family, best[family][2], best[family][3]) for family in WINNER_FAMILIES if family in best]
 
 
-def _latest(cell_dir: Path) -> str:
+def latest_checkpoint_name(cell_dir: Path) -> str:
     return ckpt.list_checkpoints(cell_dir)[-1][1].name
 
 
@@ -63,33 +61,6 @@ def read_inside(out: Path) -> list[InsideFinding]:
     if not path.exists():
         return []
     return [InsideFinding(**{**row, "findings": tuple(row["findings"])}) for row in json.loads(path.read_text())]
-
-
-def inspect_winners(spec, out: Path, progress: bool = False) -> list[InsideFinding]:
-    """Run the carry-attention and fixed-point sections on the best looped and GPT cells
-    (reusing the stored result of a winner whose weights have not changed); write inside.json."""
-    from analyses.report import ReportSizes, build_report, load_report_json
-
-    stored = {(f.cell, f.section): f for f in read_inside(out)}
-    result = []
-    for family, cell, cell_dir in winners(spec, out):
-        checkpoint = _latest(cell_dir)
-        if all((cell, s) in stored and stored[(cell, s)].checkpoint == checkpoint for s in SECTIONS):
-            result.extend(stored[(cell, s)] for s in SECTIONS)
-            continue
-        report_dir = out / "inside" / cell
-        logger.info("inside the winners: %s sections of %s", ", ".join(SECTIONS), cell)
-        build_report(cell_dir, report_dir, sizes=ReportSizes.quick(), sections=list(SECTIONS), progress=progress)
-        sections = load_report_json(report_dir)["sections"]
-        for key in SECTIONS:
-            section = sections[key]
-            reason = section["reason"] if section["status"] == "omitted" else section["error"]
-            result.append(InsideFinding(
-                cell=cell, family=family, section=key, title=section["title"], status=section["status"],
-                findings=tuple(section["findings"][:FINDINGS_PER_SECTION]) if section["status"] == "ok" else (),
-                reason=reason, checkpoint=checkpoint, report=str(report_dir)))
-    ckpt.write_json(Path(out) / "inside.json", [asdict(f) for f in result])
-    return result
 
 
 def inside_sentences(rows: list[dict]) -> list[str]:

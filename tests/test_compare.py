@@ -222,16 +222,18 @@ def test_cli_compare_passes_set_to_every_cell(tmp_path, monkeypatch, capsys):
 
     seen = {}
 
-    def fake(spec, out, sizes=None, families=None, cells=None, seed=0, inside=True):
-        seen.update(base=spec.base, sizes=sizes, families=families, cells=cells, seed=seed, inside=inside)
+    def fake(spec, out, sizes=None, families=None, cells=None, seed=0, inspect_winners=None):
+        seen.update(base=spec.base, sizes=sizes, families=families, cells=cells, seed=seed, inspect=inspect_winners)
         return {"cells": [], "seeds": [], "findings": ["a finding"]}
 
     monkeypatch.setattr(compare, "run_comparison", fake)
     assert cli.main(["compare", "--sizes", "S,M", "--families", "gpt", "--set", "train.steps=7",
                      "--out", str(tmp_path)]) == 0
+    from analyses.report.inside import inspect_winners
+
     assert seen == {"base": ("train.steps=7",), "sizes": ("S", "M"), "families": ("gpt",), "cells": None,
-                    "seed": 0, "inside": True}
+                    "seed": 0, "inspect": inspect_winners}
     assert cli.main(["compare", "--spec", "addition", "--cells", "gpt-m,looped-m", "--seed", "1", "--skip-inside",
                      "--out", str(tmp_path)]) == 0
-    assert seen["cells"] == ("gpt-m", "looped-m") and seen["seed"] == 1 and seen["inside"] is False
+    assert seen["cells"] == ("gpt-m", "looped-m") and seen["seed"] == 1 and seen["inspect"] is None
     assert "a finding" in capsys.readouterr().out

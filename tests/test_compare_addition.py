@@ -16,6 +16,7 @@ from abacus_interp.compare_eval import carry_balanced, evaluate_cell
 from abacus_interp.scoring import score_examples
 from abacus_interp.tasks.carries import longest_cascade
 from abacus_interp.training import apply_overrides, get_preset
+from analyses.report.inside import inspect_winners
 
 
 def brief_edits(family: str, width: int, depth: int) -> dict[str, str]:
@@ -75,7 +76,7 @@ def tiny_addition() -> ComparisonSpec:
 def test_cells_are_evaluated_by_digits_and_a_second_seed_trains_beside_the_first(tmp_path):
     spec = tiny_addition()
     out = tmp_path / "cmp"
-    data = run_comparison(spec, out, progress=False)
+    data = run_comparison(spec, out, progress=False, inspect_winners=inspect_winners)
     looped = next(c for c in data["cells"] if c["cell"] == "looped-s")
     assert looped["trained_lengths"] == [1, 3] and looped["lengths"] == [1, 2, 3, 5]
     # 5-digit operands need 3*5+4 = 19 positions, past max_seq_len 16; 1-3 fit
@@ -107,7 +108,7 @@ def test_cells_are_evaluated_by_digits_and_a_second_seed_trains_beside_the_first
 
     # a second seed of one cell: its own directory and config, the first run untouched
     metrics = (out / "cells" / "gpt-s" / "metrics.jsonl").read_text()
-    again = run_comparison(spec, out, cells=("gpt-s",), seed=1, inside=False, progress=False)
+    again = run_comparison(spec, out, cells=("gpt-s",), seed=1, progress=False)
     assert (out / "cells" / "gpt-s-seed1" / "evaluation.json").exists()
     assert ckpt.read_run_config(out / "cells" / "gpt-s-seed1")["train"]["seed"] == 1
     assert (out / "cells" / "gpt-s" / "metrics.jsonl").read_text() == metrics
