@@ -18,6 +18,9 @@ from .compare_summary import FAMILY_COLORS, SIGNIFICANCE, label
 
 SIZE_SYMBOLS = {"S": "circle", "M": "square", "L": "diamond"}
 LOSS_DROP = 0.05  # a held-out loss still falling by more than 5% over the last quarter of the steps is rising
+# the accuracy whose cost `reach_sentences` compares: high enough to mean "solves the task",
+# low enough that several families get there on a CPU budget
+REACH_TARGET = 0.9
 
 
 def curve_of(cell: dict[str, Any]) -> tuple[CurvePoint, ...]:
@@ -83,6 +86,42 @@ def equal_compute_sentences(cells: list[dict[str, Any]]) -> list[str]:
     text = f"At that budget {label(lead)} " + "; it ".join(parts)
     out.append(text + ".")
     return out
+
+
+def compute_to_reach(curve: tuple[CurvePoint, ...], target: float) -> tuple[float, float] | None:
+    """(training FLOPs, wall seconds) at which the curve first reaches `target` exact match,
+    interpolated between the evaluations around the crossing (FLOPs in log space, seconds
+    linearly); None when it never does."""
+    points = sorted((p for p in curve if p.train_flops > 0), key=lambda p: p.train_flops)
+    for before, at in zip([None, *points], points, strict=False):
+        if at.exact_match < target:
+            continue
+        if before is None or at.exact_match == before.exact_match:
+            return at.train_flops, at.elapsed_s
+        w = (target - before.exact_match) / (at.exact_match - before.exact_match)
+        flops = math.exp(math.log(before.train_flops) + w * math.log(at.train_flops / before.train_flops))
+        return flops, before.elapsed_s + w * (at.elapsed_s - before.elapsed_s)
+    return None
+
+
+def reach_sentences(cells: list[dict[str, Any]], target: float = REACH_TARGET) -> list[str]:
+    """The compute each cell spent before its held-out exact match first reached `target`:
+    equal accuracy, unequal cost, the other reading of "at equal compute"."""
+    curves = [(c, curve_of(c)) for c in cells if curve_of(c)]
+    if not curves:
+        return []
+    reached = sorted(((c, r) for c, curve in curves if (r := compute_to_reach(curve, target)) is not None),
+                     key=lambda cr: cr[1][0])
+    never = [label(c) for c, curve in curves if compute_to_reach(curve, target) is None]
+    n = curves[0][1][-1].n
+    if not reached:
+        return [f"No cell reached {100 * target:.0f}% held-out exact match in its training budget."]
+    text = (f"Training compute to first reach {100 * target:.0f}% held-out exact match (in-run evaluations on {n} "
+            "problems, the crossing interpolated between evaluations): "
+            + ", ".join(f"{label(c)} {flops:.2g} FLOPs ({seconds:.0f} s)" for c, (flops, seconds) in reached))
+    if len(reached) > 1:
+        text += f"; {label(reached[0][0])} needs {reached[1][1][0] / reached[0][1][0]:.1f}x less than the next"
+    return [text + (f"; never within its budget: {', '.join(never)}." if never else ".")]
 
 
 def still_rising(curve: tuple[CurvePoint, ...]) -> str | None:

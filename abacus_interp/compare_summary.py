@@ -105,7 +105,7 @@ def findings(data: dict[str, Any]) -> list[str]:
     """Every sentence of a comparison: accuracy and loss, at equal parameters, at equal compute
     (compare_curves), by length, over seeds (compare_seeds) and inside the winners
     (compare_inside). `data` is comparison.json's content."""
-    from .compare_curves import equal_compute_sentences, rising_sentences
+    from .compare_curves import equal_compute_sentences, reach_sentences, rising_sentences
     from .compare_inside import inside_sentences
     from .compare_seeds import seed_sentences
 
@@ -130,6 +130,7 @@ def findings(data: dict[str, Any]) -> list[str]:
                "near zero): " + ", ".join(f"{label(c)} {c['loss']:.2f}" for c in by_loss) + ".")
     out.extend(equal_parameter_sentences(cells))
     out.extend(equal_compute_sentences(cells))
+    out.extend(reach_sentences(cells))
     out.extend(rising_sentences(cells))
     for cell in ranked:
         bands = length_bands(cell, band)

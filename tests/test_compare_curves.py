@@ -107,6 +107,26 @@ def test_equal_compute_ranking_interpolates_at_the_smallest_final_budget():
     assert equal_compute_sentences(close)[1] == "At that budget Looped-S leads GPT-S by less than 2 standard errors (a tie)."
 
 
+def test_compute_to_reach_a_target_interpolates_the_first_crossing():
+    from abacus_interp.compare_curves import compute_to_reach, curve_of, reach_sentences
+
+    # looped crosses 90% exactly at its third evaluation; GPT halfway between 80% (1e10) and
+    # 100% (1e12), so at 1e11 in log FLOPs and 1.5 s; LSTM never gets there
+    looped = cell("looped", "S", curve([1e9, 1e10, 1e11], [0.1, 0.5, 0.9]))
+    gpt = cell("gpt", "S", curve([1e9, 1e10, 1e12], [0.3, 0.8, 1.0]))
+    lstm = cell("lstm", "S", curve([1e9, 1e12], [0.0, 0.6]))
+    assert compute_to_reach(curve_of(looped), 0.9) == (pytest.approx(1e11), 2.0)
+    assert compute_to_reach(curve_of(gpt), 0.9) == (pytest.approx(1e11), pytest.approx(1.5))
+    assert compute_to_reach(curve_of(lstm), 0.9) is None
+    assert compute_to_reach(curve_of(gpt), 0.2) == (1e9, 0.0)  # already there at the first evaluation
+    # 90% is 8/9 of the way from 50% to 95%: 10^(9 + 8/9) = 7.7e9 FLOPs
+    fast = cell("gpt", "M", curve([1e9, 1e10], [0.5, 0.95]))
+    line = reach_sentences([looped, fast, lstm])[0]
+    assert "GPT-M 7.7e+09 FLOPs (1 s), Looped-S 1e+11 FLOPs (2 s); GPT-M needs 12.9x less than the next" in line
+    assert line.endswith("never within its budget: LSTM-S.")
+    assert reach_sentences([lstm]) == ["No cell reached 90% held-out exact match in its training budget."]
+
+
 def test_a_curve_is_rising_by_its_last_two_points_or_its_last_quarter_loss():
     from abacus_interp.compare_curves import curve_of
 
