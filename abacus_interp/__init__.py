@@ -6,14 +6,14 @@ load_model (load_checkpoint for its step and run too), list_checkpoints, get_tas
 how the pieces fit together.
 """
 
-from .cache import LoopActivationCache
 from .checkpoints import LoadedCheckpoint, list_checkpoints, load_checkpoint, load_model
-from .config import ModelConfig
-from .hooks import act_name, hook_name
-from .model import LoopedTransformer
-from .model_base import ArithmeticModel
+from .core.cache import LoopActivationCache
+from .core.config import ModelConfig
+from .core.hooks import act_name, hook_name
+from .core.model import LoopedTransformer
+from .core.model_base import ArithmeticModel
+from .core.tokens import Vocab
 from .tasks import get_task
-from .tokens import Vocab
 
 __all__ = ["ArithmeticModel", "LoadedCheckpoint", "LoopActivationCache", "LoopedTransformer", "ModelConfig", "Vocab",
            "act_name", "get_task", "hook_name", "list_checkpoints", "load_checkpoint", "load_model"]

@@ -27,11 +27,11 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from .config import ModelConfig
+from .core.config import ModelConfig
 from .errors import UserError
 
 if TYPE_CHECKING:
-    from .model_base import ArithmeticModel
+    from .core.model_base import ArithmeticModel
 
 logger = logging.getLogger(__name__)
 
@@ -193,8 +193,8 @@ def load_checkpoint(
     is visible, else the CPU), "cpu", "cuda", ... `compile=True` runs the looped
     block through torch.compile (`LoopedTransformer.compile_loops`); a string names the
     backend, e.g. "aot_eager"."""
-    from .devices import resolve_device
-    from .families import build_model
+    from .core.devices import resolve_device
+    from .core.families import build_model
 
     path = Path(path)
     if path.is_dir():

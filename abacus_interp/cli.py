@@ -90,9 +90,9 @@ def cmd_train(args) -> int:
 
 def cmd_eval(args) -> int:
     from .checkpoints import load_model, load_task, read_run_config, run_dir_of, step_path
-    from .config import ModelConfig
+    from .core.config import ModelConfig
+    from .core.scoring import run_readout
     from .evaluation.suite import evaluate, format_report
-    from .scoring import run_readout
 
     run = Path(args.run)
     path = step_path(run, args.step) if args.step is not None else run
@@ -181,7 +181,7 @@ def _beyond_trained_length(task, example, run) -> str | None:
 
 def cmd_solve(args) -> int:
     from .checkpoints import load_model, load_task, read_run_config
-    from .scoring import decode_budget, run_readout
+    from .core.scoring import decode_budget, run_readout
 
     model = load_model(args.run, device=args.device)
     task = load_task(args.run)
@@ -190,7 +190,7 @@ def cmd_solve(args) -> int:
     warning = _beyond_trained_length(task, example, args.run)
     if warning:
         print(f"warning: {warning}", file=sys.stderr)
-    from .halting import generate_adaptive, resolve_halting
+    from .core.halting import generate_adaptive, resolve_halting
 
     # the answer's tokens (and EOS if the run was trained to write it), as eval decodes it
     budget = decode_budget(task, [example], run_readout(read_run_config(args.run)["train"], task)["eos"])
@@ -211,7 +211,7 @@ def cmd_solve(args) -> int:
 
 def cmd_summary(args) -> int:
     from .checkpoints import list_checkpoints, load_model, read_metrics, read_run_config
-    from .summary import format_summary, parameter_summary
+    from .core.summary import format_summary, parameter_summary
 
     model = load_model(args.run, device=args.device)
     cfg = read_run_config(args.run)
@@ -255,10 +255,12 @@ def report_digest(report: dict, per_section: int = 1) -> str:
 
 
 def cmd_ablate(args) -> int:
-    from .ablation import get_spec, run_ablation
+    from analyses.report.ablation import findings
+
+    from .experiments.ablation import get_spec, run_ablation
 
     spec = get_spec(args.spec)
-    data = run_ablation(dataclasses.replace(spec, base=(*spec.base, *args.set)), args.out)
+    data = run_ablation(dataclasses.replace(spec, base=(*spec.base, *args.set)), args.out, findings=findings)
     for line in data["findings"]:
         print(line)
     print(f"wrote {Path(args.out) / 'ablation.json'}; add it to a report with "
@@ -267,9 +269,10 @@ def cmd_ablate(args) -> int:
 
 
 def cmd_compare(args) -> int:
+    from analyses.report.architectures import findings
     from analyses.report.inside import inspect_winners
 
-    from .compare import get_spec, run_comparison
+    from .experiments.compare import get_spec, run_comparison
 
     def names(text: str | None) -> tuple[str, ...] | None:
         return tuple(x.strip() for x in text.split(",") if x.strip()) if text else None
@@ -278,7 +281,7 @@ def cmd_compare(args) -> int:
     spec = dataclasses.replace(spec, base=(*spec.base, *args.set))
     data = run_comparison(spec, args.out, sizes=names(args.sizes), families=names(args.families),
                           cells=names(args.cells), seed=args.seed,
-                          inspect_winners=None if args.skip_inside else inspect_winners)
+                          inspect_winners=None if args.skip_inside else inspect_winners, findings=findings)
     print(f"{'cell':<15} {'params':>9} {'exact':>7} {'train s':>8} {'train FLOPs':>11}")
     for cell in [*data["cells"], *data["seeds"]]:
         seconds = cell["train_seconds"]
@@ -355,14 +358,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("ablate", help="train one run per variant of a recipe; exact match vs operand length")
-    p.add_argument("--spec", default="extrapolation", help="the ablation to run (abacus_interp.ablation.SPECS)")
+    p.add_argument("--spec", default="extrapolation", help="the ablation to run (abacus_interp.experiments.ablation.SPECS)")
     p.add_argument("--out", required=True, help="directory for the cells and ablation.json (resumes)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="edit every cell's config, e.g. --set train.processes=1 (pass the same edits to resume)")
     p.set_defaults(func=cmd_ablate)
 
     p = sub.add_parser("compare", help="train one run per model family and size; accuracy vs params and length")
-    p.add_argument("--spec", default="expressions", help="the comparison to run (abacus_interp.compare.SPECS)")
+    p.add_argument("--spec", default="expressions", help="the comparison to run (abacus_interp.experiments.compare.SPECS)")
     p.add_argument("--out", required=True, help="directory for the cells and comparison.json (resumes)")
     p.add_argument("--sizes", help="comma-separated sizes to train, e.g. S or S,M (default: all of S,M,L)")
     p.add_argument("--families", help="comma-separated families, e.g. gpt,lstm (default: looped,gpt,lstm,retran)")

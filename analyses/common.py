@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from abacus_interp.checkpoints import load_checkpoint, load_task, run_dir_of
+from abacus_interp.core.model_base import ArithmeticModel
 from abacus_interp.errors import UserError
-from abacus_interp.model_base import ArithmeticModel
 from abacus_interp.tasks.base import Task
 
 

@@ -25,7 +25,7 @@ from typing import Any, Protocol, TypeVar
 import plotly.graph_objects as go
 
 from abacus_interp.checkpoints import list_checkpoints
-from abacus_interp.model_base import ArithmeticModel
+from abacus_interp.core.model_base import ArithmeticModel
 from abacus_interp.tasks.base import Task
 
 C = TypeVar("C")

@@ -37,11 +37,11 @@ from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 from abacus_interp.checkpoints import CheckpointError, read_run_config
-from abacus_interp.config import ModelConfig
+from abacus_interp.core.config import ModelConfig
 from abacus_interp.errors import UserError
 from abacus_interp.jsonsafe import to_json
-from abacus_interp.prose import limit, num, pct
 from analyses.contract import RunContext, configure
+from analyses.prose import limit, num, pct
 
 from ._alignment import (
     ALIGN_MODES,

@@ -25,8 +25,8 @@ import time
 import torch
 
 from abacus_interp import LoopedTransformer, ModelConfig
-from abacus_interp.decoding import naive_generate
-from abacus_interp.devices import resolve_device
+from abacus_interp.core.decoding import naive_generate
+from abacus_interp.core.devices import resolve_device
 from abacus_interp.tasks import get_task
 
 SMALL_ADD_SHAPE = dict(

@@ -37,8 +37,8 @@ from _flops import Peak, device_peak, forward_flops, synchronize, throughput
 from torch import Tensor, nn
 
 from abacus_interp import LoopedTransformer, ModelConfig, Vocab
-from abacus_interp.devices import resolve_device
-from abacus_interp.positions import abacus_indices
+from abacus_interp.core.devices import resolve_device
+from abacus_interp.core.positions import abacus_indices
 
 ADDITION_VOCAB = Vocab(tuple("0123456789+="))
 MODEL_SHAPE = dict(n_heads=4, n_layers=2, n_loops=4, max_seq_len=64)

@@ -27,10 +27,10 @@ import time
 import torch
 from _flops import synchronize
 
-from abacus_interp.devices import resolve_device
-from abacus_interp.positions import abacus_indices, abacus_indices_reference, digit_table
+from abacus_interp.core.devices import resolve_device
+from abacus_interp.core.positions import abacus_indices, abacus_indices_reference, digit_table
+from abacus_interp.core.tokens import PAD_ID, encode_batch
 from abacus_interp.tasks import get_task
-from abacus_interp.tokens import PAD_ID, encode_batch
 
 
 def addition_tokens(batch: int, seq: int, seed: int = 0) -> torch.Tensor:

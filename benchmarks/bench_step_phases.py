@@ -25,9 +25,9 @@ from functools import partial
 import torch
 from _flops import device_peak, synchronize, throughput, training_step_flops
 
-from abacus_interp.devices import resolve_device
-from abacus_interp.model import LoopedTransformer
-from abacus_interp.tokens import encode_batch
+from abacus_interp.core.devices import resolve_device
+from abacus_interp.core.model import LoopedTransformer
+from abacus_interp.core.tokens import encode_batch
 from abacus_interp.training import apply_overrides, get_preset
 from abacus_interp.training.data import BatchSource, step_seed
 from abacus_interp.training.loop import DivergenceWatch, training_losses

@@ -31,7 +31,7 @@ from pathlib import Path
 from _flops import cpu_matmul_peak, device_peak, throughput, training_step_flops
 
 from abacus_interp.checkpoints import read_metrics
-from abacus_interp.devices import resolve_device
+from abacus_interp.core.devices import resolve_device
 from abacus_interp.training import apply_overrides, get_preset
 from abacus_interp.training.launch import available_cores, processes_to_start
 

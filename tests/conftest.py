@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from abacus_interp import LoopedTransformer, ModelConfig, Vocab
-from abacus_interp.runtime import torch_threads
+from abacus_interp.core.runtime import torch_threads
 
 ADDITION_VOCAB = Vocab(tuple("0123456789+="))
 

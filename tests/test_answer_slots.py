@@ -13,9 +13,9 @@ from conftest import make_tiny_model
 
 from abacus_interp import ModelConfig
 from abacus_interp import checkpoints as ckpt
-from abacus_interp.scoring import score_examples
+from abacus_interp.core.scoring import score_examples
+from abacus_interp.core.tokens import encode_batch
 from abacus_interp.tasks import get_task
-from abacus_interp.tokens import encode_batch
 from abacus_interp.training import apply_overrides, get_preset, train
 
 

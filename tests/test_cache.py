@@ -11,8 +11,8 @@ from transformer_lens import ActivationCache
 from transformer_lens import patching as tl_patching
 
 from abacus_interp import act_name
-from abacus_interp.cache import LoopActivationCache
-from abacus_interp.patching import (
+from abacus_interp.core.cache import LoopActivationCache
+from abacus_interp.core.patching import (
     patch_attn_out,
     patch_head,
     patch_mlp_out,

@@ -16,11 +16,11 @@ import pytest
 import torch
 
 from abacus_interp import act_name
+from abacus_interp.core.scoring import score_examples
+from abacus_interp.core.tokens import encode_batch
 from abacus_interp.jsonsafe import from_json
-from abacus_interp.scoring import score_examples
 from abacus_interp.tasks import get_task
 from abacus_interp.tasks.carries import carry_in
-from abacus_interp.tokens import encode_batch
 from analyses import carry_attention
 from analyses.carry_attention import labels as L
 from analyses.carry_attention.ablation import ablate_heads

@@ -136,7 +136,7 @@ def test_key_groups_name_the_columns_around_the_predicted_digit():
     cfg = ModelConfig(vocab=vocab, d_model=16, n_heads=2, max_seq_len=32, answer_slots=True, positional="none",
                       rotary="abacus", abacus_window=1)
     model = LoopedTransformer(cfg)
-    from abacus_interp.tokens import encode_batch
+    from abacus_interp.core.tokens import encode_batch
 
     batch = encode_batch(vocab, [example.prompt], [example.target])
     queries, masks = _key_groups(batch.tokens, model.attention_index(batch.tokens), vocab.encode("=")[0],

@@ -112,7 +112,7 @@ def test_solve_prints_digits_in_human_order(trained, capsys):
 
 
 def test_solve_converts_between_human_and_model_order(trained, capsys, monkeypatch):
-    from abacus_interp.model import LoopedTransformer
+    from abacus_interp.core.model import LoopedTransformer
 
     seen = []
 

@@ -67,7 +67,7 @@ def test_a_bug_in_the_library_keeps_its_traceback(monkeypatch):
     def broken(model):
         raise ValueError("a bug, not the user's mistake")
 
-    monkeypatch.setattr("abacus_interp.summary.parameter_summary", broken)
+    monkeypatch.setattr("abacus_interp.core.summary.parameter_summary", broken)
     with pytest.raises(ValueError, match="a bug, not the user's mistake") as info:
         main(["summary", str(SHIPPED_ADD)])
     assert not isinstance(info.value, UserError)
@@ -85,8 +85,8 @@ def test_a_truncated_checkpoint_is_a_user_error(small_run, capsys):
 
 
 def _user_input_mistakes():
-    from abacus_interp import ablation, compare
-    from abacus_interp.devices import resolve_device
+    from abacus_interp.core.devices import resolve_device
+    from abacus_interp.experiments import ablation, compare
     from abacus_interp.tasks import get_task
     from abacus_interp.training import apply_overrides, get_preset
     from analyses.fixed_point.problems import as_examples

@@ -1,4 +1,4 @@
-"""abacus_interp.compare: every cell is a real (tiny) run of its family, evaluated on held-out
+"""abacus_interp.experiments.compare: every cell is a real (tiny) run of its family, evaluated on held-out
 problems overall and by length; the findings state what planted numbers say; the report
 shows the section; the shipped comparison is what the command writes from its cells."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from abacus_interp import checkpoints as ckpt
-from abacus_interp.compare import (
+from abacus_interp.experiments.compare import (
     ComparisonSpec,
     Contender,
     evaluate_cell,
@@ -19,12 +19,12 @@ from abacus_interp.compare import (
     run_comparison,
     summarise,
 )
-from abacus_interp.compare_summary import (
+from abacus_interp.training import apply_overrides, get_preset
+from analyses.report.architectures.summary import (
     accuracy_vs_length_figure,
     accuracy_vs_params_figure,
     findings,
 )
-from abacus_interp.training import apply_overrides, get_preset
 
 SHIPPED = Path(__file__).resolve().parents[1] / "checkpoints" / "expr-compare"
 TINY = ("train.steps=6", "train.batch_size=16", "train.warmup_steps=2", "train.eval_every=6",
@@ -45,7 +45,8 @@ def tiny_spec() -> ComparisonSpec:
 
 def test_comparison_trains_each_cell_once_and_evaluates_by_length(tmp_path):
     spec = tiny_spec()
-    data = run_comparison(spec, tmp_path / "cmp", families=("looped", "lstm"), progress=False)
+    data = run_comparison(spec, tmp_path / "cmp", families=("looped", "lstm"), progress=False,
+                          findings=findings)
     assert [c["cell"] for c in data["cells"]] == ["looped-s", "lstm-s"]
     for cell in data["cells"]:
         model = ckpt.load_model(tmp_path / "cmp" / "cells" / cell["cell"], device="cpu")
@@ -58,7 +59,7 @@ def test_comparison_trains_each_cell_once_and_evaluates_by_length(tmp_path):
 
     # a second call with another family trains only that one and keeps the first two as they were
     metrics = (tmp_path / "cmp" / "cells" / "looped-s" / "metrics.jsonl").read_text()
-    again = run_comparison(spec, tmp_path / "cmp", families=("retran",), progress=False)
+    again = run_comparison(spec, tmp_path / "cmp", families=("retran",), progress=False, findings=findings)
     assert [c["cell"] for c in again["cells"]] == ["looped-s", "lstm-s", "retran-s"]
     assert again["cells"][:2] == data["cells"]
     assert (tmp_path / "cmp" / "cells" / "looped-s" / "metrics.jsonl").read_text() == metrics
@@ -90,7 +91,7 @@ def test_comparison_trains_each_cell_once_and_evaluates_by_length(tmp_path):
 def test_evaluation_is_seeded_per_length():
     spec = dataclasses.replace(tiny_spec(), lengths=(9, 12), n_per_length=5, n_test=5)
     cfg = apply_overrides(get_preset("expressions"), ["model.d_model=16", "model.n_heads=2"])
-    from abacus_interp.families import build_model
+    from abacus_interp.core.families import build_model
 
     model = build_model(cfg.model)
     task = cfg.make_task()
@@ -181,7 +182,7 @@ def test_the_expressions_grid_has_three_sizes_per_family_that_build():
     params = {}
     for contender in spec.select(sizes=("S",)):
         cfg = apply_overrides(get_preset(spec.preset), list(contender.overrides))
-        from abacus_interp.families import build_model
+        from abacus_interp.core.families import build_model
 
         params[contender.family] = sum(p.numel() for p in build_model(cfg.model).parameters())
     # the looped cell has GPT's width and depth with one layer's weights: a third of GPT's layers
@@ -201,7 +202,7 @@ def test_shipped_comparison_is_what_the_command_writes_from_its_cells():
     with tempfile.TemporaryDirectory() as tmp:
         shutil.copytree(SHIPPED / "cells", Path(tmp) / "cells",
                         ignore=shutil.ignore_patterns("*.safetensors"))
-        assert summarise(spec, tmp) == shipped
+        assert summarise(spec, tmp, findings=findings) == shipped
     # and one cell's stored accuracies are what its weights score on the same seeded problems
     cell = next(c for c in shipped["cells"] if c["cell"] == "lstm-s")
     picked = (8, 31)
@@ -218,11 +219,12 @@ def test_shipped_comparison_is_what_the_command_writes_from_its_cells():
 
 
 def test_cli_compare_passes_set_to_every_cell(tmp_path, monkeypatch, capsys):
-    from abacus_interp import cli, compare
+    from abacus_interp import cli
+    from abacus_interp.experiments import compare
 
     seen = {}
 
-    def fake(spec, out, sizes=None, families=None, cells=None, seed=0, inspect_winners=None):
+    def fake(spec, out, sizes=None, families=None, cells=None, seed=0, inspect_winners=None, findings=None):
         seen.update(base=spec.base, sizes=sizes, families=families, cells=cells, seed=seed, inspect=inspect_winners)
         return {"cells": [], "seeds": [], "findings": ["a finding"]}
 

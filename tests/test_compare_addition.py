@@ -11,11 +11,12 @@ import statistics
 import pytest
 
 from abacus_interp import checkpoints as ckpt
-from abacus_interp.compare import ComparisonSpec, Contender, get_spec, run_comparison
-from abacus_interp.compare_eval import carry_balanced, evaluate_cell
-from abacus_interp.scoring import score_examples
+from abacus_interp.core.scoring import score_examples
+from abacus_interp.experiments.compare import ComparisonSpec, Contender, get_spec, run_comparison
+from abacus_interp.experiments.compare_eval import carry_balanced, evaluate_cell
 from abacus_interp.tasks.carries import longest_cascade
 from abacus_interp.training import apply_overrides, get_preset
+from analyses.report.architectures import findings
 from analyses.report.inside import inspect_winners
 
 
@@ -38,7 +39,7 @@ def test_the_addition_spec_is_exactly_the_trained_settings_and_every_cell_builds
     assert spec.preset == "loop-add" and spec.length_unit == "digits"
     assert spec.base == ("train.processes=1", "train.steps=2000", "train.checkpoint_every=250")
     assert [c.cell for c in spec.contenders] == [f"{f}-{s}" for f in ("looped", "gpt", "lstm", "retran") for s in "sm"]
-    from abacus_interp.families import build_model
+    from abacus_interp.core.families import build_model
 
     for contender in spec.contenders:
         width, depth = {"S": (32, 4), "M": (64, 6)}[contender.size]
@@ -76,7 +77,7 @@ def tiny_addition() -> ComparisonSpec:
 def test_cells_are_evaluated_by_digits_and_a_second_seed_trains_beside_the_first(tmp_path):
     spec = tiny_addition()
     out = tmp_path / "cmp"
-    data = run_comparison(spec, out, progress=False, inspect_winners=inspect_winners)
+    data = run_comparison(spec, out, progress=False, inspect_winners=inspect_winners, findings=findings)
     looped = next(c for c in data["cells"] if c["cell"] == "looped-s")
     assert looped["trained_lengths"] == [1, 3] and looped["lengths"] == [1, 2, 3, 5]
     # 5-digit operands need 3*5+4 = 19 positions, past max_seq_len 16; 1-3 fit
@@ -108,7 +109,7 @@ def test_cells_are_evaluated_by_digits_and_a_second_seed_trains_beside_the_first
 
     # a second seed of one cell: its own directory and config, the first run untouched
     metrics = (out / "cells" / "gpt-s" / "metrics.jsonl").read_text()
-    again = run_comparison(spec, out, cells=("gpt-s",), seed=1, progress=False)
+    again = run_comparison(spec, out, cells=("gpt-s",), seed=1, progress=False, findings=findings)
     assert (out / "cells" / "gpt-s-seed1" / "evaluation.json").exists()
     assert ckpt.read_run_config(out / "cells" / "gpt-s-seed1")["train"]["seed"] == 1
     assert (out / "cells" / "gpt-s" / "metrics.jsonl").read_text() == metrics

@@ -11,18 +11,18 @@ from dataclasses import asdict
 import pytest
 
 from abacus_interp import checkpoints as ckpt
-from abacus_interp.compare import get_spec
-from abacus_interp.compare_compute import CurvePoint, expected_depth
-from abacus_interp.compare_curves import (
+from abacus_interp.experiments.compare import get_spec
+from abacus_interp.experiments.compare_compute import CurvePoint, expected_depth
+from abacus_interp.experiments.compare_eval import cell_curve
+from abacus_interp.training import apply_overrides, get_preset
+from analyses.report.architectures.curves import (
     equal_compute_sentences,
     interpolate,
     learning_curves_figure,
     rising_sentences,
     still_rising,
 )
-from abacus_interp.compare_eval import cell_curve
-from abacus_interp.compare_seeds import seed_sentences
-from abacus_interp.training import apply_overrides, get_preset
+from analyses.report.architectures.seeds import seed_sentences
 
 
 def planted_run(tmp_path, cell: str):
@@ -89,7 +89,7 @@ def test_equal_compute_ranking_interpolates_at_the_smallest_final_budget():
     cells = [cell("gpt", "S", curve([1e9, 1e10], [0.05, 0.3])),
              cell("looped", "S", curve([1e9, 1e10, 1e11], [0.1, 0.5, 0.9])),
              cell("lstm", "S", curve([1e9, 1e12], [0.0, 0.6]))]
-    from abacus_interp.compare_curves import curve_of
+    from analyses.report.architectures.curves import curve_of
 
     # halfway in log FLOPs between 1e9 and 1e10: halfway in exact match
     assert interpolate(curve_of(cells[1]), 10**9.5)[0] == pytest.approx(0.3)
@@ -108,7 +108,7 @@ def test_equal_compute_ranking_interpolates_at_the_smallest_final_budget():
 
 
 def test_compute_to_reach_a_target_interpolates_the_first_crossing():
-    from abacus_interp.compare_curves import compute_to_reach, curve_of, reach_sentences
+    from analyses.report.architectures.curves import compute_to_reach, curve_of, reach_sentences
 
     # looped crosses 90% exactly at its third evaluation; GPT halfway between 80% (1e10) and
     # 100% (1e12), so at 1e11 in log FLOPs and 1.5 s; LSTM never gets there
@@ -128,7 +128,7 @@ def test_compute_to_reach_a_target_interpolates_the_first_crossing():
 
 
 def test_a_curve_is_rising_by_its_last_two_points_or_its_last_quarter_loss():
-    from abacus_interp.compare_curves import curve_of
+    from analyses.report.architectures.curves import curve_of
 
     flat = cell("gpt", "S", curve([1, 2, 3, 4], [0.5, 0.6, 0.7, 0.71], losses=[1.0, 0.9, 0.8, 0.79]))
     jump = cell("looped", "S", curve([1, 2, 3, 4], [0.1, 0.2, 0.3, 0.6]))

@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from abacus_interp import checkpoints as ckpt
-from abacus_interp import model as model_module
-from abacus_interp.model import LoopedTransformer
+from abacus_interp.core import model as model_module
+from abacus_interp.core.model import LoopedTransformer
 from abacus_interp.training import apply_overrides, get_preset, train
 
 TRACE_ONLY = "aot_eager"

@@ -10,8 +10,8 @@ import random
 import pytest
 import torch
 
-from abacus_interp.decoding import naive_generate
-from abacus_interp.tokens import EOS, EOS_ID, PAD, PAD_ID
+from abacus_interp.core.decoding import naive_generate
+from abacus_interp.core.tokens import EOS, EOS_ID, PAD, PAD_ID
 
 # Larger initial weights than training uses, so greedy outputs depend on the prompt, and a
 # small EOS bias, so some rows stop at once, some after a few tokens and some never.

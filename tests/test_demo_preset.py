@@ -12,7 +12,7 @@ import random
 import pytest
 
 from abacus_interp import checkpoints as ckpt
-from abacus_interp.scoring import score_examples
+from abacus_interp.core.scoring import score_examples
 from abacus_interp.training import apply_overrides, get_preset, train
 
 pytestmark = pytest.mark.slow

@@ -16,7 +16,7 @@ import torch
 
 from abacus_interp import checkpoints as ckpt
 from abacus_interp.cli import main
-from abacus_interp.devices import resolve_device
+from abacus_interp.core.devices import resolve_device
 
 SHIPPED_ADD = Path(__file__).resolve().parents[1] / "checkpoints" / "small-add"
 needs_shipped_add = pytest.mark.skipif(

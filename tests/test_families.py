@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from abacus_interp import ModelConfig, get_task, load_model
-from abacus_interp.families import MODEL_CLASSES, build_model
+from abacus_interp.core.families import MODEL_CLASSES, build_model
 from abacus_interp.training import RunConfig, TrainConfig, apply_overrides, get_preset, train
 
 FAMILIES = ("lstm", "retran")

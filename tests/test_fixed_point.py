@@ -17,10 +17,10 @@ import pytest
 import torch
 from conftest import make_tiny_model
 
-from abacus_interp.scoring import next_token_loss, score_examples
+from abacus_interp.core.scoring import next_token_loss, score_examples
+from abacus_interp.core.tokens import encode_batch
 from abacus_interp.tasks import get_task
 from abacus_interp.tasks.carries import longest_cascade
-from abacus_interp.tokens import encode_batch
 from analyses import fixed_point
 from analyses.fixed_point.collect import (
     Collected,

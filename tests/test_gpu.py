@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from abacus_interp.decoding import naive_generate
+from abacus_interp.core.decoding import naive_generate
 
 pytestmark = [
     pytest.mark.gpu,

@@ -15,10 +15,10 @@ import torch
 import torch.nn.functional as F
 
 from abacus_interp import checkpoints as ckpt
-from abacus_interp.config import ModelConfig
-from abacus_interp.families import build_model
-from abacus_interp.model import LoopedTransformer
-from abacus_interp.scoring import next_token_loss, run_readout, score_examples
+from abacus_interp.core.config import ModelConfig
+from abacus_interp.core.families import build_model
+from abacus_interp.core.model import LoopedTransformer
+from abacus_interp.core.scoring import next_token_loss, run_readout, score_examples
 from abacus_interp.tasks import get_task
 from abacus_interp.training import RunConfig, TrainConfig, apply_overrides, get_preset, train
 from abacus_interp.training import loop as loop_module

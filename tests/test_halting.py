@@ -8,7 +8,7 @@ import random
 import pytest
 
 from abacus_interp import LoopedTransformer, ModelConfig, Vocab
-from abacus_interp.halting import generate_adaptive
+from abacus_interp.core.halting import generate_adaptive
 
 SLOT_VOCAB = Vocab(tuple("0123456789+=_"))
 SCHEMES = {

@@ -1,5 +1,5 @@
-"""One function builds hook names (abacus_interp.hooks), and every family shares the base
-model by inheritance (abacus_interp.model_base)."""
+"""One function builds hook names (abacus_interp.core.hooks), and every family shares the base
+model by inheritance (abacus_interp.core.model_base)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from abacus_interp import ArithmeticModel, LoopedTransformer, ModelConfig, act_name, hook_name
-from abacus_interp.families import MODEL_CLASSES, SinglePassModel, build_model
+from abacus_interp.core.families import MODEL_CLASSES, SinglePassModel, build_model
 from abacus_interp.tasks import get_task
 
 PER_LAYER = re.compile(r"^loops\.(\d+)\.blocks\.(\d+)\.(.+)$")

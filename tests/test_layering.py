@@ -1,4 +1,6 @@
-"""Dependencies point one way (ARCHITECTURE.md, "Layers"): library -> analyses -> report.
+"""Dependencies point one way (ARCHITECTURE.md, "Layers"): library -> analyses -> report,
+and inside the library the model core (`abacus_interp/core/`) stands on nothing else of it
+and draws no figures.
 
 Checked on the source, not by importing, so the test stays fast and names the offending
 line. The CLI may reach the report, but only inside a command function (a lazy import), so
@@ -56,3 +58,55 @@ def test_no_analysis_imports_the_report():
     report = ROOT / "analyses" / "report"
     analyses = [p for p in sorted((ROOT / "analyses").rglob("*.py")) if report not in p.parents]
     assert offending(analyses, "analyses.report", module_level_only=False) == []
+
+
+CORE = ROOT / "abacus_interp" / "core"
+
+
+def absolute_imports(path: Path) -> list[tuple[int, str]]:
+    """(line, module) for every import in `path`, lazy ones too, relative ones resolved
+    against the file's package (`from ..errors import X` in abacus_interp/core/model.py is
+    abacus_interp.errors)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    package = parts[:-1]  # a module's package; an __init__'s package is its own folder
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.extend((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0:
+                found.append((node.lineno, node.module))
+                continue
+            base = package[:len(package) - (node.level - 1)]
+            if node.module:
+                found.append((node.lineno, ".".join([*base, node.module])))
+            else:  # `from . import x`: x may be a module
+                found.extend((node.lineno, ".".join([*base, alias.name])) for alias in node.names)
+    return found
+
+
+def test_the_model_core_draws_no_figures():
+    core = sorted(CORE.rglob("*.py"))
+    assert core and offending(core, "plotly", module_level_only=False) == []
+
+
+def test_plotly_in_the_library_is_only_the_evaluation_figures():
+    """Figures are the analyses' and the report's; the one exception is EvalReport.figures(),
+    whose module (abacus_interp/evaluation/figures.py) no library module imports at module
+    level, so `import abacus_interp` never pulls in plotly."""
+    library = sorted((ROOT / "abacus_interp").rglob("*.py"))
+    allowed = "abacus_interp/evaluation/figures.py:"
+    assert [line for line in offending(library, "plotly", module_level_only=False) if not line.startswith(allowed)] == []
+    assert offending(library, "abacus_interp.evaluation.figures", module_level_only=True) == []
+
+
+def test_the_model_core_imports_nothing_else_of_the_library():
+    """No tasks, training, evaluation, experiments or checkpoints under the core: only the
+    core itself and the library's errors."""
+    wrong = [f"{path.relative_to(ROOT)}:{line} imports {module}"
+             for path in sorted(CORE.rglob("*.py"))
+             for line, module in absolute_imports(path)
+             if module.startswith("abacus_interp") and not module.startswith("abacus_interp.core")
+             and module != "abacus_interp.errors"]
+    assert wrong == []

@@ -16,15 +16,15 @@ import torch.nn.functional as F
 from jaxtyping import TypeCheckError, jaxtyped
 
 from abacus_interp import LoopedTransformer, ModelConfig, Vocab, act_name
-from abacus_interp.attention import Attention
-from abacus_interp.positions import (
+from abacus_interp.core.attention import Attention
+from abacus_interp.core.positions import (
     abacus_indices,
     abacus_indices_reference,
     learned_indices,
     sample_offsets,
 )
-from abacus_interp.summary import COMPONENTS
-from abacus_interp.tokens import PAD_ID, left_pad
+from abacus_interp.core.summary import COMPONENTS
+from abacus_interp.core.tokens import PAD_ID, left_pad
 
 ADDITION_VOCAB = Vocab(tuple("0123456789+="))  # the vocabulary of the `tiny_model` fixture
 TOP_LEVEL_HOOKS = ("hook_embed", "hook_pos_embed", "hook_input", "ln_final.hook_normalized")
@@ -675,7 +675,7 @@ def test_run_with_cache_incl_bwd_backpropagates_the_loss_per_loop(tiny_model):
     assert all(g.abs().max() > 0 for g in grads)
     assert not torch.allclose(grads[0], grads[-1])
     # the loss is the mean next-token cross-entropy over real tokens
-    from abacus_interp.scoring import next_token_loss as masked_loss
+    from abacus_interp.core.scoring import next_token_loss as masked_loss
 
     real_next = torch.cat([(tokens != 0)[:, 1:], torch.zeros_like(tokens[:, :1], dtype=torch.bool)], dim=1)
     torch.testing.assert_close(loss, masked_loss(model(tokens), tokens, real_next))

@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from abacus_interp import LoopedTransformer, ModelConfig
-from abacus_interp.positions import abacus_indices, digit_mask, digit_table
+from abacus_interp.core.positions import abacus_indices, digit_mask, digit_table
+from abacus_interp.core.tokens import encode_batch
 from abacus_interp.tasks import get_task
-from abacus_interp.tokens import encode_batch
 
 
 def abacus_indices_before_issue_17(tokens, digit_ids, offset=0):

@@ -355,8 +355,8 @@ def test_answer_token_loss_with_a_residue_readout_matches_a_direct_computation()
     grok-mod113 run's) equals the cross-entropy of the full forward's '=' logits restricted to
     the residue columns, although the loop feeds the model only the prompt "a b =" (the model
     is causal)."""
-    from abacus_interp.model import LoopedTransformer
-    from abacus_interp.scoring import without_eos
+    from abacus_interp.core.model import LoopedTransformer
+    from abacus_interp.core.scoring import without_eos
 
     cfg = _small_grok("train.readout=answer_symbols")
     assert (cfg.train.loss_positions, cfg.train.readout) == ("answer_tokens", "answer_symbols")
@@ -398,7 +398,7 @@ def test_readout_and_loss_position_options_are_validated():
 
 
 def test_restricted_readout_scoring():
-    from abacus_interp.scoring import next_token_loss, score_examples
+    from abacus_interp.core.scoring import next_token_loss, score_examples
 
     logits = torch.randn(2, 3, 6)
     tokens = torch.tensor([[2, 3, 1], [4, 5, 1]])  # answer then EOS (id 1)
@@ -411,7 +411,7 @@ def test_restricted_readout_scoring():
     # evaluation reads out the same way: answer token only, argmax over the residues
     cfg = _small_grok()
     task = cfg.make_task()
-    from abacus_interp.model import LoopedTransformer
+    from abacus_interp.core.model import LoopedTransformer
 
     model = LoopedTransformer(cfg.model)
     examples = task.full_split("test")[:20]
@@ -429,9 +429,9 @@ def test_restricted_readout_scoring():
 def test_evaluation_scores_a_run_the_way_it_was_trained():
     """`run_readout` turns config.json's train section into scoring keywords; the evaluation
     suite then scores a residue-readout run on the answer token only (its EOS never trained)."""
+    from abacus_interp.core.model import LoopedTransformer
+    from abacus_interp.core.scoring import run_readout
     from abacus_interp.evaluation.suite import evaluate
-    from abacus_interp.model import LoopedTransformer
-    from abacus_interp.scoring import run_readout
 
     cfg = _small_grok()
     task = cfg.make_task()

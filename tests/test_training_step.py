@@ -12,8 +12,8 @@ import torch
 from conftest import poison_loss_from
 
 from abacus_interp import checkpoints as ckpt
-from abacus_interp.model import LoopedTransformer
-from abacus_interp.scoring import next_token_loss
+from abacus_interp.core.model import LoopedTransformer
+from abacus_interp.core.scoring import next_token_loss
 from abacus_interp.training import TrainingDiverged, apply_overrides, get_preset, train
 from abacus_interp.training import loop as loop_module
 from abacus_interp.training.data import BatchSource

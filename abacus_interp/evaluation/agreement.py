@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from abacus_interp.scoring import decode_budget
+from abacus_interp.core.scoring import decode_budget
 from abacus_interp.tasks.base import Example
 
 logger = logging.getLogger(__name__)

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from abacus_interp.core.scoring import score_examples
 from abacus_interp.evaluation.cascades import CASCADE_BUCKETS, cascade_bucket, sample_with_cascade
 from abacus_interp.evaluation.common import fits_context, section_rng
-from abacus_interp.scoring import score_examples
 from abacus_interp.tasks.carries import longest_cascade
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from abacus_interp.scoring import Scores
+from abacus_interp.core.scoring import Scores
 from abacus_interp.tasks.base import Example
 
 

@@ -12,8 +12,8 @@ import logging
 import random
 from dataclasses import dataclass, field
 
+from abacus_interp.core.scoring import decode_budget
 from abacus_interp.evaluation.common import fits_context
-from abacus_interp.scoring import decode_budget
 from abacus_interp.tasks.base import Example, random_with_digits
 
 logger = logging.getLogger(__name__)

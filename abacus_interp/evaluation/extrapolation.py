@@ -8,7 +8,7 @@ on two samplers that are not the training one, with the loops each problem used.
   the rest random: the problems a carry has to travel furthest in.
 
 Answers are decoded with the model's default loops (adaptive when `cfg.halt_tol` is set, see
-`abacus_interp.halting`) or a fixed count. The result is a typed table; `format_table`
+`abacus_interp.core.halting`) or a fixed count. The result is a typed table; `format_table`
 prints it with every row's sample size.
 """
 
@@ -18,8 +18,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+from ..core.halting import generate_adaptive, resolve_halting
 from ..errors import UserError
-from ..halting import generate_adaptive, resolve_halting
 from ..tasks.carries import longest_cascade, sample_with_cascade
 from .common import section_rng
 

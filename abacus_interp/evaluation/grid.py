@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from abacus_interp.core.scoring import score_examples
 from abacus_interp.evaluation.common import SectionProgress, mean_or_none, section_rng
-from abacus_interp.scoring import score_examples
 from abacus_interp.tasks.base import Example
 from abacus_interp.tasks.binary_op import BinaryOpTask
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from abacus_interp.core.scoring import Scores, score_examples
 from abacus_interp.evaluation.common import (
     SectionProgress,
     fits_context,
@@ -20,7 +21,6 @@ from abacus_interp.evaluation.common import (
     section_rng,
 )
 from abacus_interp.evaluation.grid import Cell, cell_fits
-from abacus_interp.scoring import Scores, score_examples
 from abacus_interp.tasks.base import Example
 from abacus_interp.tasks.binary_op import BinaryOpTask
 

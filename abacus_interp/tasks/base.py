@@ -15,8 +15,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from abacus_interp.core.tokens import Vocab
 from abacus_interp.errors import UserError
-from abacus_interp.tokens import Vocab
 
 DIGIT_SYMBOLS = "0123456789"
 

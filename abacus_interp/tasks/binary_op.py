@@ -13,6 +13,7 @@ import random
 import re
 from typing import Any, ClassVar
 
+from abacus_interp.core.tokens import Vocab
 from abacus_interp.errors import UserError
 from abacus_interp.tasks.base import (
     DIGIT_SYMBOLS,
@@ -26,7 +27,6 @@ from abacus_interp.tasks.base import (
     reject_negative,
     to_lsd,
 )
-from abacus_interp.tokens import Vocab
 
 # "autoregressive": each answer digit is predicted after reading the previous answer digit,
 # so a carry reaches the next digit through the answer itself, in one pass.

@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from abacus_interp.core.tokens import Vocab
 from abacus_interp.errors import UserError
 from abacus_interp.tasks import expression_grammar as grammar_mod
 from abacus_interp.tasks.base import (
@@ -35,7 +36,6 @@ from abacus_interp.tasks.base import (
     to_lsd,
 )
 from abacus_interp.tasks.expression_grammar import reverse_numbers
-from abacus_interp.tokens import Vocab
 
 PRECEDENCE = {"+": 1, "-": 1, "*": 2}
 LEAF_PROBABILITY = 0.35  # chance a non-root node below max_depth is a number

@@ -15,9 +15,9 @@ import re
 from functools import cached_property
 from typing import Any, ClassVar
 
+from abacus_interp.core.tokens import Vocab
 from abacus_interp.errors import UserError
 from abacus_interp.tasks.base import Example, Task, check_count, check_operand, reject_negative
-from abacus_interp.tokens import Vocab
 
 SPLITS = ("train", "test", "all")
 # "round": round(train_fraction * p^2) training pairs; "floor": int(train_fraction * p^2), as

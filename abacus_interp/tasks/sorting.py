@@ -13,6 +13,7 @@ import re
 import string
 from typing import Any, ClassVar
 
+from abacus_interp.core.tokens import Vocab
 from abacus_interp.errors import UserError
 from abacus_interp.tasks.base import (
     DIGIT_SYMBOLS,
@@ -25,7 +26,6 @@ from abacus_interp.tasks.base import (
     reject_negative,
     to_lsd,
 )
-from abacus_interp.tokens import Vocab
 
 LETTERS = string.ascii_lowercase
 

@@ -9,7 +9,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import ModelConfig
+from ..core.config import ModelConfig
 from ..errors import UserError
 from ..tasks import get_task
 from .decay import WEIGHT_DECAY_RULES

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 import torch
 from jaxtyping import Bool
 
+from ..core.scoring import without_eos
+from ..core.tokens import Batch, encode_batch
 from ..errors import UserError
-from ..scoring import without_eos
-from ..tokens import Batch, encode_batch
 from .config import TrainConfig
 
 

@@ -26,13 +26,14 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from .. import checkpoints as ckpt
-from ..config import ModelConfig
+from ..core.config import ModelConfig
+from ..core.families import build_model
+from ..core.halting import relative_step
+from ..core.positions import sample_offsets
+from ..core.scoring import next_token_loss, score_examples
+from ..core.scoring import readout_ids as scoring_readout_ids
 from ..errors import UserError, check_output_dir
 from ..evaluation.heldout import heldout_sets
-from ..families import build_model
-from ..positions import sample_offsets
-from ..scoring import next_token_loss, score_examples
-from ..scoring import readout_ids as scoring_readout_ids
 from . import distributed as dist_utils
 from .config import RunConfig
 from .data import BatchSource, ShardWeights, scored_positions, shard_rows
@@ -164,12 +165,6 @@ def _states_at(model, inputs, depths: set[int], start=None, index=None) -> dict[
         state = model.run_loops(inputs, range(done, depth), state=state, index=index) if depth > done else state
         states[depth], done = state, depth
     return states
-
-
-def relative_step(state, previous, valid) -> torch.Tensor:
-    """Per-example ||s_t - s_(t-1)|| / ||s_t|| over real positions: zero at a fixed point."""
-    step = ((state - previous) * valid).flatten(1).norm(dim=1)
-    return step / (state * valid).flatten(1).norm(dim=1).clamp_min(1e-6)
 
 
 class DivergenceWatch:

@@ -12,7 +12,7 @@ import json
 import types
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
-from ..config import ModelConfig
+from ..core.config import ModelConfig
 from ..errors import UserError
 from ..tasks import get_task
 from .config import RunConfig, TrainConfig

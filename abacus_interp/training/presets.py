@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..config import ModelConfig
+from ..core.config import ModelConfig
 from ..errors import UserError
 from ..tasks import get_task
 from .config import RunConfig, TrainConfig

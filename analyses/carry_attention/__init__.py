@@ -20,9 +20,9 @@ import time
 import torch
 from tqdm.auto import tqdm
 
+from abacus_interp.core.runtime import torch_threads
 from abacus_interp.errors import UserError
 from abacus_interp.jsonsafe import from_json
-from abacus_interp.runtime import torch_threads
 from analyses.common import resolve
 from analyses.contract import configure
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from abacus_interp.core.model import act_name
+from abacus_interp.core.tokens import PAD_ID
 from abacus_interp.errors import UserError
-from abacus_interp.model import act_name
-from abacus_interp.tokens import PAD_ID
 
 from .labels import SUBTASKS, ProblemSet, slot_names
 from .runner import LoopRunner, trim

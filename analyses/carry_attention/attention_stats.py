@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from abacus_interp.model import act_name
-from abacus_interp.tokens import EOS_ID
+from abacus_interp.core.model import act_name
+from abacus_interp.core.tokens import EOS_ID
 
 from .labels import GROUPS, ProblemSet, slot_names
 

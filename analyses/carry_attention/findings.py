@@ -4,7 +4,7 @@ that was not run or found nothing gets a sentence saying so, so it never silentl
 
 from __future__ import annotations
 
-from abacus_interp.prose import finite, limit, pct
+from analyses.prose import finite, limit, pct
 
 from .result import CarryAttentionResult, Harmful, HeadScore
 

@@ -25,11 +25,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from abacus_interp.core.tokens import encode_batch
 from abacus_interp.errors import UserError
 from abacus_interp.evaluation.cascades import CASCADE_BUCKETS, cascade_bucket, sample_with_cascade
 from abacus_interp.tasks.base import Example
 from abacus_interp.tasks.carries import carry_chain_lengths, carry_in, longest_cascade
-from abacus_interp.tokens import encode_batch
 
 SUBTASKS = ("base_add", "make_carry", "make_sum9", "use_carry", "use_sum9")
 GROUPS = ("all", "no_carry_in", "carry_in", "cascade")

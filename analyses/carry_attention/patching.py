@@ -29,10 +29,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from abacus_interp.core.model import act_name
+from abacus_interp.core.tokens import encode_batch
 from abacus_interp.errors import UserError
-from abacus_interp.model import act_name
 from abacus_interp.tasks.carries import carry_in
-from abacus_interp.tokens import encode_batch
 
 from .labels import balanced_problems, digit_positions
 from .runner import LoopRunner, trim

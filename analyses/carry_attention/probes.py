@@ -18,8 +18,8 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
-from abacus_interp.model import act_name
-from abacus_interp.tokens import PAD_ID
+from abacus_interp.core.model import act_name
+from abacus_interp.core.tokens import PAD_ID
 
 from .labels import ProblemSet
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import torch
 
-from abacus_interp.model import act_name
-from abacus_interp.tokens import PAD_ID
+from abacus_interp.core.model import act_name
+from abacus_interp.core.tokens import PAD_ID
 
 
 def trim(tokens: torch.Tensor, device) -> torch.Tensor:

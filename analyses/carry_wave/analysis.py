@@ -25,11 +25,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from abacus_interp.core.halting import generate_adaptive
+from abacus_interp.core.tokens import encode_batch
 from abacus_interp.errors import UserError
 from abacus_interp.evaluation.common import section_rng
 from abacus_interp.evaluation.extrapolation import ExtrapolationResult, length_extrapolation
 from abacus_interp.evaluation.grid import cell_fits
-from abacus_interp.halting import generate_adaptive
 from abacus_interp.jsonsafe import to_json
 from abacus_interp.tasks.carries import (
     carry_chain_lengths,
@@ -37,7 +38,6 @@ from abacus_interp.tasks.carries import (
     longest_cascade,
     sample_with_cascade,
 )
-from abacus_interp.tokens import encode_batch
 from analyses.common import resolve
 from analyses.contract import configure
 

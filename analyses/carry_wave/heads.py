@@ -28,9 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from abacus_interp.core.model import act_name
+from abacus_interp.core.tokens import encode_batch
 from abacus_interp.errors import UserError
-from abacus_interp.model import act_name
-from abacus_interp.tokens import encode_batch
 
 # (name, kind of key, column offset from the predicted digit)
 KEY_GROUPS: tuple[tuple[str, str, int], ...] = (

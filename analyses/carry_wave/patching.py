@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import torch
 
+from abacus_interp.core.tokens import encode_batch
 from abacus_interp.errors import UserError
-from abacus_interp.tokens import encode_batch
 
 
 @dataclass(frozen=True)

@@ -13,13 +13,13 @@ import torch
 from tqdm.auto import tqdm
 
 from abacus_interp.checkpoints import CheckpointError, load_tensors, read_metrics, read_run_config
-from abacus_interp.config import ModelConfig
+from abacus_interp.core.config import ModelConfig
+from abacus_interp.core.families import build_model
+from abacus_interp.core.scoring import run_readout, score_logits
+from abacus_interp.core.tokens import encode_batch
 from abacus_interp.errors import UserError
-from abacus_interp.families import build_model
 from abacus_interp.jsonsafe import from_json
-from abacus_interp.scoring import run_readout, score_logits
 from abacus_interp.tasks import task_from_config
-from abacus_interp.tokens import encode_batch
 from analyses.contract import configure
 
 from .._alignment import checkpoint_series

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from abacus_interp.prose import first_step_at, limit, num, pct
+from analyses.prose import first_step_at, limit, num, pct
 
 from .result import CheckpointComparison
 

@@ -20,9 +20,9 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from abacus_interp.hooks import hook_name
+from abacus_interp.core.hooks import hook_name
+from abacus_interp.core.tokens import encode_batch
 from abacus_interp.tasks.base import Example
-from abacus_interp.tokens import encode_batch
 
 from .dynamics import SpectrumEstimate, spectrum
 from .problems import CLASSES, class_masks

@@ -5,7 +5,7 @@ and why, so a missing part never silently drops its finding."""
 
 from __future__ import annotations
 
-from abacus_interp.prose import finite, limit, pct
+from analyses.prose import finite, limit, pct
 
 from .result import Behaviour, Contraction, FixedPointSummary, LockIn, PathIndependence
 

@@ -24,9 +24,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from abacus_interp.core.tokens import encode_batch
 from abacus_interp.errors import UserError
 from abacus_interp.tasks import Example
-from abacus_interp.tokens import encode_batch
 
 STARTS = ("noise", "noise_x4", "other")
 

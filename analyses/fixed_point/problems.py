@@ -18,11 +18,11 @@ import torch
 from jaxtyping import Bool
 from torch import Tensor
 
+from abacus_interp.core.tokens import Batch
 from abacus_interp.errors import UserError
 from abacus_interp.evaluation.cascades import sample_with_cascade
 from abacus_interp.tasks.base import Example
 from abacus_interp.tasks.carries import carry_chain_lengths
-from abacus_interp.tokens import Batch
 
 # Disjoint token classes, plus two overlapping views:
 #   operand  digit tokens of the prompt

@@ -9,8 +9,8 @@ from typing import Any
 import torch
 
 from abacus_interp.checkpoints import list_checkpoints, load_tensors, subsample_evenly
+from abacus_interp.core.hooks import hook_name
 from abacus_interp.errors import UserError
-from abacus_interp.hooks import hook_name
 from abacus_interp.jsonsafe import from_json
 
 from ..common import resolve

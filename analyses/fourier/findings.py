@@ -5,7 +5,7 @@ measured gets a sentence saying so instead of silently dropping out."""
 
 from __future__ import annotations
 
-from abacus_interp.prose import limit, num, pct, times
+from analyses.prose import limit, num, pct, times
 
 from .result import Base10Summary, ModularSummary, Paper
 from .summary import half_fall_clause, training_pairs_clause

@@ -25,9 +25,9 @@ from abacus_interp.checkpoints import (
     read_run_config,
     subsample_evenly,
 )
-from abacus_interp.config import ModelConfig
+from abacus_interp.core.config import ModelConfig
+from abacus_interp.core.families import build_model
 from abacus_interp.errors import UserError
-from abacus_interp.families import build_model
 
 from .basis import KEY_THRESHOLD, component_norms, gini, key_frequencies
 from .circuit import (

@@ -3,7 +3,7 @@ typed summary; the short one the report shows is `findings.py`."""
 
 from __future__ import annotations
 
-from abacus_interp.prose import num, times
+from analyses.prose import num, times
 
 from .paper import PAPER, applies, phase_ranges_text
 from .result import Base10Summary, FinalLosses, ModularSummary, Neurons, Phases, RestrictedVsTest

@@ -35,9 +35,9 @@ from typing import Any
 import plotly.io as pio
 from tqdm.auto import tqdm
 
+from abacus_interp.core.runtime import torch_threads as limit_threads
 from abacus_interp.errors import MissingPathError, UserError, check_output_dir
 from abacus_interp.jsonsafe import json_safe
-from abacus_interp.runtime import torch_threads as limit_threads
 
 from . import html as H
 from .sections import SECTIONS, Built, Context, Omitted, ReportSizes, SectionSpec

@@ -5,7 +5,7 @@ sentences in its result's `findings()`, beside its numbers.
 
 from __future__ import annotations
 
-from abacus_interp.prose import finite, first_step_at, limit, num, pct, slope
+from analyses.prose import finite, first_step_at, limit, num, pct, slope
 
 from .result import EdgeCases, Evaluation, ModelCard
 

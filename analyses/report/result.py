@@ -31,7 +31,7 @@ class RunConfigView:
 
 @dataclass(frozen=True)
 class Parameters:
-    """`abacus_interp.summary.parameter_summary`: what the parameters are and what looping buys."""
+    """`abacus_interp.core.summary.parameter_summary`: what the parameters are and what looping buys."""
 
     parameters: dict[str, int]  # by component
     total_parameters: int

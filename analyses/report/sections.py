@@ -20,9 +20,9 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from abacus_interp.core.model_base import ArithmeticModel
 from abacus_interp.errors import MissingPathError
 from abacus_interp.jsonsafe import from_json, json_safe, to_json
-from abacus_interp.model_base import ArithmeticModel
 from analyses.contract import Analysis, RunContext
 from analyses.registry import ANALYSES
 
@@ -114,8 +114,8 @@ def _series(rows: list[dict], key: str) -> tuple[list[int], list[float | None]]:
 
 def build_model_card(ctx: Context) -> Built:
     from abacus_interp.checkpoints import list_checkpoints, read_metrics, read_run_config
-    from abacus_interp.prose import first_step_at
-    from abacus_interp.summary import parameter_summary
+    from abacus_interp.core.summary import parameter_summary
+    from analyses.prose import first_step_at
 
     cfg = ctx.config
     steps = [s for s, _ in list_checkpoints(ctx.run_dir)]
@@ -259,8 +259,8 @@ def report_loops(cfg, cap: int | None = None) -> list[int]:
 
 
 def build_evaluation(ctx: Context) -> Built:
+    from abacus_interp.core.scoring import run_readout
     from abacus_interp.evaluation.suite import evaluate
-    from abacus_interp.scoring import run_readout
 
     cfg = ctx.model.cfg
     kwargs = dict(ctx.sizes.evaluation)
@@ -319,7 +319,7 @@ def _grid_json(directory: Path | None, name: str, command: str, option: str) -> 
 
 
 def build_ablation(ctx: Context) -> Built:
-    from abacus_interp.ablation import ablation_figure
+    from .ablation import ablation_figure
 
     data = _grid_json(ctx.ablation_dir, "ablation.json", "ablate", "ablation")
     rows = [[c["factor"], c["label"], c.get("params"), c.get("train_seconds"),
@@ -331,8 +331,8 @@ def build_ablation(ctx: Context) -> Built:
 
 
 def build_architectures(ctx: Context) -> Built:
-    from abacus_interp.compare_curves import learning_curves_figure
-    from abacus_interp.compare_summary import (
+    from .architectures.curves import learning_curves_figure
+    from .architectures.summary import (
         accuracy_vs_length_figure,
         accuracy_vs_params_figure,
         label,

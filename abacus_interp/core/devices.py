@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from .errors import UserError
+from ..errors import UserError
 
 
 def resolve_device(device: str | torch.device | None = "auto") -> torch.device:

@@ -23,19 +23,19 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from . import checkpoints as ckpt
+from .. import checkpoints as ckpt
+from ..errors import UserError, check_output_dir
 from .compare_eval import CellEvaluation, cell_curve, evaluate_cell
-from .compare_summary import FAMILY_LABELS, findings
-from .errors import UserError, check_output_dir
 
 logger = logging.getLogger(__name__)
 
 SIZES = ("S", "M", "L")
+FAMILIES = ("looped", "gpt", "lstm", "retran")  # the report names them (analyses.report.architectures)
 
 
 @dataclass(frozen=True)
 class Contender:
-    family: str  # a key of FAMILY_LABELS
+    family: str  # one of FAMILIES
     size: str  # one of SIZES
     overrides: tuple[str, ...]  # `--set` edits that make this family at this size
     seed: int = 0  # train.seed; a seed other than 0 is a second run of the same cell
@@ -74,7 +74,7 @@ class ComparisonSpec:
 
     def select(self, sizes: tuple[str, ...] | None = None, families: tuple[str, ...] | None = None,
                cells: tuple[str, ...] | None = None) -> list[Contender]:
-        for what, given, known in (("size", sizes, SIZES), ("family", families, tuple(FAMILY_LABELS)),
+        for what, given, known in (("size", sizes, SIZES), ("family", families, FAMILIES),
                                    ("cell", cells, tuple(c.base_cell for c in self.contenders))):
             unknown = sorted(set(given or ()) - set(known))
             if unknown:
@@ -144,7 +144,7 @@ def _addition() -> ComparisonSpec:
     single = {"model.n_loops": 1, "model.max_loops": 1, "train.progressive": "none", "train.mix_depths": "null",
               "train.step_penalty": "null", "train.init_state_noise": 0.0, "model.input_injection": "none"}
     contenders = []
-    for family in FAMILY_LABELS:
+    for family in FAMILIES:
         for size, width, depth in sizes:
             if family == "looped":
                 edits: dict[str, object] = {"model.n_layers": 1, "model.n_loops": depth, "model.max_loops": 4 * depth,
@@ -184,7 +184,7 @@ def _check_same_config(cell_dir: Path, cfg) -> None:
     """A cell directory counts only if it holds the cell asked for, not one trained with other
     --set values into the same directory; read back through RunConfig, so a field added since
     (at its default) is no difference."""
-    from .training import RunConfig
+    from ..training import RunConfig
 
     saved = RunConfig.from_dict(ckpt.read_run_config(cell_dir)).to_dict()
     if json.loads(json.dumps(saved)) != json.loads(json.dumps(cfg.to_dict())):
@@ -206,15 +206,17 @@ def run_comparison(
     cells: tuple[str, ...] | None = None,
     seed: int = 0,
     inspect_winners: Callable[[ComparisonSpec, Path], object] | None = None,
+    findings: Callable[[dict[str, Any]], list[str]] | None = None,
 ) -> dict[str, Any]:
     """Train (or resume) each selected cell under `out/cells/` at train.seed=`seed` (a seed
     other than 0 writes `cells/<cell>-seed<seed>`), evaluate it, look inside the best looped
     and GPT cells when given `inspect_winners` (the CLI passes the report's,
     `analyses.report.inside.inspect_winners`: the library does not import the report), and
-    write `out/comparison.json` over every evaluated cell there; returns its content. A cell whose training finished is evaluated
-    without training; one already evaluated is only read."""
-    from .training import apply_overrides, get_preset
-    from .training.launch import train_run
+    write `out/comparison.json` over every evaluated cell there (its findings written by
+    `findings`, see `summarise`); returns its content. A cell whose training finished is
+    evaluated without training; one already evaluated is only read."""
+    from ..training import apply_overrides, get_preset
+    from ..training.launch import train_run
 
     out = check_output_dir(out)
     (out / "cells").mkdir(parents=True, exist_ok=True)
@@ -242,7 +244,7 @@ def run_comparison(
         logger.info("comparison cell %s: exact match %.3f", contender.cell, evaluation.exact_match)
     if inspect_winners is not None:
         inspect_winners(spec, out)
-    return summarise(spec, out)
+    return summarise(spec, out, findings=findings)
 
 
 def cell_dirs(spec: ComparisonSpec, out: Path) -> list[tuple[Contender, Path]]:
@@ -270,10 +272,14 @@ def read_evaluation(cell_dir: Path) -> CellEvaluation:
     return evaluation
 
 
-def summarise(spec: ComparisonSpec, out: str | Path) -> dict[str, Any]:
+def summarise(spec: ComparisonSpec, out: str | Path,
+              findings: Callable[[dict[str, Any]], list[str]] | None = None) -> dict[str, Any]:
     """`comparison.json` from the evaluated cells under `out/cells/` (in the spec's order):
     `cells` holds every cell's first run (train.seed 0), `seeds` its runs at other seeds,
-    `inside` what the interpretability sections found in the winners (compare_inside)."""
+    `inside` what the interpretability sections found in the winners (compare_inside), and
+    `findings` what `findings(data)` says of them (the CLI passes the report's,
+    `analyses.report.architectures.findings`: the library writes no sentences); without it
+    they are empty."""
     from .compare_inside import read_inside
 
     out = Path(out)
@@ -286,6 +292,6 @@ def summarise(spec: ComparisonSpec, out: str | Path) -> dict[str, Any]:
         raise UserError(f"{out}/cells has no evaluated cell; run `abacus-interp compare --out {out}` first")
     data = {"spec": asdict(spec), "cells": cells, "seeds": seeds, "inside": [asdict(i) for i in read_inside(out)]}
     data = json.loads(json.dumps(data))  # JSON types (lists, not tuples), as findings and a later reader see them
-    data["findings"] = findings(data)
+    data["findings"] = findings(data) if findings is not None else []
     ckpt.write_json(out / "comparison.json", data)
     return json.loads((out / "comparison.json").read_text())

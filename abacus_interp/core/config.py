@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from .errors import UserError
+from ..errors import UserError
 from .tokens import Vocab
 
 ACTIVATIONS = ("gelu", "relu")

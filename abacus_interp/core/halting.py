@@ -30,9 +30,8 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from .errors import UserError
+from ..errors import UserError
 from .tokens import EOS_ID, PAD_ID
-from .training.loop import relative_step
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +49,12 @@ class AdaptiveDecoding:
     @property
     def convergence_rate(self) -> float:
         return sum(self.converged) / max(1, len(self.converged))
+
+
+def relative_step(state, previous, valid) -> torch.Tensor:
+    """Per-example ||s_t - s_(t-1)|| / ||s_t|| over real positions: zero at a fixed point."""
+    step = ((state - previous) * valid).flatten(1).norm(dim=1)
+    return step / (state * valid).flatten(1).norm(dim=1).clamp_min(1e-6)
 
 
 def resolve_halting(model, n_loops: int | None, tol: float | None) -> tuple[int | None, float | None]:

@@ -29,7 +29,7 @@ from transformer_lens.utilities import Slice, SliceInput
 from ..hooks import act_name, hook_name
 
 if TYPE_CHECKING:
-    from abacus_interp.model import LoopedTransformer
+    from abacus_interp.core.model import LoopedTransformer
 
 _LOOP_KEY = re.compile(r"^loops\.(\d+)\.")
 _UNROLLED_KEY = re.compile(r"^blocks\.(\d+)\.(.+)$")

@@ -1,8 +1,8 @@
 """Learning curves of a comparison against training compute: families at equal FLOPs, which
 curves still rise, and the figure (comparison.json -> sentences and a plotly figure).
 
-A curve is a cell's `curve` (compare_compute.CurvePoint rows): held-out exact match and loss
-per answer token of every in-run evaluation, against training FLOPs.
+A curve is a cell's `curve` (abacus_interp.experiments.compare_compute.CurvePoint rows):
+held-out exact match and loss per answer token of every in-run evaluation, against training FLOPs.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .compare_compute import CurvePoint
-from .compare_summary import FAMILY_COLORS, SIGNIFICANCE, label
+from abacus_interp.experiments.compare_compute import CurvePoint
+
+from .summary import FAMILY_COLORS, SIGNIFICANCE, label
 
 SIZE_SYMBOLS = {"S": "circle", "M": "square", "L": "diamond"}
 LOSS_DROP = 0.05  # a held-out loss still falling by more than 5% over the last quarter of the steps is rising

@@ -1,10 +1,10 @@
 """Inside the winners: what the project's interpretability sections say about the best looped
 and the best GPT cell of a comparison.
 
-This module holds what the comparison reads: which cells are the winners, the stored
-findings (`out/inside.json`) and their sentences. Producing them runs the report's sections,
-which the library may not import, so that half lives in `analyses.report.inside` and the CLI
-hands it to `run_comparison`.
+This module holds what the comparison reads: which cells are the winners and the stored
+findings (`out/inside.json`). Producing them runs the report's sections, which the library
+may not import, so that half lives in `analyses.report.inside` (with the sentences the
+comparison's findings make of them) and the CLI hands it to `run_comparison`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import checkpoints as ckpt
+from .. import checkpoints as ckpt
 
 logger = logging.getLogger(__name__)
 
@@ -61,18 +61,3 @@ def read_inside(out: Path) -> list[InsideFinding]:
     if not path.exists():
         return []
     return [InsideFinding(**{**row, "findings": tuple(row["findings"])}) for row in json.loads(path.read_text())]
-
-
-def inside_sentences(rows: list[dict]) -> list[str]:
-    """comparison.json's `inside` rows -> one sentence per (winner, section)."""
-    out = []
-    for f in (InsideFinding(**{**row, "findings": tuple(row["findings"])}) for row in rows):
-        who = f"the best {'looped' if f.family == 'looped' else 'GPT'} cell, {f.cell}"
-        if f.status == "ok":
-            stated = " ".join(f.findings) if f.findings else "the section ran and stated no finding."
-            out.append(f"Inside {who} ({f.title}): {stated}")
-        elif f.status == "omitted":
-            out.append(f"{f.title} cannot run for {who}: {f.reason.rstrip('.')}.")
-        else:
-            out.append(f"{f.title} failed for {who} ({f.reason}); see {f.report}.")
-    return out

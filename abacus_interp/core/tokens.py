@@ -16,7 +16,7 @@ import torch
 from jaxtyping import Bool, Int
 from torch import Tensor
 
-from .errors import UserError
+from ..errors import UserError
 
 PAD = "<pad>"
 EOS = "<eos>"

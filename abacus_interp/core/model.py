@@ -26,10 +26,12 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor, nn
 from transformer_lens.hook_points import HookPoint
 
+from ..errors import UserError
 from .attention import Attention, AttentionContext, AttentionHooks, KVEntry
 from .config import ModelConfig
-from .errors import UserError
-from .hooks import act_name as act_name  # re-exported: `from abacus_interp.model import act_name`
+from .hooks import (
+    act_name as act_name,  # re-exported: `from abacus_interp.core.model import act_name`
+)
 from .model_base import ArithmeticModel, LayerNorm
 
 logger = logging.getLogger(__name__)

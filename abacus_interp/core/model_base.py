@@ -26,9 +26,9 @@ from torch import Tensor, nn
 from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
+from ..errors import UserError
 from .attention import bias_or_zero
 from .config import ModelConfig
-from .errors import UserError
 from .positions import abacus_indices, digit_table, learned_indices
 from .scoring import next_token_loss
 from .tokens import PAD_ID

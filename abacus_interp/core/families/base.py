@@ -19,8 +19,8 @@ from jaxtyping import Bool, Float
 from torch import Tensor
 from transformer_lens import ActivationCache
 
+from ...errors import UserError
 from ..config import ModelConfig
-from ..errors import UserError
 from ..model_base import ArithmeticModel
 
 # One cache entry per layer; what an entry holds is the family's business (LSTM: the last

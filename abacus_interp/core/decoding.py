@@ -17,7 +17,7 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from .errors import UserError
+from ..errors import UserError
 from .tokens import EOS_ID, PAD_ID, left_pad
 
 

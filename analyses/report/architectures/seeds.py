@@ -7,7 +7,7 @@ from collections import defaultdict
 from itertools import combinations
 from typing import Any
 
-from .compare_summary import label
+from .summary import label
 
 
 def runs_by_cell(data: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:

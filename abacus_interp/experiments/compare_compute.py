@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from .config import ModelConfig
+from ..core.config import ModelConfig
 
 BACKWARD_FACTOR = 3  # forward + backward = 3x forward: the backward pass is two matmuls per forward one
 

@@ -15,11 +15,11 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from . import checkpoints as ckpt
+from .. import checkpoints as ckpt
+from ..core.scoring import score_examples
+from ..errors import UserError
+from ..tasks.carries import sample_with_cascade
 from .compare_compute import CellCompute, CurvePoint, cell_compute, learning_curve, mean_context
-from .errors import UserError
-from .scoring import score_examples
-from .tasks.carries import sample_with_cascade
 
 UNIFORM = "uniform"  # the task's own sampler, as training draws problems
 CARRY_BALANCED = "carry-balanced"  # longest carry chain uniform in 0..digits (tasks.carries)
@@ -133,7 +133,7 @@ def heldout_size(config: dict[str, Any], task) -> int:
 
 def cell_curve(cell_dir: Path, params: int) -> tuple[CellCompute, tuple[CurvePoint, ...]]:
     """The compute and learning curve of a trained cell, from its config.json and metrics.jsonl."""
-    from .tasks import task_from_config
+    from ..tasks import task_from_config
 
     config = ckpt.read_run_config(cell_dir)
     task = task_from_config(config["task"])

@@ -12,7 +12,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
-FAMILY_LABELS = {"looped": "Looped", "gpt": "GPT", "lstm": "LSTM", "retran": "ReTran"}
+FAMILY_LABELS = {"looped": "Looped", "gpt": "GPT", "lstm": "LSTM", "retran": "ReTran"}  # compare.FAMILIES
 FAMILY_COLORS = {family: qualitative.Plotly[i] for i, family in enumerate(FAMILY_LABELS)}
 SIZE_DASH = {"S": "solid", "M": "dash", "L": "dot"}
 COMPARABLE_PARAMS = 1.5  # two cells within this ratio of parameters count as equal-sized
@@ -62,8 +62,8 @@ def clearly_more_accurate(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 
 def gap_se(a: dict[str, Any], b: dict[str, Any]) -> float:
-    """a's exact match minus b's in standard errors of the difference (compare_curves.gap_in_se)."""
-    from .compare_curves import gap_in_se
+    """a's exact match minus b's in standard errors of the difference (curves.gap_in_se)."""
+    from .curves import gap_in_se
 
     return gap_in_se(a["exact_match"], a["n_test"], b["exact_match"], b["n_test"])
 
@@ -103,11 +103,11 @@ def equal_parameter_sentences(cells: list[dict[str, Any]]) -> list[str]:
 
 def findings(data: dict[str, Any]) -> list[str]:
     """Every sentence of a comparison: accuracy and loss, at equal parameters, at equal compute
-    (compare_curves), by length, over seeds (compare_seeds) and inside the winners
-    (compare_inside). `data` is comparison.json's content."""
-    from .compare_curves import equal_compute_sentences, reach_sentences, rising_sentences
-    from .compare_inside import inside_sentences
-    from .compare_seeds import seed_sentences
+    (curves), by length, over seeds (seeds) and inside the winners
+    (analyses.report.inside). `data` is comparison.json's content."""
+    from ..inside import inside_sentences
+    from .curves import equal_compute_sentences, reach_sentences, rising_sentences
+    from .seeds import seed_sentences
 
     cells = data["cells"]
     if not cells:

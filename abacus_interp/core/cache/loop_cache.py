@@ -1,6 +1,6 @@
 """`LoopActivationCache`: what `LoopedTransformer.run_with_cache` returns.
 
-The methods live in the layers it is built from (see `abacus_interp.cache`); this module
+The methods live in the layers it is built from (see `abacus_interp.core.cache`); this module
 only puts them together under the public name.
 """
 
@@ -11,7 +11,7 @@ from .components import HeadsAndNeurons
 
 class LoopActivationCache(HeadsAndNeurons):
     """TransformerLens' ActivationCache for a `LoopedTransformer` run; see the docstring of
-    `abacus_interp.cache`.
+    `abacus_interp.core.cache`.
 
     `n_loops` is how many loops the run used (`run_with_cache` passes it; otherwise it is read
     off the cached names)."""

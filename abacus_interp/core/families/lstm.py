@@ -31,8 +31,8 @@ from jaxtyping import Bool, Float
 from torch import Tensor, nn
 from transformer_lens.hook_points import HookPoint
 
+from ...errors import UserError
 from ..config import ModelConfig
-from ..errors import UserError
 from .base import SinglePassModel
 
 LSTMState = tuple[Tensor, Tensor]  # (hidden, cell), each [batch d_hidden]
