@@ -1,4 +1,4 @@
-"""Model families beside the looped transformer (abacus_interp/families): each builds from
+"""Model families beside the looped transformer (abacus_interp/core/families): each builds from
 its config, trains with the project's `train` on the expressions task with its loss falling,
 reloads with `load_model` to identical logits, decodes the same with and without a cache,
 and caches hooks that differ per layer and per time step.

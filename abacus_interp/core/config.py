@@ -23,7 +23,7 @@ FAMILIES = ("looped", "lstm", "retran")
 @dataclass(frozen=True)
 class ModelConfig:
     vocab: Vocab
-    # Which architecture (abacus_interp/families): "looped" (LoopedTransformer; with n_loops=1
+    # Which architecture (abacus_interp/core/families): "looped" (LoopedTransformer; with n_loops=1
     # it is a plain GPT-style transformer), "lstm" (token embedding, n_layers stacked LSTM
     # layers of width d_model, unembedding) or "retran" (per layer: causal self-attention,
     # then an LSTM over positions, each pre-LN with a residual). The recurrent families run

@@ -217,7 +217,7 @@ class LoopedTransformer(ArithmeticModel):
 
     def run_with_cache(self, *model_args, remove_batch_dim: bool = False, return_cache_object: bool = True, **kwargs):
         """TransformerLens' run_with_cache (names_filter, device, remove_batch_dim, incl_bwd,
-        ...); the cache is a loop-aware `LoopActivationCache` (see abacus_interp/cache/), or the plain
+        ...); the cache is a loop-aware `LoopActivationCache` (see abacus_interp/core/cache/), or the plain
         dict with return_cache_object=False."""
         out, cache_dict = super().run_with_cache(*model_args, remove_batch_dim=remove_batch_dim, **kwargs)
         if not return_cache_object:

@@ -1,10 +1,10 @@
 """Model families beside the looped transformer, selected by `ModelConfig.family`.
 
-    looped   LoopedTransformer (abacus_interp/model.py); with n_loops=1 a GPT-style model
+    looped   LoopedTransformer (abacus_interp/core/model.py); with n_loops=1 a GPT-style model
     lstm     LSTMModel: embedding, stacked LSTM layers, unembedding (lstm.py)
     retran   ReTranModel: per layer attention then an LSTM over positions (retran.py)
 
-Every family derives from `ArithmeticModel` (abacus_interp/model_base.py): the interface the
+Every family derives from `ArithmeticModel` (abacus_interp/core/model_base.py): the interface the
 training loop, `load_model`, scoring, decoding and the analyses use (embed / run_loops /
 unembed / forward / generate), with `is_looped` saying whether there is a loop over depth.
 """
