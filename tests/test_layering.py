@@ -110,3 +110,9 @@ def test_the_model_core_imports_nothing_else_of_the_library():
              if module.startswith("abacus_interp") and not module.startswith("abacus_interp.core")
              and module != "abacus_interp.errors"]
     assert wrong == []
+
+
+def test_every_library_folder_is_a_package():
+    """setuptools' find_packages ships only folders with an __init__.py."""
+    folders = {p.parent for p in (ROOT / "abacus_interp").rglob("*.py")} | {p.parent for p in (ROOT / "analyses").rglob("*.py")}
+    assert sorted(str(f.relative_to(ROOT)) for f in folders if not (f / "__init__.py").exists()) == []

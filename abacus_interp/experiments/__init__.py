@@ -1,0 +1,13 @@
+"""Experiment drivers: one real training run per cell, each evaluated and stored beside its run,
+resumable (a finished directory is only read).
+
+    ablation         one factor of a recipe at a time; exact match against operand length
+    compare          one run per model family and size; accuracy against parameters, length and compute
+    compare_eval     how a comparison cell is evaluated (held-out problems, by length, carry-balanced)
+    compare_compute  training FLOPs and the learning curve of a cell
+    compare_inside   which cells are a comparison's winners, and what was found inside them
+
+Their findings (sentences) and figures are the report's (`analyses.report.ablation`,
+`analyses.report.architectures`); the CLI hands the findings writers to `run_ablation` and
+`run_comparison`.
+"""
