@@ -68,6 +68,11 @@ def test_comparison_trains_each_cell_once_and_evaluates_by_length(tmp_path):
     changed = dataclasses.replace(spec, base=(*spec.base, "train.lr=1e-4"))
     with pytest.raises(ValueError, match="other settings"):
         run_comparison(changed, tmp_path / "cmp", families=("looped",), progress=False)
+    # ... but one trained in another number of processes is the same cell (the shipped
+    # expr-compare cells ran in one process, the preset now asks for two)
+    other_processes = dataclasses.replace(spec, base=(*spec.base, "train.processes=2"))
+    assert run_comparison(other_processes, tmp_path / "cmp", families=("looped",), progress=False,
+                          findings=findings)["cells"][:2] == data["cells"]
 
     # the report shows it as a section: the table, both figures and the findings
     from analyses.report import ReportSizes, build_report, load_report_json

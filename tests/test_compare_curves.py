@@ -164,9 +164,20 @@ def test_seed_findings_use_both_seeds_and_say_whether_an_order_holds():
     lines = seed_sentences(data)
     assert lines[0] == ("Looped-M over seeds 0, 1: exact match 90.0%, 70.0% (mean 80.0%, spread 20.0 points); "
                         "loss 1.000, 1.000.")
-    assert ("The order of Looped-M and GPT-M does not hold across seeds (seed 0: 90.0% vs 80.0%; "
-            "seed 1: 70.0% vs 85.0%).") in lines
-    assert "Looped-M is ahead of LSTM-M on every seed (seed 0: 90.0% vs 30.0%; seed 1: 70.0% vs 10.0%)." in lines
-    assert "GPT-M is ahead of LSTM-M on every seed (seed 0: 80.0% vs 30.0%; seed 1: 85.0% vs 10.0%)." in lines
+    # gaps in standard errors of two proportions over 1,000 problems each, e.g. seed 0 of
+    # Looped-M vs GPT-M: 0.1 / sqrt((0.9 * 0.1 + 0.8 * 0.2) / 1000) = 6.3
+    assert ("The order of Looped-M and GPT-M does not hold across seeds (seed 0: 90.0% vs 80.0%, 6.3 SE; "
+            "seed 1: 70.0% vs 85.0%, -8.2 SE).") in lines
+    assert ("Looped-M is ahead of LSTM-M on every seed, by more than 2 standard errors on each "
+            "(seed 0: 90.0% vs 30.0%, 34.6 SE; seed 1: 70.0% vs 10.0%, 34.6 SE).") in lines
+    assert ("GPT-M is ahead of LSTM-M on every seed, by more than 2 standard errors on each "
+            "(seed 0: 80.0% vs 30.0%, 26.0 SE; seed 1: 85.0% vs 10.0%, 50.9 SE).") in lines
+    # the leader is named first with its numbers first, even when it is the second cell listed;
+    # a gap within 2 standard errors on one seed is no clear order
+    close = {"cells": [cell("looped", "S", None, em=0.5), cell("gpt", "S", None, em=0.9)],
+             "seeds": [cell("looped", "S", None, em=0.60, seed=1), cell("gpt", "S", None, em=0.61, seed=1)]}
+    assert seed_sentences(close)[-1] == (
+        "GPT-S is ahead of Looped-S on every seed, but by less than 2 standard errors on seed 1: not a clear "
+        "order (seed 0: 90.0% vs 50.0%, 21.7 SE; seed 1: 61.0% vs 60.0%, 0.5 SE).")
     # a cell with one seed is not summarised over seeds
     assert seed_sentences({"cells": data["cells"], "seeds": []}) == []

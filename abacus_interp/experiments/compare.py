@@ -180,14 +180,25 @@ def get_spec(name: str) -> ComparisonSpec:
     return SPECS[name]()
 
 
+# How a run was executed, not what it trained: a cell trained in one process is the same cell
+# as one trained in two (the same batches, up to the order of floating-point sums).
+EXECUTION_FIELDS = ("processes",)
+
+
 def _check_same_config(cell_dir: Path, cfg) -> None:
     """A cell directory counts only if it holds the cell asked for, not one trained with other
     --set values into the same directory; read back through RunConfig, so a field added since
-    (at its default) is no difference."""
+    (at its default) is no difference, and EXECUTION_FIELDS are no difference either."""
     from ..training import RunConfig
 
+    def trained(config: dict) -> dict:
+        config = json.loads(json.dumps(config))
+        for name in EXECUTION_FIELDS:
+            config["train"].pop(name, None)
+        return config
+
     saved = RunConfig.from_dict(ckpt.read_run_config(cell_dir)).to_dict()
-    if json.loads(json.dumps(saved)) != json.loads(json.dumps(cfg.to_dict())):
+    if trained(saved) != trained(cfg.to_dict()):
         raise UserError(f"{cell_dir} was trained with other settings than this comparison asks for; "
                          "pass the same --set values, or choose a new --out")
 
