@@ -4,15 +4,25 @@ the winners are looked inside."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
+import shutil
 import statistics
+import tempfile
+from pathlib import Path
 
 import pytest
 
 from abacus_interp import checkpoints as ckpt
 from abacus_interp.core.scoring import score_examples
-from abacus_interp.experiments.compare import ComparisonSpec, Contender, get_spec, run_comparison
+from abacus_interp.experiments.compare import (
+    ComparisonSpec,
+    Contender,
+    get_spec,
+    run_comparison,
+    summarise,
+)
 from abacus_interp.experiments.compare_eval import carry_balanced, evaluate_cell
 from abacus_interp.tasks.carries import longest_cascade
 from abacus_interp.training import apply_overrides, get_preset
@@ -130,3 +140,28 @@ def test_carry_balanced_problems_spread_their_longest_chain():
     assert set(chains) == set(range(0, 6))  # every chain length 0..5 in 1-5 digit operands
     assert statistics.mean(chains) > statistics.mean(longest_cascade(*e.operands) for e in uniform) + 0.5
     assert all(len(str(a)) == len(str(b)) for a, b in (e.operands for e in balanced))
+
+
+SHIPPED = Path(__file__).resolve().parents[1] / "checkpoints" / "add-compare"
+
+
+@pytest.mark.skipif(not (SHIPPED / "comparison.json").exists(), reason="checkpoints/add-compare is not here")
+def test_shipped_addition_comparison_is_what_the_command_writes_and_its_weights_score_it():
+    shipped = json.loads((SHIPPED / "comparison.json").read_text())
+    cells = {c["cell"]: c for c in shipped["cells"]}
+    assert set(cells) == {f"{f}-{s}" for f in ("looped", "gpt", "lstm", "retran") for s in ("s", "m")}
+    assert {c["cell"] for c in shipped["seeds"]} == {"looped-s-seed1", "looped-m-seed1", "gpt-s-seed1", "gpt-m-seed1"}
+    # the issue's bar: the best cell at >= 90% held-out exact match (1,000 uniform problems)
+    assert max(c["exact_match"] for c in cells.values()) >= 0.9 and cells["gpt-m"]["n_test"] == 1000
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copytree(SHIPPED / "cells", Path(tmp) / "cells", ignore=shutil.ignore_patterns("*.safetensors"))
+        shutil.copy(SHIPPED / "inside.json", Path(tmp) / "inside.json")
+        assert summarise(get_spec("addition"), tmp, findings=findings) == shipped
+    # the stored exact match of the best looped cell is what its weights score on the same
+    # seeded 1,000 problems
+    spec = get_spec("addition")
+    model = ckpt.load_model(SHIPPED / "cells" / "looped-m", device="cpu")
+    task = apply_overrides(get_preset(spec.preset), [*spec.base, *spec.select(cells=("looped-m",))[0].edits]).make_task()
+    again = evaluate_cell(model, task, dataclasses.replace(spec, lengths=(5,)))
+    assert again.exact_match == cells["looped-m"]["exact_match"]
+    assert again.exact_match_by_length == [cells["looped-m"]["exact_match_by_length"][4]]
