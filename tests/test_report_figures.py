@@ -205,8 +205,7 @@ def test_attention_pattern_title_is_in_the_usual_order_and_the_axes_say_theirs()
 def test_the_architectures_table_is_compact_and_scrolls_in_its_own_box():
     built = build_architectures(SimpleNamespace(architectures_dir=SHIPPED / "expr-compare"))
     header = re.search(r"<tr>(.*?)</tr>", built.tables).group(1)
-    # model, params, train FLOPs/token, train FLOPs, steps, train s, loss, exact, then lengths 8..40
-    assert header.count("<th>") == 8 + 33
+    assert header.count("<th>") == 6 + 33  # model ... exact, then lengths 8..40
     assert built.tables.startswith('<div class="table-scroll"><table class="compact">')
     assert built.tables.endswith("</table></div>")
     css = H.PAGE_CSS

@@ -342,18 +342,29 @@ def build_architectures(ctx: Context) -> Built:
     lengths = data["cells"][0]["lengths"]
     cells = [*data["cells"], *data["seeds"]]
 
-    def flops(cell: dict[str, Any]) -> list[str]:
-        compute, curve = cell["compute"], cell["curve"]
-        return ["-" if compute is None else f"{compute['train_flops_per_token']:.3g}",
-                f"{curve[-1]['train_flops']:.2g}" if curve else "-"]
+    def name(cell: dict[str, Any]) -> str:
+        return label(cell) + (f" seed {cell['seed']}" if cell["seed"] else "")
 
-    rows = [[label(c) + (f" seed {c['seed']}" if c["seed"] else ""), f"{c['params']:,}", *flops(c), c["steps"],
-             c["train_seconds"], f"{c['loss']:.3f}", f"{100 * c['exact_match']:.1f}%",
+    def pct(x: float | None) -> str:
+        return "-" if x is None else f"{100 * x:.1f}%"
+
+    rows = [[name(c), f"{c['params']:,}", c["steps"], c["train_seconds"], f"{c['loss']:.3f}", pct(c["exact_match"]),
              *("-" if e is None else f"{100 * e:.0f}" for e in c["exact_match_by_length"])] for c in cells]
-    table = H.grid_table(["model", "params", "train FLOPs/token", "train FLOPs", "steps", "train s", "loss", "exact",
-                          *map(str, lengths)], rows,
-                         caption=f"Held-out exact match overall and by problem length ({data['spec']['length_unit']}), "
-                                 f"% ({data['spec']['description']})")
+    accuracy = H.grid_table(["model", "params", "steps", "train s", "loss", "exact", *map(str, lengths)], rows,
+                            caption=f"Held-out exact match overall and by problem length ({data['spec']['length_unit']}), "
+                                    f"% ({data['spec']['description']})")
+    # a table of its own: beside the one column per length the accuracy table would not fit the page
+    compute_rows = [[name(c), f"{c['params']:,}",
+                     "-" if c["compute"] is None else f"{c['compute']['layer_applications_per_step']:.1f}",
+                     "-" if c["compute"] is None else f"{c['compute']['train_flops_per_token']:.3g}",
+                     f"{c['curve'][-1]['train_flops']:.2g}" if c["curve"] else "-",
+                     pct(c["exact_match"]), pct(c["exact_match_carry_balanced"])] for c in cells]
+    compute = H.grid_table(["model", "params", "layer applications per step", "train FLOPs/token", "train FLOPs",
+                            "exact (uniform)", "exact (carry-balanced)"], compute_rows,
+                           caption="Training compute (forward and backward, 3x the forward matmul FLOPs) and held-out "
+                                   "exact match on the task's own sampler and on carry-balanced problems "
+                                   "('-' where the task has no carries)")
+    table = accuracy + compute
     figures = {"accuracy_vs_params": accuracy_vs_params_figure(data), "accuracy_vs_length": accuracy_vs_length_figure(data),
                "learning_curves": learning_curves_figure(data)}
     return Built(data=data, figures=figures, tables=table, findings=list(data["findings"]))
