@@ -5,9 +5,16 @@ An analysis is registered once in `analyses/registry.py` and declares:
 - `key` and `title`: its report section;
 - `Config`: a frozen dataclass of its sizes, defaulting to the report's, with `quick()`
   giving the tiny sizes tests use;
+- `requires`: the keys of the analyses whose results it cannot run without; the report runs
+  those first and skips this one, naming the requirement, when one of them did not run;
+- `uses`: the keys of the analyses whose results it reads when they ran (and does without
+  when they did not); the report runs those first too;
 - `skip_reason(run)`: None when it applies to the run, else the sentence that says why not;
-- `run(run, config)`: a result with `to_dict()` (JSON-safe numbers), `figures()` (plotly
-  figures, never shown) and `findings()` (a few sentences, written beside the numbers).
+- `run(run, config, needs)`: a result with `to_dict()` (JSON-safe numbers), `figures()`
+  (plotly figures, never shown) and `findings()` (a few sentences, written beside the
+  numbers). `needs` maps the key of each analysis in `requires` (always there) and `uses`
+  (there when it ran) to its result: results pass from one analysis to another only this way,
+  never through the run context, which is frozen.
 
 The analysis's own `run(model_or_run, ..., config=None, **overrides)` (what a notebook calls)
 takes the same config: without one it runs the config's defaults, the report's numbers, and a
@@ -18,7 +25,8 @@ keyword naming a field overrides that field (`run(model, config=Config.quick(), 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -31,18 +39,19 @@ from abacus_interp.tasks.base import Task
 C = TypeVar("C")
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunContext:
-    """One trained run as the analyses see it."""
+    """One trained run as the analyses see it, with the options the report was given. Frozen:
+    what one analysis finds reaches another through `needs`, where the order is declared."""
 
     run_dir: Path
     model: ArithmeticModel  # loaded from run_dir
     task: Task
     compare_dir: Path | None = None  # a second run to compare with, if any
     seed: int = 0
-    # steps where the representation changed fastest; checkpoint_compare finds them and
-    # embedding_evolution marks them on its curves (it runs later in the registry)
-    change_steps: list[int] = field(default_factory=list)
+    run_config: dict[str, Any] | None = None  # the run's config.json, as the report read it
+    ablation_dir: Path | None = None  # written by `abacus-interp ablate`, if given
+    architectures_dir: Path | None = None  # written by `abacus-interp compare`, if given
 
     @property
     def n_checkpoints(self) -> int:
@@ -73,10 +82,12 @@ class Analysis(Protocol):
     key: str
     title: str
     Config: type
+    requires: tuple[str, ...]
+    uses: tuple[str, ...]
 
     def skip_reason(self, run: RunContext) -> str | None: ...
 
-    def run(self, run: RunContext, config: Any) -> Result: ...
+    def run(self, run: RunContext, config: Any, needs: Mapping[str, Result]) -> Result: ...
 
 
 def configure(config_type: type[C], config: C | None, overrides: dict[str, Any], where: str) -> C:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import math
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,7 +40,7 @@ from abacus_interp.checkpoints import CheckpointError, read_run_config
 from abacus_interp.core.config import ModelConfig
 from abacus_interp.errors import UserError
 from abacus_interp.jsonsafe import to_json
-from analyses.contract import RunContext, configure
+from analyses.contract import Result, RunContext, configure
 from analyses.prose import limit, num, pct
 
 from ._alignment import (
@@ -375,14 +375,21 @@ class EmbeddingEvolutionAnalysis:
     key = "embedding_evolution"
     title = "Embedding evolution"
     Config = EmbeddingEvolutionConfig
+    requires: tuple[str, ...] = ()
+    # its curves mark the steps where checkpoint_compare saw the representation change fastest;
+    # without that result (a single-pass model, or the section not requested) they go unmarked
+    uses: tuple[str, ...] = ("checkpoint_compare",)
 
     def skip_reason(self, ctx: RunContext) -> str | None:
         if ctx.n_checkpoints < 2:
             return "the run has a single checkpoint; evolution needs at least two"
         return None
 
-    def run(self, ctx: RunContext, config: EmbeddingEvolutionConfig) -> EmbeddingEvolution:
-        return run(ctx.run_dir, config=config, mark_steps=ctx.change_steps or None, progress=False)
+    def run(self, ctx: RunContext, config: EmbeddingEvolutionConfig,
+            needs: Mapping[str, Result]) -> EmbeddingEvolution:
+        compared = needs.get("checkpoint_compare")
+        change_steps = list(compared.change_steps) if compared is not None else []
+        return run(ctx.run_dir, config=config, mark_steps=change_steps or None, progress=False)
 
 
 ANALYSIS = EmbeddingEvolutionAnalysis()

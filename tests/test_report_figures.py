@@ -31,7 +31,7 @@ from analyses.fourier.figures import mark_phases, neuron_fourier_figure
 from analyses.fourier.progress import curves_for_phases, phases_from
 from analyses.fourier.result import Phases
 from analyses.report import html as H
-from analyses.report.sections import build_architectures
+from analyses.report.grids import build_architectures
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "checkpoints"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from analyses.contract import RunContext
+from collections.abc import Mapping
+
+from analyses.contract import Result, RunContext
 
 from . import run as run_carry_attention
 from .config import CarryAttentionConfig
@@ -13,13 +15,15 @@ class CarryAttentionAnalysis:
     key = "carry_attention"
     title = "Carry attention"
     Config = CarryAttentionConfig
+    requires: tuple[str, ...] = ()
+    uses: tuple[str, ...] = ()
 
     def skip_reason(self, run: RunContext) -> str | None:
         if not run.task.has_carries:
             return f"carry attention is defined for multi-digit addition; this run's task is {run.task.name}"
         return None
 
-    def run(self, run: RunContext, config: CarryAttentionConfig) -> CarryAttentionResult:
+    def run(self, run: RunContext, config: CarryAttentionConfig, needs: Mapping[str, Result]) -> CarryAttentionResult:
         return run_carry_attention(run.model, task=run.task, config=config, seed=run.seed, progress=False)
 
 

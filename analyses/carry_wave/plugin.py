@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from analyses.contract import RunContext
+from collections.abc import Mapping
+
+from analyses.contract import Result, RunContext
 
 from .analysis import CarryWaveResult, far_length_reason
 from .analysis import run as run_carry_wave
@@ -13,6 +15,8 @@ class CarryWaveAnalysis:
     key = "carry_wave"
     title = "Extrapolation by looping: the carry wave"
     Config = CarryWaveConfig
+    requires: tuple[str, ...] = ()
+    uses: tuple[str, ...] = ()
 
     def skip_reason(self, run: RunContext) -> str | None:
         cfg = run.model.cfg
@@ -23,7 +27,7 @@ class CarryWaveAnalysis:
                     "this model writes its answer token by token, so carries travel through its own answer")
         return far_length_reason(run.model, run.task, CarryWaveConfig.far_multiple)
 
-    def run(self, run: RunContext, config: CarryWaveConfig) -> CarryWaveResult:
+    def run(self, run: RunContext, config: CarryWaveConfig, needs: Mapping[str, Result]) -> CarryWaveResult:
         horizon = min(config.horizon, run.model.cfg.max_loops)
         return run_carry_wave(run.model, run.task, config=config, horizon=horizon, seed=run.seed)
 

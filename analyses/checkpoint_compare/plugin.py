@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 from abacus_interp.checkpoints import read_run_config
-from analyses.contract import RunContext
+from analyses.contract import Result, RunContext
 
 from .analysis import run
 from .config import CheckpointCompareConfig
@@ -16,6 +17,8 @@ class CheckpointCompareAnalysis:
     key = "checkpoint_compare"
     title = "Checkpoint comparison"
     Config = CheckpointCompareConfig
+    requires: tuple[str, ...] = ()
+    uses: tuple[str, ...] = ()
 
     def skip_reason(self, ctx: RunContext) -> str | None:
         if not ctx.model.is_looped:
@@ -25,7 +28,7 @@ class CheckpointCompareAnalysis:
             return "the run has a single checkpoint; comparison needs at least two"
         return None
 
-    def run(self, ctx: RunContext, config: CheckpointCompareConfig) -> CheckpointComparison:
+    def run(self, ctx: RunContext, config: CheckpointCompareConfig, needs: Mapping[str, Result]) -> CheckpointComparison:
         run_b, skipped = ctx.compare_dir, None
         if run_b is not None:
             other = read_run_config(run_b)
@@ -37,7 +40,6 @@ class CheckpointCompareAnalysis:
                      progress=False)
         if skipped:
             result = dataclasses.replace(result, compare_skipped=skipped, notes=(*result.notes, skipped))
-        ctx.change_steps = list(result.change_steps)
         return result
 
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
-from analyses.contract import RunContext
+from analyses.contract import Result, RunContext
 
 from .analysis import FixedPointResult, default_horizon
 from .analysis import run as run_fixed_point
@@ -15,6 +16,8 @@ class FixedPointAnalysis:
     key = "fixed_point"
     title = "Fixed-point convergence"
     Config = FixedPointConfig
+    requires: tuple[str, ...] = ()
+    uses: tuple[str, ...] = ()
 
     def skip_reason(self, run: RunContext) -> str | None:
         if not run.model.is_looped:
@@ -30,7 +33,7 @@ class FixedPointAnalysis:
                     "so no fixed point to find and no loop for a digit to lock in by")
         return None
 
-    def run(self, run: RunContext, config: FixedPointConfig) -> FixedPointResult:
+    def run(self, run: RunContext, config: FixedPointConfig, needs: Mapping[str, Result]) -> FixedPointResult:
         result = run_fixed_point(run.model, config=config, task=run.task, seed=run.seed, progress=False)
         # the report keeps the summary, not every problem's arrays
         return dataclasses.replace(result, per_example_in_dict=False)

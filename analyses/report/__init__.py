@@ -38,9 +38,11 @@ from tqdm.auto import tqdm
 from abacus_interp.core.runtime import torch_threads as limit_threads
 from abacus_interp.errors import MissingPathError, UserError, check_output_dir
 from abacus_interp.jsonsafe import json_safe
+from analyses.contract import Analysis, Result
+from analyses.registry import dependency_order
 
 from . import html as H
-from .sections import SECTIONS, Built, Context, Omitted, ReportSizes, SectionSpec
+from .sections import SECTIONS, Context, Omitted, ReportSizes, Section, analysis_section
 
 logger = logging.getLogger(__name__)
 
@@ -96,6 +98,7 @@ def build_report(
     weights = run_dir if step is None else _checkpoint_at(run_dir, step)
     sizes = sizes or ReportSizes()
     known = [s.key for s in SECTIONS]
+    order = dependency_order(SECTIONS)  # now: a registry that cannot be ordered fails before any work
     if sections is not None:
         unknown = sorted(set(sections) - set(known))
         if unknown:
@@ -103,7 +106,6 @@ def build_report(
 
     config = read_run_config(run_dir)
     task = task_from_config(config["task"])
-    results: list[dict[str, Any]] = []
     figures: dict[str, dict[str, str]] = {}  # section -> figure name -> plotly JSON
     extra_html: dict[str, str] = {}
     with limit_threads(torch_threads):
@@ -111,17 +113,28 @@ def build_report(
         ctx = Context(run_dir=run_dir, config=config, model=model, task=task, compare_dir=compare_dir,
                       sizes=sizes, seed=seed, ablation_dir=Path(ablation) if ablation is not None else None,
                       architectures_dir=Path(architectures) if architectures is not None else None)
-        bar = tqdm(SECTIONS, desc="report", unit="section", disable=not progress, dynamic_ncols=True)
-        for spec in bar:
-            bar.set_postfix_str(spec.key)
-            if sections is not None and spec.key not in sections:
-                results.append(_entry(spec, "omitted", reason="not requested (sections=...)"))
+        entries: dict[str, dict[str, Any]] = {}
+        done: dict[str, Result] = {}  # key -> result of each analysis that ran to the end
+        bar = tqdm(order, desc="report", unit="section", disable=not progress, dynamic_ncols=True)
+        for analysis in bar:
+            key = analysis.key
+            bar.set_postfix_str(key)
+            if sections is not None and key not in sections:
+                entries[key] = _entry(analysis, "omitted", reason="not requested (sections=...)")
                 continue
-            entry, figs, tables = _run_section(spec, ctx)
-            results.append(entry)
-            figures[spec.key] = figs
-            extra_html[spec.key] = tables
+            unmet = next((k for k in analysis.requires if k not in done), None)
+            if unmet is not None:
+                entries[key] = _entry(analysis, "omitted", reason=_unmet_reason(unmet, entries[unmet]))
+                continue
+            needs = {k: done[k] for k in (*analysis.requires, *analysis.uses) if k in done}
+            entry, figs, tables, result = _run_section(analysis_section(analysis), ctx, needs)
+            entries[key] = entry
+            figures[key] = figs
+            extra_html[key] = tables
+            if result is not None:
+                done[key] = result
         bar.close()
+    results = [entries[a.key] for a in SECTIONS]  # the page's order, whatever order they ran in
 
     total_s = time.perf_counter() - started
     report = {
@@ -183,7 +196,14 @@ def _write_all(out: Path, files: dict[str, str]) -> None:
         shutil.rmtree(stage, ignore_errors=True)
 
 
-def _entry(spec: SectionSpec, status: str, *, reason: str | None = None, error: str | None = None,
+def _unmet_reason(key: str, entry: dict[str, Any]) -> str:
+    """Why a section is omitted when the section `key` it requires did not run: that section's
+    own status and reason (or error), so the page points at the cause."""
+    why = entry["reason"] or entry["error"] or "no result"
+    return f"it requires the {key} section ({entry['title']}), which was {entry['status']}: {why}"
+
+
+def _entry(spec: Analysis | Section, status: str, *, reason: str | None = None, error: str | None = None,
            findings: Sequence[str] = (), figures: Sequence[str] = (), elapsed_s: float | None = None,
            data: dict[str, Any] | None = None) -> dict[str, Any]:
     """One section of report.json; every key is written, None where it does not apply."""
@@ -191,28 +211,31 @@ def _entry(spec: SectionSpec, status: str, *, reason: str | None = None, error: 
             "findings": list(findings), "figures": list(figures), "elapsed_s": elapsed_s, "data": data}
 
 
-def _run_section(spec: SectionSpec, ctx: Context) -> tuple[dict[str, Any], dict, str]:
+def _run_section(section: Section, ctx: Context,
+                 needs: dict[str, Result]) -> tuple[dict[str, Any], dict, str, Result | None]:
+    """The section's report.json entry, its figures as plotly JSON, its extra HTML, and its
+    result for the analyses that need it (None unless it ran to the end)."""
     t0 = time.perf_counter()
     try:
-        built: Built = spec.build(ctx)
-        data = json_safe(built.data)
-        findings = built.findings
+        result, data, tables = section.build(ctx, needs)
+        findings = result.findings()
+        figures = result.figures()
     except Omitted as e:
-        return _entry(spec, "omitted", reason=str(e), elapsed_s=time.perf_counter() - t0), {}, ""
+        return _entry(section, "omitted", reason=str(e), elapsed_s=time.perf_counter() - t0), {}, "", None
     except Exception as e:  # a failing analysis must not take the report down
-        logger.error("report section %s failed: %s", spec.key, "".join(traceback.format_exception(e)))
-        return _entry(spec, "failed", error=f"{type(e).__name__}: {e}", elapsed_s=time.perf_counter() - t0,
-                      data={"traceback": traceback.format_exc(limit=8)}), {}, ""
+        logger.error("report section %s failed: %s", section.key, "".join(traceback.format_exception(e)))
+        return _entry(section, "failed", error=f"{type(e).__name__}: {e}", elapsed_s=time.perf_counter() - t0,
+                      data={"traceback": traceback.format_exc(limit=8)}), {}, "", None
     try:
-        figs = {name: pio.to_json(fig, validate=False) for name, fig in built.figures.items()}
+        figs = {name: pio.to_json(fig, validate=False) for name, fig in figures.items()}
     except Exception as e:
-        logger.error("report section %s: figures failed: %s", spec.key, e)
-        return _entry(spec, "failed", error=f"figures: {type(e).__name__}: {e}", data=data,
-                      findings=findings, elapsed_s=time.perf_counter() - t0), {}, ""
+        logger.error("report section %s: figures failed: %s", section.key, e)
+        return _entry(section, "failed", error=f"figures: {type(e).__name__}: {e}", data=data,
+                      findings=findings, elapsed_s=time.perf_counter() - t0), {}, "", None
     elapsed = time.perf_counter() - t0
-    logger.info("report section %s: %.1f s", spec.key, elapsed)
-    return (_entry(spec, "ok", data=data, findings=findings, figures=list(figs), elapsed_s=elapsed),
-            figs, built.tables)
+    logger.info("report section %s: %.1f s", section.key, elapsed)
+    return (_entry(section, "ok", data=data, findings=findings, figures=list(figs), elapsed_s=elapsed),
+            figs, tables, result)
 
 
 def render_html(report: dict[str, Any], figures: dict[str, dict[str, str]], extra_html: dict[str, str]) -> str:

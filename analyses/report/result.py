@@ -13,8 +13,44 @@ keys are the training code's, not this report's.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
+
+# --------------------------------------------------------------------------- the report's own sections
+
+
+@dataclass(frozen=True)
+class Built:
+    """What the report's own analyses (model card, evaluation, ablation, architectures) return:
+    a `Result` (`to_dict`, `figures`, `findings`) whose HTML tables the report shows too."""
+
+    data: dict[str, Any]  # JSON-safe
+    sentences: list[str]
+    plots: dict[str, go.Figure] = field(default_factory=dict)
+    tables: str = ""  # extra HTML, already escaped
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.data
+
+    def figures(self) -> dict[str, go.Figure]:
+        return dict(self.plots)
+
+    def findings(self) -> list[str]:
+        return list(self.sentences)
+
+
+@dataclass(frozen=True)
+class NoSizes:
+    """The config of a section that runs at no size (the model card, the driver grids)."""
+
+    @classmethod
+    def quick(cls) -> NoSizes:
+        return cls()
+
 
 # --------------------------------------------------------------------------- model card
 
