@@ -166,7 +166,7 @@ def test_shipped_grok_run_is_scored_on_the_answer_token_it_was_trained_on():
     """grok-mod113 was trained on the residue alone, over the 113 residues: its untrained EOS
     once kept the problem set at 0% exact match and loss 10.5 at 100% test accuracy."""
     cmp = checkpoint_compare.run(GROK, config=checkpoint_compare.CheckpointCompareConfig.quick(), progress=False)
-    assert cmp.a.steps[-1] == 15_000
+    assert cmp.a.steps[-1] == 20_000
     assert cmp.a.problem_exact_match[-1] == 1.0 and cmp.a.problem_loss[-1] < 1e-3
     assert cmp.a.problem_exact_match[0] < 0.2  # at initialisation: chance over 113 residues
     assert cmp.a.problem_loss[0] == pytest.approx(np.log(113), abs=0.5)

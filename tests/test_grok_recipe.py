@@ -91,7 +91,7 @@ def test_unembed_init_std_sets_only_the_unembedding_scale():
 
 
 def test_new_model_fields_are_left_out_at_their_defaults_so_saved_runs_read_the_same():
-    for run in ("grok-mod113", "grok-mod113-fast", "small-add", "loop-add", "extrap-add"):
+    for run in ("grok-mod113-fast", "small-add", "loop-add", "extrap-add"):
         saved = ckpt.read_run_config(CHECKPOINTS / run)["model"]
         written = ModelConfig.from_dict(saved).to_dict()
         assert not {"attn_bias", "unembed_bias", "unembed_init_std"} & set(written), run
@@ -102,6 +102,10 @@ def test_new_model_fields_are_left_out_at_their_defaults_so_saved_runs_read_the_
     assert (written["attn_bias"], written["unembed_bias"], written["unembed_init_std"]) == (False, False, 0.1)
     assert ModelConfig.from_dict(written) == cfg
     assert not {"attn_bias", "unembed_bias", "unembed_init_std"} & set(get_preset("grok-mod113-fast").model.to_dict())
+    # the faithful grok run sets them, and its saved model reads back as written
+    saved = ckpt.read_run_config(CHECKPOINTS / "grok-mod113")["model"]
+    assert (saved["attn_bias"], saved["unembed_bias"], saved["unembed_init_std"]) == (False, False, 114**-0.5)
+    assert ModelConfig.from_dict(saved).to_dict() == saved
 
 
 def test_a_run_saved_before_a_model_field_existed_resumes(tmp_path):
@@ -315,15 +319,18 @@ def test_grok_preset_is_their_model_and_optimiser():
 
 
 @pytest.mark.skipif(not (CHECKPOINTS / "grok-mod113" / "config.json").exists(), reason="shipped run absent")
-def test_the_shipped_grok_run_keeps_its_model_and_still_groks():
+def test_the_shipped_grok_run_is_their_model_and_groks():
     saved = ckpt.read_run_config(CHECKPOINTS / "grok-mod113")
     model = ckpt.load_model(CHECKPOINTS / "grok-mod113", device="cpu")
-    assert (model.cfg.attn_bias, model.cfg.unembed_bias, model.cfg.unembed_init_std) == (True, True, None)
-    assert "b_U" in dict(model.named_parameters()) and "blocks.0.attn.b_Q" in dict(model.named_parameters())
+    assert (model.cfg.attn_bias, model.cfg.unembed_bias, model.cfg.unembed_init_std) == (False, False, 114**-0.5)
+    names = dict(model.named_parameters())
+    assert "b_U" not in names and "blocks.0.attn.b_Q" not in names and "blocks.0.mlp.b_in" in names
+    run_cfg = RunConfig.from_dict(saved)
+    assert run_cfg.to_dict() == RunConfig.from_dict(get_preset("grok-mod113").to_dict()).to_dict()  # the preset, as is
     task = ckpt.load_task(CHECKPOINTS / "grok-mod113")
-    assert task.n_train == 3831  # its config keeps the rounding it was trained with
+    assert task.n_train == 3830
     readout = run_readout(saved["train"], task)
-    assert readout["eos"] is False and len(readout["allowed"]) == 113
+    assert readout["eos"] is False and len(readout["allowed"]) == 114  # the residues and "="
     test = score_examples(model, task.full_split("test"), **readout)
-    assert len(test.per_example_correct) == 8938 and test.exact_match == 1.0
-    assert RunConfig.from_dict(saved).train.weight_decay_on == "matrices_and_qkv_biases"
+    assert len(test.per_example_correct) == 113**2 - 3830 and test.exact_match == 1.0
+    assert (run_cfg.train.weight_decay_on, run_cfg.train.steps) == ("all", 20_000)

@@ -159,6 +159,24 @@ def test_resume_refuses_a_different_model(baseline_run, tmp_path):
         train(tiny_cfg("model.d_model=16"), run_dir, progress=False)
 
 
+def test_extending_a_finished_run_continues_its_curve_and_records_the_new_target(baseline_run, tmp_path):
+    import shutil
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(baseline_run, run_dir)
+    result = train(tiny_cfg("train.steps=18"), run_dir, progress=False)
+    assert result.final_step == 18
+    # config.json says what the run is trained to now, the model and task as they were
+    saved = ckpt.read_run_config(run_dir)
+    assert saved["train"]["steps"] == 18
+    assert saved["model"] == ckpt.read_run_config(baseline_run)["model"]
+    # the first 12 steps are the baseline's, untouched; the extension logs past them
+    rows = metric_rows(run_dir)
+    assert [r for r in rows if r["step"] <= 12] == metric_rows(baseline_run)
+    assert rows[-1]["step"] == 18
+    assert_same_weights(weights(ckpt.step_path(run_dir, 12)), weights(ckpt.step_path(baseline_run, 12)))
+
+
 # ------------------------------------------------------------------------- divergence
 def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
     run_dir = tmp_path / "run"

@@ -237,6 +237,14 @@ def _start(run_dir: Path, cfg: RunConfig, model, optimizer, is_writer: bool) -> 
                 f"{run_dir} holds a run with a different model or task config; "
                 "resume with the same preset and --set values, or choose a new --out"
             )
+        trained_with = RunConfig.from_dict(saved).to_dict()["train"]
+        if is_writer and trained_with != cfg.to_dict()["train"]:
+            # e.g. --set train.steps=20000 to extend a finished run: config.json says what the
+            # run is now trained to, so `summary` and a later plain resume read the new target
+            changed = sorted(k for k, v in cfg.to_dict()["train"].items() if trained_with[k] != v)
+            logger.info("resuming %s with other training settings (%s); config.json records them",
+                        run_dir, ", ".join(changed))
+            ckpt.write_json(config_path, {**saved, "train": cfg.to_dict()["train"]})
         meta = ckpt.load_resume(run_dir, optimizer)
         step = meta["step"]
         model.load_state_dict(ckpt.load_tensors(ckpt.step_path(run_dir, step)))

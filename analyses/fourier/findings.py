@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from analyses.prose import limit, num, pct, times
 
+from .progress import CLEANUP_WINDOW, SHARE_FLAT, WEIGHTS_FLAT, cleanup_check
 from .result import Base10Summary, ModularSummary, Paper
 from .summary import half_fall_clause, training_pairs_clause
 
@@ -74,6 +75,20 @@ def _neurons_and_fit(d: ModularSummary, paper: Paper | None, src: str) -> str | 
     return sentence[0].upper() + sentence[1:] + "."
 
 
+def _cleanup(d: ModularSummary) -> str | None:
+    """Whether the run trained until cleanup was over (CleanupCheck's criterion)."""
+    check = cleanup_check(d.progress) if d.progress is not None else None
+    if check is None:
+        return None
+    moved = (f"from step {check.from_step:,} to {check.to_step:,} the single-frequency share went "
+             f"{pct(check.share_from, 1)} -> {pct(check.share_to, 1)} and the sum of squared weights "
+             f"{check.weights_from:.4g} -> {check.weights_to:.4g}")
+    if check.over:
+        return (f"Cleanup is over: {moved}, both flat (under {100 * SHARE_FLAT:g} point and "
+                f"{100 * WEIGHTS_FLAT:g}% over the last {CLEANUP_WINDOW:,} steps).")
+    return f"Cleanup is not over at the last checkpoint: {moved}; train longer to see where it ends."
+
+
 def _losses(d: ModularSummary) -> str | None:
     fl = d.final_losses
     if fl is None or fl.restricted_loss is None or fl.excluded_loss is None:
@@ -99,5 +114,6 @@ def findings(d: ModularSummary | Base10Summary) -> list[str]:
         return limit(list(d.details))
     paper = d.paper
     src = paper.source if paper is not None else "the paper"
-    out = [_phases(d, paper, src), _keys(d, paper, src), _neurons_and_fit(d, paper, src), _losses(d)]
-    return limit(out) or limit(list(d.details))
+    out = [_phases(d, paper, src), _keys(d, paper, src), _neurons_and_fit(d, paper, src), _cleanup(d), _losses(d)]
+    # five: the cleanup criterion is the fifth measure the paper's replication is judged by
+    return limit(out, most=5) or limit(list(d.details))

@@ -4,13 +4,15 @@ of grokking detected from them.
 Per checkpoint: train / test answer loss and accuracy, restricted loss (key-frequency
 components of the logits plus their mean) and excluded loss (key components removed), both
 on the training pairs as in the paper, the Gini coefficient of the Fourier-component norms of W_E and of the
-neuron-logit map W_out @ W_U, and the total sum of squared weights. The key frequencies are
-those of the *final* checkpoint, as in the paper.
+neuron-logit map W_out @ W_U, the total sum of squared weights and the share of the last
+layer's MLP neurons that are single-frequency. The key frequencies are those of the *final*
+checkpoint, as in the paper. `cleanup_check` reads the last two of those as the end of cleanup.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,6 +29,7 @@ from abacus_interp.checkpoints import (
 )
 from abacus_interp.core.config import ModelConfig
 from abacus_interp.core.families import build_model
+from abacus_interp.core.hooks import hook_name
 from abacus_interp.errors import UserError
 
 from .basis import KEY_THRESHOLD, component_norms, gini, key_frequencies
@@ -35,6 +38,7 @@ from .circuit import (
     answer_loss,
     grid_forward,
     grid_labels,
+    neuron_summary,
     pair_index,
     residue_ids,
     restricted_and_excluded,
@@ -59,7 +63,9 @@ def neuron_logit_map(model, vocab, p: int) -> torch.Tensor:
 
 
 def checkpoint_measures(model, vocab, p: int, key: list[int], train_index: torch.Tensor, test_index: torch.Tensor) -> dict:
-    logits, _ = grid_forward(model, vocab, p)
+    cfg = model.cfg
+    mlp = hook_name("mlp.hook_post", loop=cfg.n_loops - 1, layer=cfg.n_layers - 1)  # the last layer's neurons
+    logits, acts = grid_forward(model, vocab, p, [mlp])
     labels = grid_labels(p)
     row = restricted_and_excluded(logits, p, key, train_index)
     row.update(
@@ -70,8 +76,47 @@ def checkpoint_measures(model, vocab, p: int, key: list[int], train_index: torch
         gini_embed=gini(component_norms(embed_residues(model, vocab, p))),
         gini_neuron_logit=gini(component_norms(neuron_logit_map(model, vocab, p))),
         sum_sq_weights=float(sum(param.detach().double().pow(2).sum() for param in model.parameters())),
+        single_frequency_share=neuron_summary(acts[mlp], p)["share_single_frequency"],
     )
     return row
+
+
+@dataclass(frozen=True)
+class CleanupCheck:
+    """Whether cleanup is over at the last checkpoint: the single-frequency share and the sum
+    of squared weights both flat (changed by less than SHARE_FLAT points and WEIGHTS_FLAT
+    relative) over the last CLEANUP_WINDOW steps. Weight decay keeps shrinking the weights
+    the generalising circuit does not need until cleanup ends, so both still move during it."""
+
+    from_step: int
+    to_step: int
+    share_from: float
+    share_to: float
+    weights_from: float
+    weights_to: float
+
+    @property
+    def over(self) -> bool:
+        return (abs(self.share_to - self.share_from) < SHARE_FLAT
+                and abs(self.weights_to - self.weights_from) < WEIGHTS_FLAT * self.weights_from)
+
+
+CLEANUP_WINDOW = 2000  # steps
+SHARE_FLAT = 0.01  # one percentage point of the neurons
+WEIGHTS_FLAT = 0.01  # 1% of the sum of squared weights
+
+
+def cleanup_check(series) -> CleanupCheck | None:
+    """The last checkpoint against the last one at least CLEANUP_WINDOW steps before it (None
+    when the series is shorter than that or has no single-frequency share)."""
+    steps, share = list(series.step), list(series.single_frequency_share)
+    if len(share) != len(steps) or not steps:
+        return None
+    earlier = [i for i, step in enumerate(steps) if step <= steps[-1] - CLEANUP_WINDOW]
+    if not earlier:
+        return None
+    i = earlier[-1]
+    return CleanupCheck(steps[i], steps[-1], share[i], share[-1], series.sum_sq_weights[i], series.sum_sq_weights[-1])
 
 
 def progress_measures(

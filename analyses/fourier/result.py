@@ -137,6 +137,7 @@ class ProgressSeries:
     gini_neuron_logit: tuple[float, ...]
     sum_sq_weights: tuple[float, ...]
     key_frequencies: tuple[int, ...]  # the final checkpoint's, as in the paper
+    single_frequency_share: tuple[float, ...] = ()  # the last layer's MLP neurons; () in series made before it
 
 
 @dataclass(frozen=True)
