@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import defaultdict
 from collections.abc import Sequence
 
 import numpy as np
@@ -143,13 +144,15 @@ def moved_parameters(sa: dict, sb: dict, top_k: int, rank_by: str) -> dict:
         return {"name": label, "group": group, "abs_change": d, "rms_change": d / math.sqrt(max(x.numel(), 1)),
                 "relative_change": d / scale, "norm_a": float(x.norm()), "norm_b": float(y.norm()), "numel": x.numel()}
 
-    params, heads, groups = [], [], {}
+    # per parameter group: squared norms in a and b, and of their difference
+    groups: defaultdict[str, tuple[float, float, float]] = defaultdict(lambda: (0.0, 0.0, 0.0))
+    params, heads = [], []
     for name in sa:
         g = param_group(name)
         params.append(row(name, g, sa[name], sb[name]))
         if HEAD_PARAM.search(name):
             heads += [row(f"{name}[head {h}]", g, sa[name][h], sb[name][h]) for h in range(sa[name].shape[0])]
-        ga, gb, gd = groups.get(g, (0.0, 0.0, 0.0))
+        ga, gb, gd = groups[g]
         groups[g] = (ga + float(sa[name].double().square().sum()), gb + float(sb[name].double().square().sum()),
                      gd + float((sb[name].double() - sa[name].double()).square().sum()))
     group_rows = [{"group": g, "abs_change": math.sqrt(d), "relative_change": math.sqrt(d) / max(math.sqrt(a), math.sqrt(b), 1e-12)}

@@ -7,6 +7,7 @@ import logging
 import math
 import random
 import re
+from collections import defaultdict
 
 import numpy as np
 import torch
@@ -144,7 +145,8 @@ def _scan(run_dir, series, batch, mask, select, keep, n_change_points, per, batc
     L, C = cfg.n_loops, len(series)
     reps: list[list[torch.Tensor]] = [[] for _ in range(L)]
     norms: dict[str, list[float]] = {}
-    moves: dict[str, list[float]] = {}
+    # per group, the move from each checkpoint to the next ("total" among them once there are two)
+    moves: defaultdict[str, list[float]] = defaultdict(list)
     losses, exact, dist = [], [], []
     first = prev = None
     kept = {}
@@ -153,14 +155,15 @@ def _scan(run_dir, series, batch, mask, select, keep, n_change_points, per, batc
         missing, unexpected = model.load_state_dict(state, strict=False)
         if missing or unexpected:
             raise CheckpointError(f"{path} does not match {run_dir}/config.json: missing {missing}, unexpected {unexpected}")
-        sq_norm: dict[str, float] = {}
-        sq_move: dict[str, float] = {}
+        # squared norms and moves summed over each group's tensors
+        sq_norm: defaultdict[str, float] = defaultdict(float)
+        sq_move: defaultdict[str, float] = defaultdict(float)
         sq_dist = 0.0
         for name, t in state.items():
             g = param_group(name)
-            sq_norm[g] = sq_norm.get(g, 0.0) + float(t.double().square().sum())
+            sq_norm[g] += float(t.double().square().sum())
             if prev is not None:
-                sq_move[g] = sq_move.get(g, 0.0) + float((t - prev[name]).double().square().sum())
+                sq_move[g] += float((t - prev[name]).double().square().sum())
                 sq_dist += float((t - first[name]).double().square().sum())
         sq_norm["total"] = sum(sq_norm.values())
         for g, v in sq_norm.items():
@@ -168,7 +171,7 @@ def _scan(run_dir, series, batch, mask, select, keep, n_change_points, per, batc
         if prev is not None:
             sq_move["total"] = sum(sq_move.values())
             for g, v in sq_move.items():
-                moves.setdefault(g, []).append(math.sqrt(v))
+                moves[g].append(math.sqrt(v))
         dist.append(math.sqrt(sq_dist))
         first = state if first is None else first
         prev = state
@@ -185,7 +188,7 @@ def _scan(run_dir, series, batch, mask, select, keep, n_change_points, per, batc
     cka = np.stack([cka_matrix(r) for r in reps_t])  # [L, C, C]
     speeds = {
         "representation": rates(steps, np.mean([1.0 - np.diagonal(c, 1) for c in cka], axis=0), per) if C > 1 else np.zeros(0),
-        "parameters": rates(steps, moves.get("total", []), per) if C > 1 else np.zeros(0),
+        "parameters": rates(steps, moves["total"], per) if C > 1 else np.zeros(0),
         "loss": rates(steps, np.abs(np.diff(losses)), per),
     }
     found = {name: tuple(ChangePoint(**p) for p in change_points(steps, v, n_change_points)) if C > 1 else ()

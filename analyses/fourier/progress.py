@@ -12,7 +12,7 @@ checkpoint, as in the paper. `cleanup_check` reads the last two of those as the 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -224,19 +224,44 @@ def half_fall_step(steps, values, start_step: int | None = None) -> int | None:
     return None if i is None else int(steps[i])
 
 
+@dataclass(frozen=True)
+class MetricRow:
+    """The columns of a metrics.jsonl row that the phase and diagnosis code reads. A column
+    is None where the row lacks it: only rows of evaluation steps carry the test columns, and
+    rows from older or hand-written logs may lack any but the step."""
+
+    step: int
+    loss: float | None = None
+    train_exact_match: float | None = None
+    test_exact_match: float | None = None
+    test_loss: float | None = None
+
+
+def metric_rows(rows: list[dict]) -> list[MetricRow]:
+    """metrics.jsonl rows (as `read_metrics` returns them) as typed rows: the one place that
+    reads their keys, ignoring the columns no reader here uses (lr, grad_norm, ...)."""
+    names = [f.name for f in fields(MetricRow)]
+    return [MetricRow(**{k: r[k] for k in names if k in r}) for r in rows]
+
+
+def or_nan(v: float | None) -> float:
+    """A column the row lacks, as the NaN the curves use for a missing point."""
+    return math.nan if v is None else v
+
+
 def curves_for_phases(run_dir: str | Path | None, series: dict | None) -> dict:
     """The finest curves available: the logged evaluation rows of metrics.jsonl when they
     hold test accuracy (every eval_every steps), else the checkpoint series."""
-    rows = read_metrics(run_dir) if run_dir is not None else []
-    rows = [r for r in rows if r.get("test_exact_match") is not None and r.get("test_loss") is not None]
+    rows = metric_rows(read_metrics(run_dir)) if run_dir is not None else []
+    rows = [r for r in rows if r.test_exact_match is not None and r.test_loss is not None]
     if len(rows) >= 5:
         return {
             "source": "metrics.jsonl",
-            "steps": [r["step"] for r in rows],
-            "train_accuracy": [r.get("train_exact_match", math.nan) for r in rows],
-            "test_accuracy": [r["test_exact_match"] for r in rows],
-            "test_loss": [r["test_loss"] for r in rows],
-            "train_loss": [r.get("loss", math.nan) for r in rows],
+            "steps": [r.step for r in rows],
+            "train_accuracy": [or_nan(r.train_exact_match) for r in rows],
+            "test_accuracy": [r.test_exact_match for r in rows],
+            "test_loss": [r.test_loss for r in rows],
+            "train_loss": [or_nan(r.loss) for r in rows],
         }
     if series is None:
         return {}
