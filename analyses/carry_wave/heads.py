@@ -96,17 +96,11 @@ def check_reads_columns(model) -> None:
                         "index (model.rotary='abacus' or model.abacus_window)")
 
 
-@torch.no_grad()
-def head_reading(model, examples, n_loops: int, label: str, batch_size: int = 64) -> HeadReading:
-    """Attention mass of every answer position on the KEY_GROUPS, per loop and head, over
-    `examples` (teacher-forced inputs as in training; the slots hide the answer digits)."""
-    cfg, vocab = model.cfg, model.cfg.vocab
-    if not cfg.answer_slots or not cfg.attends_by_index:
-        raise UserError("head_reading needs an answer-slot model whose attention reads the Abacus index "
-                         "(model.rotary='abacus' or an Abacus window)")
+def _column_batches(model, examples, batch_size: int):
+    """(tokens, queries, masks) per batch of `examples`: the teacher-forced tokens on the
+    model's device, the (row, position) of every answer slot and its KEY_GROUPS masks."""
+    vocab = model.cfg.vocab
     equals_id, plus_id = vocab.encode("=")[0], vocab.encode("+")[0]
-    totals = np.zeros((n_loops, cfg.n_layers, cfg.n_heads, len(GROUP_NAMES)))
-    n_rows = 0
     for start in range(0, len(examples), batch_size):
         chunk = examples[start : start + batch_size]
         batch = encode_batch(vocab, [e.prompt for e in chunk], [e.target for e in chunk])
@@ -114,6 +108,18 @@ def head_reading(model, examples, n_loops: int, label: str, batch_size: int = 64
         index = model.attention_index(tokens)
         n_answer = [len(vocab.encode(e.target)) for e in chunk]
         queries, masks = _key_groups(tokens.cpu(), index.cpu(), equals_id, plus_id, batch.prompt_lengths, n_answer)
+        yield tokens, queries, masks
+
+
+@torch.no_grad()
+def head_reading(model, examples, n_loops: int, label: str, batch_size: int = 64) -> HeadReading:
+    """Attention mass of every answer position on the KEY_GROUPS, per loop and head, over
+    `examples` (teacher-forced inputs as in training; the slots hide the answer digits)."""
+    cfg = model.cfg
+    check_reads_columns(model)
+    totals = np.zeros((n_loops, cfg.n_layers, cfg.n_heads, len(GROUP_NAMES)))
+    n_rows = 0
+    for tokens, queries, masks in _column_batches(model, examples, batch_size):
         n_rows += len(queries)
 
         def make_hook(t: int, layer: int, queries=queries, masks=masks):
@@ -152,22 +158,15 @@ def knockout(model, examples, n_loops: int, label: str, groups: Sequence[str], b
     """Exact match (greedy readout of every answer position after `n_loops`) when head h's
     scores on key group g are set to -inf at every answer position and loop, for each (g, h):
     the head's access to that column removed, its attention renormalised over the rest."""
-    cfg, vocab = model.cfg, model.cfg.vocab
+    cfg = model.cfg
     check_reads_columns(model)
     unknown = [g for g in groups if g not in GROUP_NAMES[:-1]]
     if unknown:
         raise UserError(f"unknown key groups {unknown}; choose from {GROUP_NAMES[:-1]}")
-    equals_id, plus_id = vocab.encode("=")[0], vocab.encode("+")[0]
     heads = [(layer, h) for layer in range(cfg.n_layers) for h in range(cfg.n_heads)]
     cases = [None, *((g, lh) for g in groups for lh in heads)]
     right = dict.fromkeys(cases, 0)
-    for start in range(0, len(examples), batch_size):
-        chunk = examples[start : start + batch_size]
-        batch = encode_batch(vocab, [e.prompt for e in chunk], [e.target for e in chunk])
-        tokens = batch.tokens.to(model.W_E.device)
-        index = model.attention_index(tokens)
-        n_answer = [len(vocab.encode(e.target)) for e in chunk]
-        queries, masks = _key_groups(tokens.cpu(), index.cpu(), equals_id, plus_id, batch.prompt_lengths, n_answer)
+    for tokens, queries, masks in _column_batches(model, examples, batch_size):
         target = tokens[:, 1:]
         answer_rows = torch.zeros_like(target, dtype=torch.bool)
         answer_rows[queries[:, 0], queries[:, 1]] = True
