@@ -111,9 +111,9 @@ def reach_sentences(cells: list[dict[str, Any]], target: float = REACH_TARGET) -
     curves = [(c, curve_of(c)) for c in cells if curve_of(c)]
     if not curves:
         return []
-    reached = sorted(((c, r) for c, curve in curves if (r := compute_to_reach(curve, target)) is not None),
-                     key=lambda cr: cr[1][0])
-    never = [label(c) for c, curve in curves if compute_to_reach(curve, target) is None]
+    reach = [(c, compute_to_reach(curve, target)) for c, curve in curves]
+    reached = sorted(((c, r) for c, r in reach if r is not None), key=lambda cr: cr[1][0])
+    never = [label(c) for c, r in reach if r is None]
     n = curves[0][1][-1].n
     if not reached:
         return [f"No cell reached {100 * target:.0f}% held-out exact match in its training budget."]
@@ -146,8 +146,9 @@ def rising_sentences(cells: list[dict[str, Any]]) -> list[str]:
     curves = [(c, curve_of(c)) for c in cells if curve_of(c)]
     if not curves:
         return []
-    rising = [(c, why) for c, curve in curves if (why := still_rising(curve)) is not None]
-    flat = [label(c) for c, curve in curves if still_rising(curve) is None]
+    why = [(c, still_rising(curve)) for c, curve in curves]
+    rising = [(c, reason) for c, reason in why if reason is not None]
+    flat = [label(c) for c, reason in why if reason is None]
     rule = (f"exact match up by more than {SIGNIFICANCE:g} standard errors between the last two evaluations, or "
             f"held-out loss down by more than {100 * LOSS_DROP:.0f}% over the last quarter of the steps")
     if not rising:
