@@ -30,6 +30,7 @@ from abacus_interp.core.model import LoopedTransformer
 from abacus_interp.core.tokens import encode_batch
 from abacus_interp.training import apply_overrides, get_preset
 from abacus_interp.training.data import BatchSource, step_seed
+from abacus_interp.training.decay import build_optimizer
 from abacus_interp.training.loop import DivergenceWatch, training_losses
 
 PHASES = ("sample", "encode", "forward", "backward", "clip+adamw", "bookkeeping", "log read")
@@ -57,7 +58,7 @@ def main() -> None:
     model = LoopedTransformer(cfg.model).to(device).train()
     if tcfg.compile:
         model.compile_loops()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=tcfg.lr)
+    optimizer = build_optimizer(model, tcfg, device)  # the training loop's own
     source = BatchSource(task, tcfg, cfg.model.max_seq_len)
     use_bf16 = tcfg.bf16 and device.type == "cuda"
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if use_bf16 else nullcontext()

@@ -23,7 +23,7 @@ from abacus_interp.tasks import get_task
 from abacus_interp.training import RunConfig, TrainConfig, apply_overrides, get_preset, train
 from abacus_interp.training import loop as loop_module
 from abacus_interp.training.data import BatchSource
-from abacus_interp.training.decay import decayed_names, parameter_groups
+from abacus_interp.training.decay import build_optimizer, decayed_names, parameter_groups
 from abacus_interp.training.presets import PRESETS
 from abacus_interp.training.schedule import lr_multiplier
 
@@ -189,6 +189,30 @@ def test_parameter_groups_and_the_optimizer_of_a_run(tmp_path):
     train(small_grok("train.steps=1"), tmp_path / "run", progress=False)
     saved = json.loads((tmp_path / "run" / "resume" / "state.json").read_text())["param_groups"]
     assert [(len(g["params"]), g["weight_decay"]) for g in saved] == [(11, 1.0)]
+
+
+def test_the_run_optimizer_is_fused_and_updates_as_the_unfused_one_does():
+    """The fused AdamW of a run (one kernel for every parameter) takes the steps of the
+    per-tensor one, to float rounding, with weight decay on some groups only."""
+    cfg = small_grok(preset="grok-mod113-fast").train
+    cfg = dataclasses.replace(cfg, weight_decay_on="matrices")
+    models = [LoopedTransformer(grok_model_cfg()) for _ in range(2)]
+    models[1].load_state_dict(models[0].state_dict())
+    fused = build_optimizer(models[0], cfg, torch.device("cpu"))
+    assert fused.defaults["fused"] and len(fused.param_groups) == 2
+    unfused = torch.optim.AdamW(
+        parameter_groups(models[1], cfg.weight_decay, cfg.weight_decay_on), lr=cfg.lr, betas=cfg.betas, foreach=False
+    )
+    tokens = torch.randint(0, 13, (32, 3))
+    before = {name: p.detach().clone() for name, p in models[0].named_parameters()}
+    for _ in range(20):
+        for model, optimizer in zip(models, (fused, unfused), strict=True):
+            optimizer.zero_grad()
+            model(tokens)[:, -1].logsumexp(-1).mean().backward()
+            optimizer.step()
+    for (name, a), b in zip(models[0].named_parameters(), models[1].parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=name)
+    assert all(not torch.equal(a, before[name]) for name, a in models[0].named_parameters())
 
 
 # ------------------------------------------------------------------ warmup from lr 0

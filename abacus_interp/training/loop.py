@@ -37,7 +37,7 @@ from ..evaluation.heldout import heldout_sets
 from . import distributed as dist_utils
 from .config import RunConfig
 from .data import BatchSource, ShardWeights, scored_positions, shard_rows
-from .decay import parameter_groups
+from .decay import build_optimizer
 from .schedule import checkpoint_steps, lr_multiplier
 
 logger = logging.getLogger(__name__)
@@ -295,9 +295,7 @@ def _train(cfg: RunConfig, run_dir: Path, progress: bool, world: dist_utils.Worl
     if tcfg.compile:  # compiles in place: the checkpoints' state_dict keys are unchanged
         model.compile_loops()
     dist_utils.broadcast_parameters(model, world)
-    optimizer = torch.optim.AdamW(
-        parameter_groups(model, tcfg.weight_decay, tcfg.weight_decay_on), lr=tcfg.lr, betas=tcfg.betas
-    )
+    optimizer = build_optimizer(model, tcfg, device)
     source = BatchSource(task, tcfg, cfg.model.max_seq_len)
     part = (world.rank, world.world_size)  # this process's rows of every batch
     if tcfg.batch_size is not None and tcfg.batch_size < world.world_size:
