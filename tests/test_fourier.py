@@ -200,6 +200,31 @@ def test_neuron_frequency_fractions():
     assert s["clusters"] == {3: [0]}
 
 
+def test_neuron_summary_measures_the_variance_the_single_frequency_neurons_carry():
+    """Two planted single-frequency neurons and two mixed ones, one of them always on (a
+    positive offset): the variance share is the planted one, and the median firing share of
+    the mixed neurons is that of the always-on one and the half-on one."""
+    p = 17
+    a = torch.arange(p).repeat_interleave(p).double()
+    b = torch.arange(p).repeat(p).double()
+    w3, w5 = 2 * math.pi * 3 / p, 2 * math.pi * 5 / p
+    acts = torch.stack([
+        3 * torch.cos(w3 * a) * torch.cos(w3 * b),  # single, variance 9/4
+        torch.cos(w5 * a) + torch.sin(w5 * b),  # single, variance 1
+        5 + 0.1 * (torch.cos(w3 * a) + torch.cos(w5 * b)),  # mixed, always on, variance 0.01
+        0.1 * (torch.cos(w3 * a) + torch.cos(w5 * b)) + 0.0,  # mixed, on about half the pairs
+    ], dim=1)
+    s = fourier.neuron_summary(acts, p)
+    assert s["single_frequency"] == [True, True, False, False]
+    variance = acts.var(0)
+    assert s["variance_share_single_frequency"] == pytest.approx(float(variance[:2].sum() / variance.sum()))
+    assert s["variance_share_single_frequency"] == pytest.approx(3.25 / 3.27, abs=1e-3)
+    half_on = float((acts[:, 3] > 0).double().mean())
+    assert 0.3 < half_on < 0.7
+    assert s["others_median_active_share"] == pytest.approx((1.0 + half_on) / 2)
+    assert fourier.neuron_summary(acts[:, :2], p)["others_median_active_share"] is None
+
+
 def test_distance_irrelevance_separates_clock_from_pizza():
     p = 31
     a = torch.arange(p).repeat_interleave(p).double()

@@ -106,7 +106,9 @@ def neuron_frequency_fractions(coef: Float[Tensor, "p p d_mlp"]) -> Float[Tensor
 
 def neuron_summary(acts: Float[Tensor, "pairs d_mlp"], p: int, threshold: float = SINGLE_FREQ_THRESHOLD) -> dict:
     """Dominant frequency and its explained fraction per neuron, clusters of single-frequency
-    neurons (fraction >= threshold), and the mean |coefficient| map over neurons."""
+    neurons (fraction >= threshold), their share of the layer's activation variance, the
+    median share of pairs on which the other live neurons fire, and the mean |coefficient|
+    map over neurons."""
     coef = neuron_fourier(acts, p)
     fractions = neuron_frequency_fractions(coef)  # [n_freq d_mlp]
     best, arg = fractions.max(0)
@@ -117,6 +119,9 @@ def neuron_summary(acts: Float[Tensor, "pairs d_mlp"], p: int, threshold: float 
     for n in torch.nonzero(single).flatten().tolist():
         clusters.setdefault(int(dominant[n]), []).append(n)
     n_alive = int((~dead).sum())
+    variance = acts.double().var(0)  # [d_mlp]
+    others = ~single & ~dead
+    active = (acts > 0).double().mean(0)  # [d_mlp] share of pairs where the neuron fires
     return {
         "threshold": threshold,
         "dominant_frequency": dominant.tolist(),
@@ -127,6 +132,10 @@ def neuron_summary(acts: Float[Tensor, "pairs d_mlp"], p: int, threshold: float 
         "n_single_frequency": int(single.sum()),
         "share_single_frequency": float(single.sum()) / max(1, acts.shape[1]),
         "share_single_frequency_alive": float(single.sum()) / max(1, n_alive),
+        # how much of the layer's computation the single-frequency neurons carry, and what the
+        # others are: a neuron that fires on every pair is linear in its inputs there
+        "variance_share_single_frequency": float(variance[single].sum() / variance.sum()) if n_alive else None,
+        "others_median_active_share": float(active[others].quantile(0.5)) if others.any() else None,
         "clusters": {k: clusters[k] for k in sorted(clusters)},
         "cluster_sizes": {k: len(clusters[k]) for k in sorted(clusters)},
         "mean_abs_coefficients": coef.abs().mean(-1),  # [p p], for the heatmap

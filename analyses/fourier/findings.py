@@ -65,6 +65,12 @@ def _neurons_and_fit(d: ModularSummary, paper: Paper | None, src: str) -> str | 
         if paper is not None and paper.n_single_frequency:
             part += (f" against {paper.n_single_frequency}/{paper.n_neurons} = "
                      f"{pct(paper.share_single_frequency, 1)} in {src}")
+        n_others = n.n_neurons - (n.n_dead or 0) - (n.n_single_frequency or 0)
+        if n.variance_share_single_frequency is not None and n_others > 0:
+            part += (f"; the other {n_others} live neurons hold {pct(1 - n.variance_share_single_frequency, 1)} "
+                     "of the layer's activation variance")
+            if n.others_median_active_share is not None:
+                part += f" and fire on {pct(n.others_median_active_share, 1)} of the pairs (median)"
         parts.append(part)
     if d.logit_fit is not None and d.logit_fit.fraction_explained is not None:
         parts.append(f"cos(w_k(a+b-c)) over the key frequencies explains {pct(d.logit_fit.fraction_explained)} "

@@ -69,6 +69,12 @@ class Neurons:
     share_single_frequency_alive: float
     clusters: dict[int, tuple[int, ...]]  # frequency -> neurons
     cluster_sizes: dict[int, int]
+    # share of the layer's activation variance (over all pairs) in single-frequency neurons;
+    # None with no live neuron, or in results made before it was measured
+    variance_share_single_frequency: float | None = None
+    # median share of pairs on which a live neuron that is not single-frequency fires (1.0:
+    # always on, so linear in its inputs); None when every live neuron is single-frequency
+    others_median_active_share: float | None = None
 
 
 @dataclass(frozen=True)
