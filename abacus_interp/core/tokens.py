@@ -117,9 +117,8 @@ def encode_batch(
             f"a sequence has {length} tokens but the model's max_seq_len is {max_len}; "
             "use shorter problems or a model with a larger max_seq_len"
         )
-    tokens = torch.full((len(rows), length), PAD_ID, dtype=torch.long)
-    for i, r in enumerate(rows):
-        tokens[i, : len(r)] = torch.tensor(r, dtype=torch.long)
+    # one tensor from padded lists: a tensor per row costs ~10 us each, most of a batch's encoding
+    tokens = torch.tensor([r + [PAD_ID] * (length - len(r)) for r in rows], dtype=torch.long)  # [batch pos]
     valid = tokens != PAD_ID
     pos = torch.arange(length)[None, :]
     plen = torch.tensor(prompt_lens)[:, None]
@@ -134,8 +133,5 @@ def left_pad(
 ) -> tuple[Int[Tensor, "batch pos"], Bool[Tensor, "batch pos"]]:
     """Left-pad ragged prompts so every row's last token sits at the same index (decoding)."""
     length = max(len(t) for t in token_lists)
-    tokens = torch.full((len(token_lists), length), PAD_ID, dtype=torch.long)
-    for i, t in enumerate(token_lists):
-        if len(t):
-            tokens[i, length - len(t) :] = torch.tensor(list(t), dtype=torch.long)
+    tokens = torch.tensor([[PAD_ID] * (length - len(t)) + list(t) for t in token_lists], dtype=torch.long)
     return tokens, tokens != PAD_ID
