@@ -8,9 +8,12 @@ DEV_STAMP := $(VENV)/.installed-dev
 
 .PHONY: demo test test-fast env clean-env browser notebooks
 
-# Idle OpenMP threads sleep instead of spinning: on a busy 2-core machine spinning threads
-# of two torch processes slow each other down by 10x or more.
-export OMP_WAIT_POLICY := PASSIVE
+# OpenMP keeps its own wait policy (an idle thread spins a while, then sleeps): demo-add's
+# one-process, two-thread training took 25 s with it and 35 s with OMP_WAIT_POLICY=PASSIVE,
+# which makes every small op wait for a sleeping thread (benchmarks/README.md). The tests
+# run with one thread, where the policy does nothing. Training beside other work on a
+# 2-core machine, set OMP_WAIT_POLICY=PASSIVE yourself: spinning threads of two busy
+# processes slow each other down many times over.
 
 # The library alone for `make demo`; the dev extras (pytest, notebooks, ruff) on top for
 # `make test`. pip as shipped with Python >= 3.10 installs editable pyproject packages.
