@@ -79,6 +79,18 @@ def device_peak(device: torch.device, bf16: bool) -> Peak | None:
     return None
 
 
+def median_time(fn, reps: int, warmup: int = 3) -> float:
+    """Seconds of one call of `fn`: the median of `reps` timed calls after `warmup` untimed."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
 def cpu_matmul_peak(cores: int, sizes: tuple[int, ...] = (256, 384, 512), reps: int = 20) -> Peak:
     """The fp32 matmul FLOP/s of one core of this CPU (torch with one thread, the best median
     over square sizes `sizes`), times `cores`: what a training using `cores` cores could reach
@@ -89,14 +101,7 @@ def cpu_matmul_peak(cores: int, sizes: tuple[int, ...] = (256, 384, 512), reps: 
         best = 0.0
         for n in sizes:
             a, b = torch.randn(n, n), torch.randn(n, n)
-            for _ in range(3):
-                a @ b
-            times = []
-            for _ in range(reps):
-                start = time.perf_counter()
-                a @ b
-                times.append(time.perf_counter() - start)
-            best = max(best, 2 * n**3 / statistics.median(times))
+            best = max(best, 2 * n**3 / median_time(lambda a=a, b=b: a @ b, reps))
     finally:
         torch.set_num_threads(previous)
     return Peak(f"measured fp32 matmul peak of {cores} core{'s' if cores > 1 else ''}", best * cores / 1e12)

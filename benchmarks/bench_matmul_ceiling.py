@@ -23,14 +23,13 @@ the MFU of one. Asserts nothing.
 from __future__ import annotations
 
 import argparse
-import random
 import statistics
 import time
 from collections import Counter
 from contextlib import nullcontext
 
 import torch
-from _flops import cpu_matmul_peak, training_step_flops
+from _flops import cpu_matmul_peak, median_time, training_step_flops
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from abacus_interp.core.model import LoopedTransformer
@@ -94,17 +93,6 @@ def gemm_flops(func, args) -> float:
     a, b = args[0], args[1]
     batch = a.shape[0] if a.dim() == 3 else 1
     return 2.0 * batch * a.shape[-2] * a.shape[-1] * b.shape[-1]
-
-
-def median_time(fn, reps: int) -> float:
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def measure(preset: str, extra: list[str], steps: int, reps: int) -> dict:
@@ -172,7 +160,6 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    random.seed(0)
     peak = cpu_matmul_peak(1).tflops * 1e12
     print(f"fp32 matmul peak of one core, measured now: {peak / 1e9:.1f} GFLOP/s")
     print(
