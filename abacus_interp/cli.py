@@ -100,6 +100,10 @@ def cmd_eval(args) -> int:
     # more hook sets only when asked for deeper loops; never fewer than the model has
     model = load_model(path, max_loops=max([saved_capacity, *(args.loops or [])]), device=args.device)
     task = load_task(run_dir_of(run))
+    if args.multipliers and not args.lengths:
+        raise UserError("--multipliers scores N x k products at the --lengths given: add --lengths, e.g. --lengths 5,20,50")
+    for k in args.multipliers if hasattr(task, "check_multiplier") and args.multipliers else ():
+        task.check_multiplier(k)
     if args.lengths or args.chains:
         return _eval_extrapolation(model, task, args)
     readout = run_readout(read_run_config(run)["train"], task)  # score it the way it was trained
@@ -134,10 +138,11 @@ def _eval_extrapolation(model, task, args) -> int:
     results = []
     for n_loops in counts:
         result = length_extrapolation(model, task, args.lengths or [], args.chains or [], n=args.n, n_loops=n_loops,
-                                      tol=args.halt_tol, seed=args.seed)
+                                      tol=args.halt_tol, seed=args.seed, multipliers=args.multipliers or ())
         print(format_table(result))
         results.append(result.to_dict())
     print("samples: 'uniform' = both operands of exactly that many digits, digits uniform; "
+          "'uniform x k' = a multiplicand of that many digits times a k-digit multiplier, digits uniform; "
           "'chain c' = a planted carry chain of c columns (tasks.carries.sample_with_cascade)")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
@@ -186,6 +191,8 @@ def cmd_solve(args) -> int:
     model = load_model(args.run, device=args.device)
     task = load_task(args.run)
     example = task.from_human(args.problem)
+    if hasattr(task, "check_multiplier"):
+        task.check_multiplier(len(str(example.operands[1])))
     _check_fits(model.cfg, example)
     warning = _beyond_trained_length(task, example, args.run)
     if warning:
@@ -307,7 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("train", help="train a preset into a run directory (resumes if it has resume/)")
-    p.add_argument("--preset", help="demo-add, small-add, loop-add, extrap-add, grok-mod113, grok-mod113-fast, expressions, paper-add-1x16, paper-add-8x2")
+    p.add_argument("--preset", help="demo-add, small-add, loop-add, extrap-add, extrap-mul, grok-mod113, grok-mod113-fast, expressions, paper-add-1x16, paper-add-8x2")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field, e.g. train.lr=3e-4")
     p.add_argument("--out", required=True, help="run directory")
     p.set_defaults(func=cmd_train)
@@ -323,6 +330,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="length extrapolation instead: exact match on operands of exactly these digit counts, e.g. 5,10,50")
     p.add_argument("--chains", type=_parse_chains,
                    help="length extrapolation on planted carry chains: 5,10 (chain c in c digits) or 5:20")
+    p.add_argument("--multipliers", type=_parse_int_list,
+                   help="with --lengths, multiplication: score each length times multipliers of these digit counts, e.g. 1,2,3")
     p.add_argument("--halt-tol", type=float,
                    help="with --lengths/--chains: adaptive loops at this tolerance (default: the model's halt_tol)")
     p.add_argument("--seed", type=int, default=0)

@@ -17,10 +17,12 @@ from analyses.carry_wave.plugin import ANALYSIS as CARRY_WAVE
 from analyses.contract import Analysis
 from analyses.fixed_point.plugin import ANALYSIS as FIXED_POINT
 from analyses.fourier.plugin import ANALYSIS as FOURIER
+from analyses.multiplication.plugin import ANALYSIS as MULTIPLICATION
 
 ANALYSES: tuple[Analysis, ...] = (
     FIXED_POINT,
     CARRY_WAVE,
+    MULTIPLICATION,
     CARRY_ATTENTION,
     checkpoint_compare.ANALYSIS,
     embedding_evolution.ANALYSIS,

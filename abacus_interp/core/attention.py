@@ -66,11 +66,18 @@ def attention_mask(
     device,
     index: Int[Tensor, "batch key_pos"] | None = None,
     window: int | None = None,
-) -> Bool[Tensor, "batch 1 query_pos key_pos"] | None:
+    heads: tuple[int, int] | None = None,
+) -> Bool[Tensor, "batch head_or_1 query_pos key_pos"] | None:
     """Causal mask for queries that are the last `n_query` of `n_key` positions, also hiding
     padding keys and, with `window`, every key whose Abacus `index` differs from the query's
     by more than `window`. A query always sees itself, so no softmax row is empty (no NaN).
-    None means "plain causal with no padding", which SDPA handles without a mask."""
+    None means "plain causal with no padding", which SDPA handles without a mask.
+
+    `heads=(n_heads, multiplier_heads)` gives heads of two kinds (`ModelConfig.multiplier_heads`):
+    the mask is then per head, the first heads seeing what is described above minus the
+    multiplier's digits, the last `multiplier_heads` seeing only the multiplier's digits."""
+    if heads is not None and heads[1]:
+        return _two_kind_mask(key_valid, n_query, n_key, device, index, window, *heads)
     if key_valid is None and window is None and n_query == n_key:
         return None
     key_pos = torch.arange(n_key, device=device)
@@ -91,6 +98,37 @@ def attention_mask(
     return (visible | itself[None])[:, None]  # [batch 1 query key]
 
 
+def number_ordinal(index: Int[Tensor, "batch pos"]) -> Int[Tensor, "batch pos"]:
+    """Which number of the sequence each digit belongs to (1 for the first, 2 for the second,
+    ...), 0 for every other token. The Abacus index returns to 0 between numbers, so a number
+    is a run of nonzero indices: in `rev(a)*rev(b)=answer`, a is 1, the multiplier b is 2."""
+    is_digit = index > 0
+    starts = is_digit & ~torch.nn.functional.pad(is_digit[:, :-1], (1, 0), value=False)
+    return torch.where(is_digit, starts.long().cumsum(dim=1), torch.zeros_like(index))
+
+
+def _two_kind_mask(key_valid, n_query, n_key, device, index, window, n_heads, multiplier_heads):
+    """The per-head mask of `attention_mask(..., heads=...)`."""
+    if index is None:
+        raise ValueError("multiplier heads need the Abacus index of every position")
+    key_pos = torch.arange(n_key, device=device)
+    query_pos = torch.arange(n_key - n_query, n_key, device=device)
+    itself = (key_pos[None, :] == query_pos[:, None])[None]  # [1 query key]
+    visible = (key_pos[None, :] <= query_pos[:, None])[None]  # [1 query key]
+    if key_valid is not None:
+        visible = visible & key_valid[:, None, :]
+    multiplier = (number_ordinal(index) == 2)[:, None, :]  # [batch 1 key]
+    local = visible & ~multiplier
+    if window is not None:
+        local = local & ((index[:, -n_query:, None] - index[:, None, :]).abs() <= window)
+    reads_multiplier = visible & multiplier  # [batch query key]
+    n_local = n_heads - multiplier_heads
+    return torch.cat([
+        (local | itself)[:, None].expand(-1, n_local, -1, -1),
+        (reads_multiplier | itself)[:, None].expand(-1, multiplier_heads, -1, -1),
+    ], dim=1)  # [batch head query key]
+
+
 @dataclass(frozen=True)
 class Rotary:
     """RoPE angles of the query positions: position p's pairs of channels (i, i + d_head/2)
@@ -107,10 +145,17 @@ class Rotary:
         angles = (index[..., None].double() * inv_freq)[:, :, None, :]  # [batch pos 1 half]
         return cls(cos=angles.cos().to(dtype), sin=angles.sin().to(dtype))
 
-    def apply(self, x: Float[Tensor, "batch pos head d_head"]) -> Float[Tensor, "batch pos head d_head"]:
+    def apply(
+        self, x: Float[Tensor, "batch pos head d_head"], skip_last_heads: int = 0
+    ) -> Float[Tensor, "batch pos head d_head"]:
+        """`x` rotated by its positions' indices; the last `skip_last_heads` heads unrotated
+        (the queries of multiplier heads, whose scores must not depend on the query's index)."""
         first, second = x.chunk(2, dim=-1)
         cos, sin = self.cos.to(x.dtype), self.sin.to(x.dtype)
-        return torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1)
+        rotated = torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1)
+        if skip_last_heads:
+            rotated = torch.cat([rotated[:, :, :-skip_last_heads], x[:, :, -skip_last_heads:]], dim=2)
+        return rotated
 
 
 @dataclass(frozen=True)
@@ -119,8 +164,10 @@ class AttentionContext:
     see (`mask`, None for plain causal attention) and how queries and keys are rotated
     (`rotary`, None without rotary positions)."""
 
-    mask: Bool[Tensor, "batch 1 query_pos key_pos"] | None = None
+    mask: Bool[Tensor, "batch head_or_1 query_pos key_pos"] | None = None
     rotary: Rotary | None = None
+    # the last this many heads are multiplier heads: their queries are not rotated
+    unrotated_query_heads: int = 0
 
     @classmethod
     def build(
@@ -140,11 +187,12 @@ class AttentionContext:
                 f"this model attends by Abacus index (rotary={cfg.rotary!r}, abacus_window={cfg.abacus_window}): "
                 f"pass index=model.attention_index(tokens) for all {n_key} positions (got {got})"
             )
-        mask = attention_mask(key_valid, n_query, n_key, device, index, cfg.abacus_window)
+        heads = (cfg.n_heads, cfg.multiplier_heads) if cfg.multiplier_heads else None
+        mask = attention_mask(key_valid, n_query, n_key, device, index, cfg.abacus_window, heads)
         rotary = None
         if cfg.rotary == "abacus":
             rotary = Rotary.of(index[:, -n_query:], cfg.d_head, cfg.rotary_base)
-        return cls(mask=mask, rotary=rotary)
+        return cls(mask=mask, rotary=rotary, unrotated_query_heads=cfg.multiplier_heads)
 
 
 def bias_or_zero(module: nn.Module, name: str, zeros: Tensor, trainable: bool) -> None:
@@ -180,7 +228,7 @@ class Attention(nn.Module):
     ) -> tuple[Float[Tensor, "batch pos d_model"], KVEntry]:
         q, k, v = self._project_qkv(x)  # [batch pos head d_head] each
         if context.rotary is not None:
-            q, k = context.rotary.apply(q), context.rotary.apply(k)
+            q, k = context.rotary.apply(q, context.unrotated_query_heads), context.rotary.apply(k)
         q, k, v = hooks.hook_q(q), hooks.hook_k(k), hooks.hook_v(v)  # q and k after rotation
         if cache is not None:  # decoding: attend over everything seen so far
             k = torch.cat([cache.k, k], dim=1)

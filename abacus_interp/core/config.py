@@ -74,6 +74,14 @@ class ModelConfig:
     # more loops, and a longer number needs no attention offset it never saw in training:
     # the model extrapolates by running more loops. None: no window.
     abacus_window: int | None = None
+    # Heads of two kinds, for a*b with a short multiplier b: the last `multiplier_heads`
+    # heads of every layer see only the digits of the second number of the prompt (the
+    # multiplier), at any distance, with keys rotated by their Abacus index and queries not,
+    # so a score depends on which multiplier digit it is and never on where the query sits:
+    # every answer digit reads b_1..b_k the same way at any length. The other heads keep the
+    # window and do not see the multiplier, so the carry stays local. Needs rotary="abacus".
+    # 0: every head is of the one kind.
+    multiplier_heads: int = 0
     max_seq_len: int = 64
     # Tied: the unembedding is the transpose of the token embedding (fewer parameters).
     tie_unembed: bool = False
@@ -151,6 +159,16 @@ class ModelConfig:
             raise ValueError(f"ModelConfig.unembed_init_std={self.unembed_init_std} must be > 0, or null for init_std")
         if self.unembed_init_std is not None and self.tie_unembed:
             raise ValueError("ModelConfig.unembed_init_std sets W_U's init, but tie_unembed=true has no W_U; leave it null")
+        if isinstance(self.multiplier_heads, bool) or not 0 <= self.multiplier_heads < self.n_heads:
+            raise UserError(
+                f"ModelConfig.multiplier_heads={self.multiplier_heads!r}: use an integer in 0..n_heads-1 "
+                f"(n_heads={self.n_heads}); at least one head must read the multiplicand and the carry"
+            )
+        if self.multiplier_heads and self.rotary != "abacus":
+            raise UserError(
+                "ModelConfig.multiplier_heads tells the multiplier's digits apart by rotating their keys: "
+                "set rotary='abacus' too"
+            )
         if self.rotary_base <= 1:
             raise UserError(f"ModelConfig.rotary_base={self.rotary_base} must be > 1")
         if self.attends_by_index and not looped:
@@ -186,7 +204,7 @@ class ModelConfig:
     @property
     def attends_by_index(self) -> bool:
         """True when attention reads each token's Abacus index (rotary positions or a window)."""
-        return self.rotary != "none" or self.abacus_window is not None
+        return self.rotary != "none" or self.abacus_window is not None or self.multiplier_heads > 0
 
     @property
     def d_vocab(self) -> int:
@@ -232,4 +250,4 @@ _DEFAULTS = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
 # Fields added after runs were saved: left out of to_dict at their defaults, so those runs'
 # configs read (and resume) as the same model.
 _OMITTED_AT_DEFAULT = ("rotary", "rotary_base", "abacus_window", "halt_tol", "unembed_init_std", "attn_bias",
-                       "unembed_bias")
+                       "unembed_bias", "multiplier_heads")

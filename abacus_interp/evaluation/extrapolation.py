@@ -5,7 +5,10 @@ on two samplers that are not the training one, with the loops each problem used.
   chains are short: a chain of length c has probability about 10^-(c-1) per column);
 * "chain c": a planted carry chain of exactly length c (one generating column, then c - 1
   columns summing to 9; `tasks.carries.sample_with_cascade`) in operands of `digits` digits,
-  the rest random: the problems a carry has to travel furthest in.
+  the rest random: the problems a carry has to travel furthest in (addition only);
+* "uniform x k" (`multipliers`, multiplication): a multiplicand of exactly `digits` digits
+  times a multiplier of exactly k digits, every digit uniform (N x k multiplication, where
+  only the multiplicand grows).
 
 Answers are decoded with the model's default loops (adaptive when `cfg.halt_tol` is set, see
 `abacus_interp.core.halting`) or a fixed count. The result is a typed table; `format_table`
@@ -26,9 +29,10 @@ from .common import section_rng
 
 @dataclass(frozen=True)
 class ExtrapolationRow:
-    digits: int  # operand length (both operands)
-    sample: str  # "uniform" or "chain c"
+    digits: int  # operand length (both operands; the multiplicand's with multiplier_digits)
+    sample: str  # "uniform", "chain c" or "uniform x k"
     chain: int | None  # the planted chain length; None for uniform problems
+    multiplier_digits: int | None  # k of "uniform x k"; None when both operands have `digits`
     n: int  # problems scored
     exact_match: float
     loops_median: float
@@ -37,7 +41,8 @@ class ExtrapolationRow:
     # exact match among the problems that did and did not converge (None: no such problem)
     exact_match_converged: float | None
     exact_match_not_converged: float | None
-    longest_chain_median: float  # of the problems scored (uniform: what the sampler gave)
+    # of the problems scored (uniform: what the sampler gave); None for a task without carries
+    longest_chain_median: float | None
 
 
 @dataclass(frozen=True)
@@ -49,18 +54,22 @@ class ExtrapolationResult:
     fixed_loops: int | None  # the loop count when not adaptive
     seed: int
 
-    def row(self, digits: int, chain: int | None = None) -> ExtrapolationRow:
+    def row(self, digits: int, chain: int | None = None, multiplier_digits: int | None = None) -> ExtrapolationRow:
         for r in self.rows:
-            if r.digits == digits and r.chain == chain:
+            if r.digits == digits and r.chain == chain and r.multiplier_digits == multiplier_digits:
                 return r
-        raise KeyError(f"no row for {digits} digits, chain {chain}")
+        raise KeyError(f"no row for {digits} digits, chain {chain}, multiplier of {multiplier_digits} digits")
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def problems(task, digits: int, chain: int | None, n: int, seed: int):
-    """The `n` problems of one row, from a stream keyed by (seed, digits, chain)."""
+def problems(task, digits: int, chain: int | None, n: int, seed: int, multiplier_digits: int | None = None):
+    """The `n` problems of one row, from a stream keyed by (seed, digits, chain) or
+    (seed, digits, "x", multiplier_digits)."""
+    if multiplier_digits is not None:
+        return task.sample_cell(n, section_rng(seed, "extrapolation", digits, "x", multiplier_digits),
+                                digits, multiplier_digits)
     rng = section_rng(seed, "extrapolation", digits, chain)
     if chain is None:
         return task.sample_cell(n, rng, digits, digits)
@@ -80,21 +89,32 @@ def length_extrapolation(
     max_loops: int | None = None,
     seed: int = 0,
     batch_size: int = 128,
+    multipliers: Sequence[int] = (),
 ) -> ExtrapolationResult:
     """Exact match per operand length on uniform problems (`lengths`) and per (digits,
-    chain) on planted carry chains (`chains`). `n_loops` fixes the loop count; otherwise
-    each problem runs to convergence (`tol`, default the model's `halt_tol`, at most
-    `max_loops`)."""
-    if not getattr(task, "has_carries", False):
-        raise UserError(f"length extrapolation scores addition problems; task {task.name!r} has no carries")
+    chain) on planted carry chains (`chains`). With `multipliers` (multiplication), each
+    length is scored once per multiplier length k instead: a `digits`-digit multiplicand
+    times a k-digit multiplier. `n_loops` fixes the loop count; otherwise each problem runs
+    to convergence (`tol`, default the model's `halt_tol`, at most `max_loops`)."""
+    has_carries = getattr(task, "has_carries", False)
+    if chains and not has_carries:
+        raise UserError(f"planted carry chains are addition problems; task {task.name!r} has no carries")
+    if multipliers and task.name != "multiplication":
+        raise UserError(f"multiplier lengths apply to multiplication; task {task.name!r} has none: leave them out")
+    if not has_carries and task.name != "multiplication":
+        raise UserError(f"length extrapolation scores addition and multiplication; task {task.name!r} is neither")
     fixed, tol = resolve_halting(model, n_loops, tol)
     cap = (model.cfg.max_loops if max_loops is None else max_loops) if fixed is None else None
-    specs = [(d, None) for d in lengths] + [(d, c) for d, c in chains]
+    if multipliers:
+        specs = [(d, None, k) for d in lengths for k in multipliers]
+    else:
+        specs = [(d, None, None) for d in lengths]
+    specs += [(d, c, None) for d, c in chains]
     rows = []
-    for digits, chain in specs:
-        examples = problems(task, digits, chain, n, seed)
+    for digits, chain, k in specs:
+        examples = problems(task, digits, chain, n, seed, k)
         prompts = [e.prompt for e in examples]
-        budget = task.max_answer_digits(digits, digits) + 1  # the answer and its EOS
+        budget = task.max_answer_digits(digits, digits if k is None else k) + 1  # the answer and its EOS
         if fixed is None:
             decoded = generate_adaptive(model, prompts, tol=tol, max_loops=cap, max_new_tokens=budget,
                                         batch_size=batch_size)
@@ -105,8 +125,9 @@ def length_extrapolation(
         correct = [task.check(e, c) for e, c in zip(examples, completions, strict=True)]
         rows.append(ExtrapolationRow(
             digits=digits,
-            sample="uniform" if chain is None else f"chain {chain}",
+            sample=(f"uniform x {k}" if k is not None else "uniform") if chain is None else f"chain {chain}",
             chain=chain,
+            multiplier_digits=k,
             n=len(examples),
             exact_match=sum(correct) / len(correct),
             loops_median=float(statistics.median(used)),
@@ -114,7 +135,8 @@ def length_extrapolation(
             converged=None if converged is None else sum(converged) / len(converged),
             exact_match_converged=_share(correct, converged, True),
             exact_match_not_converged=_share(correct, converged, False),
-            longest_chain_median=float(statistics.median(longest_cascade(*e.operands) for e in examples)),
+            longest_chain_median=float(statistics.median(longest_cascade(*e.operands) for e in examples))
+            if has_carries else None,
         ))
     return ExtrapolationResult(trained_digits=task.max_digits, rows=tuple(rows), tol=tol, cap=cap,
                                fixed_loops=fixed, seed=seed)
@@ -134,12 +156,12 @@ def format_table(result: ExtrapolationResult) -> str:
         how = f"adaptive loops: each problem until its answer's relative step < {result.tol:g}, at most {result.cap}"
     lines = [
         f"length extrapolation (trained on operands of up to {result.trained_digits} digits; {how})",
-        f"{'digits':>6} {'x trained':>9} {'sample':>9} {'n':>5} {'exact':>7} {'loops med':>9} {'max':>4} "
+        f"{'digits':>6} {'x trained':>9} {'sample':>11} {'n':>5} {'exact':>7} {'loops med':>9} {'max':>4} "
         f"{'converged':>9} {'exact|conv':>10} {'exact|not':>9}",
     ]
     for r in result.rows:
         lines.append(
-            f"{r.digits:>6} {r.digits / result.trained_digits:>8.1f}x {r.sample:>9} {r.n:>5} {r.exact_match:>7.1%} "
+            f"{r.digits:>6} {r.digits / result.trained_digits:>8.1f}x {r.sample:>11} {r.n:>5} {r.exact_match:>7.1%} "
             f"{r.loops_median:>9g} {r.loops_max:>4} {_pct(r.converged):>9} {_pct(r.exact_match_converged):>10} "
             f"{_pct(r.exact_match_not_converged):>9}"
         )

@@ -1,21 +1,50 @@
-"""Multi-digit multiplication: `21*43=` -> `2604` (12*34=408), all LSD-first."""
+"""Multi-digit multiplication: `21*43=` -> `2604` (12*34=408), all LSD-first.
+
+With `max_multiplier_digits` set, the multiplier b of `a*b` is drawn from its own, shorter
+range (N x k multiplication: a long multiplicand times a k-digit multiplier), the setting in
+which a looped model can extrapolate in the multiplicand's length (ModelConfig.multiplier_heads).
+"""
 
 from __future__ import annotations
 
-from typing import ClassVar
+import random
+from typing import Any, ClassVar
 
+from abacus_interp.errors import UserError
+from abacus_interp.tasks.base import Example, check_count, check_digit_range, random_with_digits
 from abacus_interp.tasks.binary_op import BinaryOpTask
 
 
 class MultiplicationTask(BinaryOpTask):
-    """a * b with operands of `min_digits`..`max_digits` digits; same sampling as addition."""
+    """a * b with a of `min_digits`..`max_digits` digits and b of the same range, or of
+    `min_multiplier_digits`..`max_multiplier_digits` when that is set."""
 
     name: ClassVar[str] = "multiplication"
     op_symbol: ClassVar[str] = "*"
     op_aliases: ClassVar[tuple[str, ...]] = ("x", "×")
 
-    def __init__(self, max_digits: int = 5, min_digits: int = 1) -> None:
-        super().__init__(max_digits=max_digits, min_digits=min_digits)
+    def __init__(
+        self,
+        max_digits: int = 5,
+        min_digits: int = 1,
+        answer_format: str = "autoregressive",
+        max_multiplier_digits: int | None = None,
+        min_multiplier_digits: int = 1,
+    ) -> None:
+        super().__init__(max_digits=max_digits, min_digits=min_digits, answer_format=answer_format)
+        if max_multiplier_digits is not None:
+            check_digit_range(min_multiplier_digits, max_multiplier_digits, "multiplier_digits")
+        elif min_multiplier_digits != 1:
+            raise UserError("min_multiplier_digits needs max_multiplier_digits: set both, or neither")
+        self.max_multiplier_digits = max_multiplier_digits
+        self.min_multiplier_digits = min_multiplier_digits
+
+    @property
+    def multiplier_range(self) -> tuple[int, int]:
+        """The digit counts the multiplier is sampled from."""
+        if self.max_multiplier_digits is None:
+            return self.digit_range
+        return (self.min_multiplier_digits, self.max_multiplier_digits)
 
     @staticmethod
     def compute(a: int, b: int) -> int:
@@ -25,3 +54,51 @@ class MultiplicationTask(BinaryOpTask):
     def max_answer_digits(cls, digits_a: int, digits_b: int) -> int:
         # A d1-digit times a d2-digit number has at most d1 + d2 digits.
         return digits_a + digits_b
+
+    def sample(
+        self,
+        n: int,
+        rng: random.Random,
+        min_digits: int | None = None,
+        max_digits: int | None = None,
+    ) -> list[Example]:
+        """Without a multiplier range, the shared scheme (cell (i, j) uniform over the square).
+        With one: the multiplicand's length uniform over [min_digits, max_digits], the
+        multiplier's over the multiplier range, then the digits."""
+        if self.max_multiplier_digits is None:
+            return super().sample(n, rng, min_digits, max_digits)
+        check_count(n)
+        lo = self.min_digits if min_digits is None else min_digits
+        hi = self.max_digits if max_digits is None else max_digits
+        check_digit_range(lo, hi)
+        k_lo, k_hi = self.multiplier_range
+        out = []
+        for _ in range(n):
+            i, j = rng.randint(lo, hi), rng.randint(k_lo, k_hi)
+            out.append(self.make(random_with_digits(rng, i), random_with_digits(rng, j)))
+        return out
+
+    def check_multiplier(self, digits: int) -> None:
+        """UserError when a run of this task cannot read a multiplier of `digits` digits: an
+        N x k run learned to read k or fewer (one multiplier head per digit, at most)."""
+        if self.max_multiplier_digits is not None and digits > self.max_multiplier_digits:
+            raise UserError(
+                f"this run multiplies by multipliers of up to {self.max_multiplier_digits} digits and "
+                f"never learned to read a {digits}-digit one; put the longer number first "
+                f"(the multiplicand may be any length) or use a run trained on longer multipliers"
+            )
+
+    def max_sequence_length(self, max_digits: int | None = None) -> int:
+        if self.max_multiplier_digits is None:
+            return super().max_sequence_length(max_digits)
+        d = self.max_digits if max_digits is None else max_digits
+        check_digit_range(1, d)
+        k = self.max_multiplier_digits
+        return d + 1 + k + 1 + self.max_answer_digits(d, k) + 1
+
+    def config(self) -> dict[str, Any]:
+        out = super().config()
+        if self.max_multiplier_digits is not None:  # older configs stay as they were
+            out["max_multiplier_digits"] = self.max_multiplier_digits
+            out["min_multiplier_digits"] = self.min_multiplier_digits
+        return out

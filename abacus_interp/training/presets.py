@@ -170,6 +170,36 @@ def extrap_add() -> RunConfig:
     )
 
 
+def extrap_mul() -> RunConfig:
+    """N x k multiplication that extrapolates in N: a multiplicand of up to 5 digits times a
+    multiplier of 1 to 3 digits, in the answer-slot format (`rev(a)*rev(b)=` then a
+    placeholder in every answer position: no scratchpad, the multiplier written once).
+
+    Answer digit i needs a_i, a_(i-1), ..., a_(i-k+1) (a window of k - 1 below on the
+    Abacus index), every digit of the multiplier (at index 1..k, far from i once i is large)
+    and a carry of 0..(9k-ish) from the column below. Heads of two kinds do both: 5 of 8
+    heads attend by rotary positions inside a window of +-2 (enough for k = 3) and never
+    see the multiplier, so the carry stays a local automaton as in extrap-add; 3 heads
+    (`multiplier_heads`) see only the multiplier, keys rotated by its index and queries not,
+    so each can pick one multiplier digit the same way at any answer position.
+    """
+    return _run(
+        "extrap-mul",
+        "multiplication",
+        {"max_digits": 5, "max_multiplier_digits": 3, "answer_format": "slots"},
+        # max_seq_len bounds evaluation only (no position table): 100-digit multiplicands
+        dict(d_model=128, n_heads=8, n_layers=1, n_loops=8, max_loops=128, max_seq_len=320, abacus_max_offset=0,
+             positional="none", rotary="abacus", abacus_window=2, multiplier_heads=3,
+             input_injection="norm_add", halt_tol=1e-3),
+        TrainConfig(
+            steps=6000, batch_size=64, lr=2e-3, weight_decay=0.01, warmup_steps=200, grad_clip=1.0, processes=2,
+            progressive="mix", mix_depths=(8, 24), step_penalty=1.0, init_state_noise=0.5,
+            eval_every=250, eval_problems=256,
+            checkpoint_every=500, dense_checkpoints=8, dense_until=500,
+        ),
+    )
+
+
 _GROK_MODEL = dict(
     d_model=128, n_heads=4, d_head=32, d_mlp=512, n_layers=1, n_loops=1, activation="relu",
     norm="none", input_injection="none", max_seq_len=5, init_std=128**-0.5,
@@ -309,6 +339,7 @@ PRESETS: dict[str, Callable[[], RunConfig]] = {
     "small-add": small_add,
     "loop-add": loop_add,
     "extrap-add": extrap_add,
+    "extrap-mul": extrap_mul,
     "grok-mod113": grok_mod113,
     "grok-mod113-fast": grok_mod113_fast,
     "expressions": expressions,

@@ -16,6 +16,7 @@ at the horizon: a path-independent loop recomputes its state from the input it k
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -67,9 +68,12 @@ def chain_pair(digits: int, chain: int, rng: random.Random) -> tuple[tuple[int, 
 
 @torch.no_grad()
 def delayed_carry(model, task, clean_operands: tuple[int, int], corrupted_operands: tuple[int, int],
-                  chain: int, switch_loops: list[int], horizon: int) -> DelayedCarry:
+                  chain: int, switch_loops: list[int], horizon: int,
+                  answer_digits: Sequence[int] | None = None) -> DelayedCarry:
     """Lock-in loops of the chain's answer digits when the clean input replaces the corrupted
-    one after each number of loops in `switch_loops` (see the module docstring)."""
+    one after each number of loops in `switch_loops` (see the module docstring).
+    `answer_digits`: the digits to follow (units = 0), when they are not 1..chain (the
+    multiplication analysis follows the digits in which its two products differ)."""
     clean_ex, corrupted_ex = task.make(*clean_operands), task.make(*corrupted_operands)
     batch = encode_batch(model.cfg.vocab, [clean_ex.prompt, corrupted_ex.prompt], [clean_ex.target, corrupted_ex.target])
     if not bool(batch.valid.all()) or int(batch.prompt_lengths[0]) != int(batch.prompt_lengths[1]):
@@ -77,7 +81,8 @@ def delayed_carry(model, task, clean_operands: tuple[int, int], corrupted_operan
     tokens = batch.tokens.to(model.W_E.device)  # [2 pos]
     n_prompt, n_digits = int(batch.prompt_lengths[0]), len(clean_ex.target)
     # the logits at position n_prompt - 1 + k read answer digit k; the chain's are digits 1..chain
-    reads = torch.arange(n_prompt, n_prompt + chain)
+    followed = range(1, chain + 1) if answer_digits is None else answer_digits
+    reads = n_prompt - 1 + torch.tensor(list(followed), dtype=torch.long)
     inputs, index = model.embed(tokens), model.attention_index(tokens)  # [2 pos d_model], [2 pos]
     clean_in, corrupted_in = inputs[:1], inputs[1:]
     index = None if index is None else index[:1]  # both inputs share one layout
@@ -97,7 +102,7 @@ def delayed_carry(model, task, clean_operands: tuple[int, int], corrupted_operan
             state = model.run_loops(clean_in, range(t, t + 1), state=state, index=index)
             right.append(model.unembed(state)[0, reads].argmax(-1) == tokens[0, reads + 1])
         lock_in.append(tuple(_lock_in(torch.stack(right), first_loop=s + 1)))
-    human = [f"{x}+{y}" for x, y in (clean_operands, corrupted_operands)]
+    human = [f"{x}{task.op_symbol}{y}" for x, y in (clean_operands, corrupted_operands)]
     return DelayedCarry(clean=human[0], corrupted=human[1], chain=chain, switch_loops=tuple(switch_loops),
                         lock_in=tuple(lock_in), horizon=horizon, corrupted_right=corrupted_right)
 

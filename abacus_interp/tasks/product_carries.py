@@ -1,0 +1,68 @@
+"""Carries of long multiplication, for interpretability: column sums, the carry into each
+column and how far down the answer a carry's decision reaches.
+
+Column i of a * b (digits LSD-first, a_i and b_j) sums s_i = sum_j a_(i-j) * b_j; the carry
+into column i + 1 is c_(i+1) = (s_i + c_i) // 10 and answer digit i is (s_i + c_i) % 10.
+Unlike addition's 0/1 carry, c can reach the sum of the multiplier's digits.
+
+The *carry reach* of answer digit i is how many columns below it decide its carry: the least
+d such that the carry into column i comes out the same whatever carry (in its feasible
+range) enters column i - d. It is addition's carry distance generalised: 0 where no carry
+can arrive, 1 where column i - 1 alone settles it, and one more for every column in between
+whose sum passes a changed carry on. A model that moves carries one column per loop locks
+digit i in at a loop that grows with its reach.
+"""
+
+from __future__ import annotations
+
+from abacus_interp.tasks.base import to_lsd
+
+
+def column_sums(a: int, b: int) -> list[int]:
+    """s_i for every column of a * b (as many as the product's digits, at least one)."""
+    a_digits = [int(ch) for ch in to_lsd(a)]
+    b_digits = [int(ch) for ch in to_lsd(b)]
+    n_columns = len(to_lsd(a * b))
+    sums = [0] * max(n_columns, len(a_digits) + len(b_digits) - 1)
+    for i, x in enumerate(a_digits):
+        for j, y in enumerate(b_digits):
+            sums[i + j] += x * y
+    return sums[:n_columns]
+
+
+def carries_in(a: int, b: int) -> list[int]:
+    """The carry into each answer column (0 into column 0)."""
+    out, carry = [], 0
+    for s in column_sums(a, b):
+        out.append(carry)
+        carry = (s + carry) // 10
+    return out
+
+
+def largest_carry(b: int) -> int:
+    """The largest carry a multiplication by `b` can produce: the least fixed point of
+    c = (9 * digit_sum(b) + c) // 10 reached from 0 (a column sum is at most 9 * digit_sum(b))."""
+    bound = 9 * sum(int(ch) for ch in str(b))
+    carry = 0
+    while (bound + carry) // 10 != carry:
+        carry = (bound + carry) // 10
+    return carry
+
+
+def carry_reach(a: int, b: int) -> list[int]:
+    """Per answer digit (least significant first): its carry reach (see the module doc)."""
+    sums = column_sums(a, b)
+    feasible = range(largest_carry(b) + 1)
+    reach = []
+    for i in range(len(sums)):
+        for d in range(i + 1):
+            # the carry into column i for every carry entering column i - d
+            outcomes = set()
+            for carry in feasible:
+                for s in sums[i - d : i]:
+                    carry = (s + carry) // 10
+                outcomes.add(carry)
+            if len(outcomes) == 1 or d == i:  # column 0 has no carry in: settled at d = i
+                reach.append(d if len(outcomes) == 1 else i)
+                break
+    return reach

@@ -1,0 +1,241 @@
+"""Multiplication by looping: accuracy of N x k products far past the trained length, which
+head reads which multiplier digit, and the carry wave of products.
+
+Every answer digit i of a * b has a carry reach (`tasks.product_carries.carry_reach`): how
+many columns below it decide the carry it receives, carries being 0..(sum of b's digits),
+not 0/1. Its lock-in loop is the first loop from which the logit lens reads the right digit
+at every later loop up to the horizon. A loop that moves carries a fixed number of columns
+per iteration locks a digit in at a loop that grows linearly with its reach.
+
+Samples (named in every label, because they give different numbers):
+* uniform: a multiplicand of exactly D digits times a multiplier of exactly k digits, digits
+  uniform (most reaches short);
+* near a power of ten: a = (c * 10^D + 10^D - 1) // b for a random 2-digit c, so the
+  product is c followed by a run of 9s and a few digits: the carry decisions reach far down.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from abacus_interp.core.halting import generate_adaptive
+from abacus_interp.errors import UserError
+from abacus_interp.evaluation.common import section_rng
+from abacus_interp.evaluation.extrapolation import ExtrapolationResult, length_extrapolation
+from abacus_interp.jsonsafe import to_json
+from abacus_interp.tasks.base import random_with_digits
+from abacus_interp.tasks.product_carries import carry_reach
+from analyses.carry_wave.analysis import LinearFit, lock_in_loops, per_loop_correct
+from analyses.carry_wave.patching import DelayedCarry, delayed_carry
+from analyses.common import resolve
+from analyses.contract import configure
+
+from .config import MultiplicationConfig
+from .heads import HeadReading, Knockout, head_reading, knockout
+
+
+@dataclass(frozen=True)
+class ReachFit:
+    """Lock-in loop against carry reach over the answer digits of one sample."""
+
+    label: str  # e.g. "near a power of ten, 20 x 3 digits"
+    sample: str  # "uniform" or "near a power of ten"
+    digits: int  # the multiplicand's
+    multiplier_digits: int
+    n_problems: int
+    exact_match_at_horizon: float
+    never_locked: int  # answer digits still wrong at the horizon (left out of the fit)
+    reach: tuple[int, ...]  # per locked digit
+    lock_in: tuple[int, ...]  # per locked digit: its lock-in loop (1-based)
+    median_by_reach: tuple[tuple[int, float], ...]  # (reach, median lock-in loop)
+    fit: LinearFit
+
+
+@dataclass(frozen=True)
+class HaltingFit:
+    """Loops adaptive halting used against the longest carry reach of each problem."""
+
+    label: str
+    longest_reach: tuple[int, ...]
+    loops_used: tuple[int, ...]
+    converged: tuple[bool, ...]
+    fit: LinearFit
+
+
+@dataclass(frozen=True)
+class DelayedProduct:
+    """The delayed-carry patch on a pair of products that differ in a long run of digits."""
+
+    digits: tuple[int, ...]  # the answer digits followed (units = 0): where the products differ
+    patch: DelayedCarry  # lock_in[switch][followed digit]
+
+    def lag_after_switch(self) -> tuple[tuple[int, float | None], ...]:
+        """(switch loop, median of lock-in minus switch over the followed digits)."""
+        out = []
+        for s, row in zip(self.patch.switch_loops, self.patch.lock_in, strict=True):
+            lags = sorted(lo - s for lo in row if lo is not None)
+            out.append((s, float(lags[len(lags) // 2]) if lags else None))
+        return tuple(out)
+
+    def wave_fit(self) -> LinearFit:
+        """Lock-in loop against the digit's column in the clean run (switch 0)."""
+        pairs = [(d, lo) for d, lo in zip(self.digits, self.patch.lock_in[0], strict=True) if lo is not None]
+        return LinearFit.of([d for d, _ in pairs], [lo for _, lo in pairs])
+
+
+@dataclass(frozen=True)
+class MultiplicationResult:
+    trained_digits: int  # N, the multiplicand's trained length
+    multiplier_digits: tuple[int, ...]  # the k the run was trained on
+    horizon: int
+    accuracy: ExtrapolationResult  # N x k at every length multiple, adaptive loops
+    lock_in: tuple[ReachFit, ...]
+    halting: HaltingFit
+    delayed: DelayedProduct
+    # where each head reads and what forbidding it does (uniform, N x K); None for a model
+    # without multiplier heads, whose attention does not split the multiplier off
+    heads_trained: HeadReading | None
+    heads_far: HeadReading | None
+    knockout: Knockout | None
+
+    def to_dict(self) -> dict:
+        return to_json(self)
+
+    def figures(self):
+        from .figures import multiplication_figures
+
+        return multiplication_figures(self)
+
+    def findings(self) -> list[str]:
+        from .findings import multiplication_findings
+
+        return multiplication_findings(self)
+
+
+def run(model_or_run, task=None, *, config: MultiplicationConfig | None = None, **overrides) -> MultiplicationResult:
+    """Multiplication by looping on an answer-slot N x k multiplier (a LoopedTransformer, a run
+    directory or a .safetensors checkpoint; `task` defaults to the run's).
+
+    config: every setting (`MultiplicationConfig`); default the report's.
+    overrides: fields of the config by name, e.g. `n_problems=16, horizon=32`.
+    """
+    cfg = configure(MultiplicationConfig, config, overrides, "multiplication.run()")
+    subject = resolve(model_or_run, task, max_loops=None)
+    model, task = subject.model, subject.task
+    reason = skip_reason(model, task)
+    if reason:
+        raise UserError(reason)
+    if cfg.horizon > model.cfg.max_loops:
+        raise UserError(f"horizon={cfg.horizon} exceeds the model's max_loops={model.cfg.max_loops}; "
+                        f"load it with load_model(path, max_loops={cfg.horizon})")
+    n_trained, far, seed = task.max_digits, task.max_digits * cfg.far_multiple, cfg.seed
+    k_lo, k_hi = task.multiplier_range
+    ks = tuple(range(k_lo, k_hi + 1))
+    lengths = sorted({max(1, round(m * n_trained)) for m in cfg.length_multiples})
+    accuracy = length_extrapolation(model, task, lengths, multipliers=ks, n=cfg.n_problems, seed=seed)
+
+    groups = {
+        ("uniform", n_trained): _uniform(task, n_trained, k_hi, cfg.n_problems, seed),
+        ("near a power of ten", n_trained): _near_power_of_ten(task, n_trained, k_hi, cfg.n_problems, seed),
+        ("uniform", far): _uniform(task, far, k_hi, cfg.n_problems, seed),
+        ("near a power of ten", far): _near_power_of_ten(task, far, k_hi, cfg.n_problems, seed),
+    }
+    fits = [_reach_fit(f"{sample}, {d} x {k_hi} digits", sample, d, k_hi, examples,
+                       per_loop_correct(model, examples, cfg.horizon)[1])
+            for (sample, d), examples in groups.items()]
+
+    hard = groups[("near a power of ten", n_trained)] + groups[("near a power of ten", far)]
+    decoded = generate_adaptive(model, [e.prompt for e in hard], max_new_tokens=far + k_hi + 2)
+    longest = [max(carry_reach(*e.operands)) for e in hard]
+    halting = HaltingFit(label=f"near a power of ten, {n_trained} and {far} x {k_hi} digits",
+                         longest_reach=tuple(longest), loops_used=tuple(decoded.loops_used),
+                         converged=tuple(decoded.converged), fit=LinearFit.of(longest, decoded.loops_used))
+
+    delayed = _delayed(model, task, far, k_hi, [s for s in cfg.switch_loops if s < cfg.horizon], cfg.horizon,
+                       section_rng(seed, "multiplication delayed carry", far))
+    heads_trained = heads_far = knocked = None
+    if model.cfg.multiplier_heads:
+        head_loops = min(cfg.head_loops, cfg.horizon)
+        heads_trained, heads_far = (
+            head_reading(model, groups[("uniform", d)], head_loops, f"uniform, {d} x {k_hi} digits")
+            for d in (n_trained, far))
+        knocked = knockout(model, groups[("uniform", far)], cfg.horizon, f"uniform, {far} x {k_hi} digits",
+                           [f"b_{j}" for j in range(k_hi)] + ["a_i", "a_(i-1)", "answer slot below"])
+    return MultiplicationResult(trained_digits=n_trained, multiplier_digits=ks, horizon=cfg.horizon,
+                                accuracy=accuracy, lock_in=tuple(fits), halting=halting, delayed=delayed,
+                                heads_trained=heads_trained, heads_far=heads_far, knockout=knocked)
+
+
+def skip_reason(model, task) -> str | None:
+    """Why the analysis cannot run on (model, task); None when it can."""
+    if task.name != "multiplication":
+        return f"task {task.name!r} is not multiplication"
+    if not (model.is_looped and model.cfg.answer_slots):
+        return ("the product's carry wave is read off an answer-slot model's loops (answer_format='slots'); "
+                "this model writes its answer token by token")
+    if task.max_multiplier_digits is None:
+        return ("this run multiplies two numbers of the same range (N x N); the analysis follows an N x k "
+                "run's multiplier digits and long multiplicands (task max_multiplier_digits)")
+    if model.cfg.positional != "none":
+        return ("the analysis runs multiplicands 4x the trained length, past this model's position table "
+                f"(positional={model.cfg.positional!r}): it was not built to extrapolate in length")
+    return None
+
+
+def _uniform(task, digits: int, k: int, n: int, seed: int):
+    return task.sample_cell(n, section_rng(seed, "multiplication uniform", digits, k), digits, k)
+
+
+def _near_power_of_ten(task, digits: int, k: int, n: int, seed: int):
+    """`n` products of a `digits`-digit multiplicand and a k-digit multiplier that read c,
+    then a run of 9s, then a few digits (a = (c * 10^D + 10^D - 1) // b, c of 2 digits)."""
+    rng = section_rng(seed, "multiplication near a power of ten", digits, k)
+    out = []
+    while len(out) < n:
+        b = random_with_digits(rng, k)
+        power = digits + k - 3  # the product has about `digits + k` digits
+        a = (rng.randint(10, 99) * 10**power + 10**power - 1) // b
+        if len(str(a)) == digits:
+            out.append(task.make(a, b))
+    return out
+
+
+def _reach_fit(label, sample, digits, k, examples, correct) -> ReachFit:
+    reach, locks, never, exact = [], [], 0, 0
+    for example, table in zip(examples, correct, strict=True):
+        distance = carry_reach(*example.operands)  # one per answer digit (the table has no EOS row)
+        loops = lock_in_loops(table)
+        exact += all(lo is not None for lo in loops)
+        for r, lo in zip(distance, loops, strict=True):
+            if lo is None:
+                never += 1
+            else:
+                reach.append(r)
+                locks.append(lo)
+    by_reach: dict[int, list[int]] = {}
+    for r, lo in zip(reach, locks, strict=True):
+        by_reach.setdefault(r, []).append(lo)
+    medians = tuple((r, float(sorted(v)[len(v) // 2])) for r, v in sorted(by_reach.items()))
+    return ReachFit(label=label, sample=sample, digits=digits, multiplier_digits=k, n_problems=len(examples),
+                    exact_match_at_horizon=exact / len(examples), never_locked=never, reach=tuple(reach),
+                    lock_in=tuple(locks), median_by_reach=medians, fit=LinearFit.of(reach, locks))
+
+
+def _delayed(model, task, digits: int, k: int, switch_loops: list[int], horizon: int,
+             rng: random.Random) -> DelayedProduct:
+    """A pair (a + 1) * b and a * b, where a * b is c followed by 9s: the clean product (a + 1)
+    carries into every 9 (they become 0s), so the digits that differ are the run the carry
+    crosses; the multiplicands differ only in their units digit."""
+    for _ in range(1000):
+        b = random_with_digits(rng, k)
+        power = digits + k - 3
+        a = (rng.randint(10, 89) * 10**power + 10**power - 1) // b
+        clean, corrupted = task.make(a + 1, b), task.make(a, b)
+        if a % 10 != 9 and len(str(a)) == digits and len(clean.target) == len(corrupted.target):
+            break
+    else:  # pragma: no cover - the sampler finds a pair within a few tries at any length
+        raise UserError(f"no delayed-carry pair found for {digits} x {k} digits")
+    differ = tuple(i for i, (x, y) in enumerate(zip(clean.target, corrupted.target, strict=True)) if x != y)
+    patch = delayed_carry(model, task, (a + 1, b), (a, b), len(differ), switch_loops, horizon, answer_digits=differ)
+    return DelayedProduct(digits=differ, patch=patch)

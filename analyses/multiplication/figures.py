@@ -1,0 +1,87 @@
+"""Plotly figures of a multiplication result (returned, never shown)."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from plotly.colors import qualitative
+
+from analyses._axes import integer_ticks, percent_ticks
+
+COLORS = qualitative.Plotly
+
+
+def multiplication_figures(result) -> dict[str, go.Figure]:
+    figures = {
+        "accuracy_by_length": accuracy_by_length(result),
+        "lock_in_by_reach": lock_in_by_reach(result),
+        "delayed_carry": delayed_carry(result),
+    }
+    if result.heads_far is not None and result.knockout is not None:
+        figures["head_reading"] = head_reading(result.heads_far)
+        figures["knockout"] = knockout(result.knockout)
+    return figures
+
+
+def accuracy_by_length(result) -> go.Figure:
+    acc = result.accuracy
+    fig = go.Figure()
+    for i, k in enumerate(result.multiplier_digits):
+        rows = [r for r in acc.rows if r.multiplier_digits == k]
+        fig.add_trace(go.Scatter(x=[r.digits for r in rows], y=[r.exact_match for r in rows], mode="lines+markers",
+                                 name=f"x {k}-digit multiplier", line={"color": COLORS[i % len(COLORS)]},
+                                 text=[f"n={r.n}, median {r.loops_median:g} loops" for r in rows]))
+    fig.add_vline(x=acc.trained_digits, line_dash="dash", line_color="gray")
+    fig.update_xaxes(title_text="multiplicand digits (uniform digits; dashed: trained length)", type="log")
+    fig.update_yaxes(title_text="exact match, adaptive loops", **percent_ticks())
+    fig.update_layout(title="N x k products: exact match by multiplicand length")
+    return fig
+
+
+def lock_in_by_reach(result) -> go.Figure:
+    fig = go.Figure()
+    for i, fit in enumerate(result.lock_in):
+        fig.add_trace(go.Scatter(x=[r for r, _ in fit.median_by_reach], y=[m for _, m in fit.median_by_reach],
+                                 mode="markers+lines", name=f"{fit.label} (n={fit.n_problems})",
+                                 line={"color": COLORS[i % len(COLORS)]}))
+    fig.update_xaxes(title_text="carry reach of the answer digit (columns that decide its carry)")
+    fig.update_yaxes(title_text="median lock-in loop",
+                     **integer_ticks([m for fit in result.lock_in for _, m in fit.median_by_reach]))
+    fig.update_layout(title="When each answer digit locks in, by how far its carry is decided")
+    return fig
+
+
+def delayed_carry(result) -> go.Figure:
+    patch = result.delayed.patch
+    fig = go.Figure()
+    for i, (s, row) in enumerate(zip(patch.switch_loops, patch.lock_in, strict=True)):
+        name = "clean run" if s == 0 else f"switched after {s} loops"
+        fig.add_trace(go.Scatter(x=list(result.delayed.digits), y=list(row), mode="markers+lines", name=name,
+                                 line={"color": COLORS[i % len(COLORS)]}))
+    fig.update_xaxes(title_text="answer digit (units = 0), where the two products differ")
+    fig.update_yaxes(title_text="lock-in loop (from the start)")
+    fig.update_layout(title=f"Delayed carry: {patch.corrupted} for s loops, then {patch.clean}")
+    return fig
+
+
+def head_reading(reading) -> go.Figure:
+    settled = reading.settled()  # [head group]
+    labels = [f"{h} (multiplier)" if h in reading.multiplier_heads else h for h in reading.heads]
+    fig = go.Figure(go.Heatmap(z=settled, x=list(reading.groups), y=labels, colorscale="Blues", zmin=0, zmax=1,
+                               text=[[f"{v:.0%}" for v in row] for row in settled], texttemplate="%{text}"))
+    fig.update_yaxes(autorange="reversed", dtick=1)
+    fig.update_layout(title=f"Attention of the answer positions by key group ({reading.label}, "
+                            f"mean over loops {len(reading.mass) // 2 + 1}-{len(reading.mass)})",
+                      height=120 + 32 * len(labels))
+    return fig
+
+
+def knockout(result) -> go.Figure:
+    fig = go.Figure(go.Heatmap(z=result.exact_match, x=list(result.heads), y=list(result.groups), colorscale="RdBu",
+                               zmin=0, zmax=1, text=[[f"{v:.0%}" for v in row] for row in result.exact_match],
+                               texttemplate="%{text}"))
+    fig.update_yaxes(autorange="reversed", dtick=1)
+    fig.update_xaxes(dtick=1)
+    fig.update_layout(title=f"Exact match with one head forbidden one key group in every loop "
+                            f"({result.label}, n={result.n_problems}, {result.n_loops} loops; "
+                            f"none forbidden: {result.baseline:.0%})")
+    return fig

@@ -1,0 +1,69 @@
+"""The multiplication findings: sentences that state the measured numbers and their samples."""
+
+from __future__ import annotations
+
+from scipy import stats
+
+from analyses.prose import limit
+
+# a lock-in slope is called an effect only when a test of zero slope rejects it at this level
+SIGNIFICANCE = 0.01
+
+
+def multiplication_findings(result) -> list[str]:
+    acc, n = result.accuracy, result.trained_digits
+    out = []
+    parts = []
+    for k in result.multiplier_digits:
+        rows = [r for r in acc.rows if r.multiplier_digits == k]
+        cells = ", ".join(f"{r.exact_match:.0%} at {r.digits} ({r.digits / n:g}x, median {r.loops_median:g} loops)"
+                          for r in rows)
+        parts.append(f"x {k} digits: {cells}")
+    if parts:
+        out.append(f"Uniform N x k products (n={acc.rows[0].n} per row), trained on multiplicands of up to {n} "
+                   f"digits, adaptive loops: " + "; ".join(parts) + ".")
+    if result.heads_far is not None and result.knockout is not None:
+        out.append(_heads_sentence(result))
+    fits = []
+    for fit in result.lock_in:
+        fits.append(f"{fit.label} (n={fit.n_problems}): {_slope_sentence(fit.reach, fit.lock_in)}")
+    h = result.halting
+    out.append("Lock-in loop against carry reach: " + "; ".join(fits) + ". Adaptive halting against a problem's "
+               f"longest reach ({h.label}): {_slope_sentence(h.longest_reach, h.loops_used)}; "
+               f"{sum(h.converged)}/{len(h.converged)} converged before the cap.")
+    d = result.delayed
+    lags = ", ".join(f"{lag:g} after a switch at {s}" for s, lag in d.lag_after_switch() if lag is not None and s)
+    wave = d.wave_fit()
+    clean = (f"in the clean run digit d locks in at {wave.slope:.2f} d + {wave.intercept:.1f} loops"
+             if wave.slope is not None else "the clean run has one differing digit only")
+    out.append(f"Delayed carry ({d.patch.corrupted} for s loops, then {d.patch.clean}; the products differ in "
+               f"{len(d.digits)} digits): {clean}; median lock-in after the switch {lags or 'n/a'} loops.")
+    return limit(out)
+
+
+def _slope_sentence(x, y) -> str:
+    if len(set(x)) < 2:
+        return "one reach only, no slope"
+    test = stats.linregress(x, y)
+    if test.pvalue >= SIGNIFICANCE:
+        return f"no dependence distinguishable from noise (slope {test.slope:.2f}, p = {test.pvalue:.2g}, n = {len(x)})"
+    return (f"{test.slope:.2f} loops per column of reach (R^2 {test.rvalue ** 2:.2f}, "
+            f"p = {test.pvalue:.1g}, n = {len(x)} digits)")
+
+
+def _heads_sentence(result) -> str:
+    reading, knocked = result.heads_far, result.knockout
+    reads = []
+    for head in reading.multiplier_heads:
+        group, mass = reading.main_group(head)
+        reads.append(f"{head} {group} ({mass:.0%})")
+    sentence = f"Multiplier heads ({reading.label}, settled loops): " + ", ".join(reads) + "."
+    if knocked.baseline < 0.5:  # a knockout cannot show what a head is needed for when little is right
+        return sentence + (f" Knockouts not read: only {knocked.baseline:.0%} of {knocked.label} are right "
+                           f"after {knocked.n_loops} loops without one.")
+    worst = []
+    for group in knocked.groups:
+        head, left = knocked.worst(group)
+        worst.append(f"{group} from {head}: {left:.0%}")
+    return sentence + (f" Forbidding one head one key group in every loop ({knocked.label}, n={knocked.n_problems}, "
+                       f"{knocked.baseline:.0%} right without), the most harmful: " + "; ".join(worst) + ".")

@@ -1,0 +1,184 @@
+"""Heads of two kinds for N x k multiplication (`ModelConfig.multiplier_heads`): the
+multiplier heads see only the multiplier's digits and score them independently of the
+query's position, the other heads keep the window and never see the multiplier; both
+attention paths and cached decoding agree, and a checkpoint round-trips the field."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from abacus_interp import ModelConfig
+from abacus_interp.core.attention import attention_mask, number_ordinal
+from abacus_interp.core.decoding import naive_generate
+from abacus_interp.core.hooks import act_name
+from abacus_interp.core.positions import abacus_indices
+from abacus_interp.core.tokens import Vocab
+from abacus_interp.errors import UserError
+from abacus_interp.tasks import MultiplicationTask, get_task
+from abacus_interp.tasks.product_carries import carries_in, carry_reach, column_sums, largest_carry
+
+MUL_VOCAB = Vocab(tuple("0123456789*="))
+TWO_KINDS = dict(vocab=MUL_VOCAB, positional="none", rotary="abacus", abacus_window=2, multiplier_heads=2,
+                 init_std=0.3)
+PROBLEMS = ["4321*987=", "15*62=", "987654321*3=", "1*1="]
+
+
+def test_number_ordinal_counts_runs_of_digits():
+    index = torch.tensor([[0, 1, 2, 3, 0, 1, 2, 0, 1, 2, 3, 4, 5], [0, 0, 0, 1, 0, 1, 0, 1, 2, 0, 0, 0, 0]])
+    expected = torch.tensor([[0, 1, 1, 1, 0, 2, 2, 0, 3, 3, 3, 3, 3], [0, 0, 0, 1, 0, 2, 0, 3, 3, 0, 0, 0, 0]])
+    assert torch.equal(number_ordinal(index), expected)
+
+
+def test_each_kind_of_head_sees_exactly_its_keys(tiny_model):
+    model = tiny_model(**TWO_KINDS)  # 4 heads: 2 local, 2 multiplier
+    tokens = model.to_tokens(["4321*987=79312", "15*62751=76766"])
+    index = abacus_indices(tokens, model.digit_ids)  # [batch pos]
+    multiplier = number_ordinal(index) == 2  # [batch pos]
+    n = tokens.shape[1]
+    causal = torch.ones(n, n, dtype=torch.bool).tril()
+    itself = torch.eye(n, dtype=torch.bool)
+    near = (index[:, :, None] - index[:, None, :]).abs() <= 2  # [batch query key]
+    local_sees = (causal & near & ~multiplier[:, None, :]) | itself
+    multiplier_sees = (causal & multiplier[:, None, :]) | itself
+    _, cache = model.run_with_cache(tokens, n_loops=2)
+    for loop in range(2):
+        for layer in range(model.cfg.n_layers):
+            pattern = cache[act_name("pattern", layer, loop=loop)]  # [batch head query key]
+            for head, sees in ((0, local_sees), (1, local_sees), (2, multiplier_sees), (3, multiplier_sees)):
+                assert (pattern[:, head][~sees] == 0).all()
+                assert (pattern[:, head][sees] > 0).all()
+
+
+def test_multiplier_scores_do_not_depend_on_where_the_query_is(tiny_model):
+    """A multiplier head's query is not rotated, so the score of multiplier digit j is the
+    same for every query with the same input: the slots of a long and a short answer read
+    b_1..b_k alike. Checked in loop 0, where a slot's input is the same placeholder
+    embedding at every position."""
+    model = tiny_model(**TWO_KINDS, answer_slots=False)
+    tokens = model.to_tokens(["123456789*987=0000000000000"])
+    name = act_name("attn_scores", 0, loop=0)
+    _, cache = model.run_with_cache(tokens, names_filter=name)
+    scores = cache[name][0, 2:]  # [multiplier_head query key]
+    index = abacus_indices(tokens, model.digit_ids)[0]
+    answer = (number_ordinal(index[None])[0] == 3).nonzero().squeeze(-1)
+    multiplier = (number_ordinal(index[None])[0] == 2).nonzero().squeeze(-1)
+    per_query = scores[:, answer][:, :, multiplier]  # [head answer_slot multiplier_digit]
+    torch.testing.assert_close(per_query, per_query[:, :1].expand_as(per_query), atol=1e-5, rtol=1e-5)
+    # and the digits themselves are told apart: the keys are rotated by their index
+    assert (per_query[:, 0, 0] - per_query[:, 0, 1]).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("backend", ["sdpa", "explicit"])
+def test_attention_paths_agree_with_multiplier_heads(tiny_model, backend):
+    tokens = tiny_model(vocab=MUL_VOCAB).to_tokens(["4321*987=79312", "15*62751=76766", "9*9=81"])
+    explicit = tiny_model(**TWO_KINDS, attention_backend="explicit")
+    other = tiny_model(**TWO_KINDS, attention_backend=backend)
+    other.load_state_dict(explicit.state_dict())
+    torch.testing.assert_close(other(tokens, 4), explicit(tokens, 4), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("n_loops", [1, 3])
+def test_cached_decoding_equals_naive_decoding_with_multiplier_heads(tiny_model, n_loops):
+    model = tiny_model(**TWO_KINDS)
+    cached = model.generate(PROMPTS_LEFT_PADDED, n_loops=n_loops, max_new_tokens=6)
+    naive = naive_generate(model, PROMPTS_LEFT_PADDED, n_loops=n_loops, max_new_tokens=6)
+    assert cached == naive
+
+
+PROMPTS_LEFT_PADDED = PROBLEMS  # prompts of different lengths: decoding left-pads them
+
+
+def test_two_kind_mask_is_per_head_and_padding_stays_hidden():
+    index = torch.tensor([[0, 1, 2, 0, 1, 0, 1, 2, 3]])
+    valid = torch.tensor([[False, True, True, True, True, True, True, True, True]])
+    mask = attention_mask(valid, 9, 9, "cpu", index, window=1, heads=(3, 1))
+    assert mask.shape == (1, 3, 9, 9)
+    assert not mask[0, :, 1:, 0].any()  # the padding key is hidden from every real query
+    assert torch.equal(mask[0, 0], mask[0, 1])  # the two local heads share one mask
+    assert mask[0, 2, 8, 4] and not mask[0, 0, 8, 4]  # the multiplier digit: only its head
+    assert not mask[0, 2, 8, 1]  # the multiplier head does not see the multiplicand
+
+
+def test_config_checks_and_round_trip():
+    cfg = ModelConfig(**{**TWO_KINDS, "d_model": 32, "n_heads": 4})
+    assert cfg.attends_by_index
+    assert ModelConfig.from_dict(cfg.to_dict()) == cfg
+    assert "multiplier_heads" not in ModelConfig(vocab=MUL_VOCAB, d_model=32, n_heads=4).to_dict()
+    with pytest.raises(UserError, match="rotary"):
+        ModelConfig(vocab=MUL_VOCAB, d_model=32, n_heads=4, multiplier_heads=1)
+    with pytest.raises(UserError, match="0..n_heads-1"):
+        ModelConfig(**{**TWO_KINDS, "d_model": 32, "n_heads": 4, "multiplier_heads": 4})
+
+
+def test_multiplication_with_a_short_multiplier_samples_its_own_range():
+    task = MultiplicationTask(max_digits=5, max_multiplier_digits=3, answer_format="slots")
+    examples = task.sample(400, random.Random(0))
+    lengths = {(len(str(e.operands[0])), len(str(e.operands[1]))) for e in examples}
+    assert {a for a, _ in lengths} == {1, 2, 3, 4, 5} and {b for _, b in lengths} == {1, 2, 3}
+    assert all(e.answer == e.operands[0] * e.operands[1] for e in examples)
+    assert task.config() == {"max_digits": 5, "min_digits": 1, "answer_format": "slots",
+                             "max_multiplier_digits": 3, "min_multiplier_digits": 1}
+    assert task.max_sequence_length() == 5 + 1 + 3 + 1 + 8 + 1
+    with pytest.raises(UserError, match="min_multiplier_digits"):
+        MultiplicationTask(min_multiplier_digits=2)
+
+
+def test_product_carries_follow_long_multiplication():
+    assert column_sums(24999, 4) == [36, 36, 36, 16, 8]
+    assert carries_in(24999, 4) == [0, 3, 3, 3, 1]
+    assert largest_carry(1) == 0 and largest_carry(2) == 1 and largest_carry(999) == 26
+    # times 1 no carry can arrive; 5 * 2 = 10: the tens digit is settled by the units column
+    assert carry_reach(99999, 1) == [0, 0, 0, 0, 0]
+    assert carry_reach(5, 2) == [0, 1]
+    # the digits rebuilt from column sums and carries are the product's, on random problems
+    rng = random.Random(0)
+    for _ in range(200):
+        a, b = rng.randint(1, 10**8), rng.randint(1, 999)
+        sums, carries, product = column_sums(a, b), carries_in(a, b), a * b
+        digits = [(s + c) % 10 for s, c in zip(sums, carries, strict=True)]
+        assert "".join(map(str, digits[::-1])).lstrip("0") == str(product)
+        reach = carry_reach(a, b)
+        assert len(reach) == len(str(product)) and all(0 <= r <= i for i, r in enumerate(reach))
+
+
+def _tiny_multiplier(**overrides):
+    from abacus_interp.core.families import build_model
+
+    task = MultiplicationTask(max_digits=3, max_multiplier_digits=2, answer_format="slots")
+    cfg = ModelConfig(**{**TWO_KINDS, "vocab": task.vocab, "answer_slots": True, "d_model": 32, "n_heads": 4,
+                         "n_layers": 1, "n_loops": 2, "max_loops": 16, "max_seq_len": 64, "halt_tol": 1e-3,
+                         **overrides})
+    return build_model(cfg).eval(), task
+
+
+def test_the_multiplication_analysis_splits_attention_by_head_kind():
+    """On an untrained model the reading still has to respect the masks: multiplier heads put
+    all their mass on the multiplier digits or themselves, the other heads none on them."""
+    from analyses import multiplication
+    from analyses.multiplication import MultiplicationConfig
+
+    model, task = _tiny_multiplier()
+    result = multiplication.run(model, task, config=MultiplicationConfig.quick())
+    reading = result.heads_trained
+    assert reading.multiplier_heads == ("L0H2", "L0H3")
+    mass = np.asarray(reading.mass)  # [loop head group]
+    np.testing.assert_allclose(mass.sum(-1), 1.0, atol=1e-3)
+    b_groups = [reading.groups.index(f"b_{j}") for j in range(3)]
+    own = reading.groups.index("query itself")
+    assert mass[:, 2:, b_groups + [own]].sum(-1).min() > 0.999
+    assert mass[:, :2, b_groups].max() == 0.0
+    assert {r.multiplier_digits for r in result.accuracy.rows} == {1, 2}
+    assert len(result.findings()) >= 3 and set(result.figures()) >= {"accuracy_by_length", "head_reading"}
+
+
+def test_the_multiplication_analysis_says_why_it_does_not_apply():
+    from analyses.multiplication.analysis import skip_reason
+
+    model, _ = _tiny_multiplier()
+    assert "not multiplication" in skip_reason(model, get_task("addition"))
+    square = MultiplicationTask(max_digits=3, answer_format="slots")
+    assert "N x N" in skip_reason(model, square)
