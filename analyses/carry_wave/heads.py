@@ -28,9 +28,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from abacus_interp.core.model import act_name
 from abacus_interp.core.tokens import encode_batch
 from abacus_interp.errors import UserError
+from analyses._head_groups import Knockout, group_attention_mass, head_names
+from analyses._head_groups import knockout as knock_out_groups
+
+__all__ = ["GROUP_NAMES", "KEY_GROUPS", "HeadReading", "Knockout", "head_reading", "knockout", "reads_columns"]
 
 # (name, kind of key, column offset from the predicted digit)
 KEY_GROUPS: tuple[tuple[str, str, int], ...] = (
@@ -111,82 +114,24 @@ def _column_batches(model, examples, batch_size: int):
         yield tokens, queries, masks
 
 
-@torch.no_grad()
 def head_reading(model, examples, n_loops: int, label: str, batch_size: int = 64) -> HeadReading:
     """Attention mass of every answer position on the KEY_GROUPS, per loop and head, over
     `examples` (teacher-forced inputs as in training; the slots hide the answer digits)."""
-    cfg = model.cfg
     check_reads_columns(model)
-    totals = np.zeros((n_loops, cfg.n_layers, cfg.n_heads, len(GROUP_NAMES)))
-    n_rows = 0
-    for tokens, queries, masks in _column_batches(model, examples, batch_size):
-        n_rows += len(queries)
-
-        def make_hook(t: int, layer: int, queries=queries, masks=masks):
-            def hook(pattern, hook):  # pattern: [batch head query_pos key_pos]
-                rows = pattern.detach()[queries[:, 0], :, queries[:, 1], :].float().cpu()  # [row head key]
-                totals[t, layer] += torch.einsum("rhk,rgk->hg", rows, masks).numpy()
-                return pattern
-            return hook
-
-        hooks = [(act_name("pattern", layer, loop=t), make_hook(t, layer))
-                 for t in range(n_loops) for layer in range(cfg.n_layers)]
-        model.run_with_hooks(tokens, n_loops=n_loops, fwd_hooks=hooks)
-    mean = totals / max(n_rows, 1)  # [loop layer head group]
-    heads = tuple(f"L{layer}H{h}" for layer in range(cfg.n_layers) for h in range(cfg.n_heads))
-    mass = tuple(tuple(tuple(round(float(v), 4) for v in head) for head in loop.reshape(-1, len(GROUP_NAMES)))
-                 for loop in mean)
-    return HeadReading(label=label, n_problems=len(examples), n_rows=n_rows, heads=heads, groups=GROUP_NAMES,
-                       mass=mass)
+    mean, n_rows = group_attention_mass(model, _column_batches(model, examples, batch_size), n_loops,
+                                        len(GROUP_NAMES))
+    mass = tuple(tuple(tuple(round(float(v), 4) for v in head) for head in loop) for loop in mean)
+    return HeadReading(label=label, n_problems=len(examples), n_rows=n_rows, heads=head_names(model.cfg),
+                       groups=GROUP_NAMES, mass=mass)
 
 
-@dataclass(frozen=True)
-class Knockout:
-    """Exact match when one head may not attend to one key group (in every loop)."""
-
-    label: str
-    n_problems: int
-    n_loops: int
-    baseline: float  # no knockout
-    groups: tuple[str, ...]  # the key groups knocked out, one at a time
-    heads: tuple[str, ...]
-    exact_match: tuple[tuple[float, ...], ...]  # [group][head]
-
-
-@torch.no_grad()
 def knockout(model, examples, n_loops: int, label: str, groups: Sequence[str], batch_size: int = 64) -> Knockout:
     """Exact match (greedy readout of every answer position after `n_loops`) when head h's
     scores on key group g are set to -inf at every answer position and loop, for each (g, h):
     the head's access to that column removed, its attention renormalised over the rest."""
-    cfg = model.cfg
     check_reads_columns(model)
     unknown = [g for g in groups if g not in GROUP_NAMES[:-1]]
     if unknown:
         raise UserError(f"unknown key groups {unknown}; choose from {GROUP_NAMES[:-1]}")
-    heads = [(layer, h) for layer in range(cfg.n_layers) for h in range(cfg.n_heads)]
-    cases = [None, *((g, lh) for g in groups for lh in heads)]
-    right = dict.fromkeys(cases, 0)
-    for tokens, queries, masks in _column_batches(model, examples, batch_size):
-        target = tokens[:, 1:]
-        answer_rows = torch.zeros_like(target, dtype=torch.bool)
-        answer_rows[queries[:, 0], queries[:, 1]] = True
-        for case in cases:
-            hooks = []
-            if case is not None:
-                group, (layer, head) = case
-                blocked = torch.zeros(tokens.shape[0], tokens.shape[1], tokens.shape[1], dtype=torch.bool)
-                blocked[queries[:, 0], queries[:, 1]] = masks[:, GROUP_NAMES.index(group)].bool()
-                blocked = blocked.to(tokens.device)
-
-                def hook(scores, hook, blocked=blocked, head=head):  # [batch head q k]
-                    scores[:, head] = scores[:, head].masked_fill(blocked, float("-inf"))
-                    return scores
-
-                hooks = [(act_name("attn_scores", layer, loop=t), hook) for t in range(n_loops)]
-            logits = model.run_with_hooks(tokens, n_loops=n_loops, fwd_hooks=hooks)
-            ok = ((logits[:, :-1].argmax(-1) == target) | ~answer_rows).all(-1)
-            right[case] += int(ok.sum())
-    n = len(examples)
-    names = tuple(f"L{layer}H{h}" for layer, h in heads)
-    return Knockout(label=label, n_problems=n, n_loops=n_loops, baseline=right[None] / n, groups=tuple(groups),
-                    heads=names, exact_match=tuple(tuple(right[(g, lh)] / n for lh in heads) for g in groups))
+    return knock_out_groups(model, _column_batches(model, examples, batch_size), len(examples), n_loops, label,
+                            groups, GROUP_NAMES)
