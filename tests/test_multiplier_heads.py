@@ -33,8 +33,9 @@ def test_number_ordinal_counts_runs_of_digits():
     assert torch.equal(number_ordinal(index), expected)
 
 
-def test_each_kind_of_head_sees_exactly_its_keys(tiny_model):
-    model = tiny_model(**TWO_KINDS)  # 4 heads: 2 local, 2 multiplier
+@pytest.mark.parametrize("select", ["fixed", "learned"])
+def test_each_kind_of_head_sees_exactly_its_keys(tiny_model, select):
+    model = tiny_model(**TWO_KINDS, multiplier_select=select)  # 4 heads: 2 local, 2 multiplier
     tokens = model.to_tokens(["4321*987=79312", "15*62751=76766"])
     index = abacus_indices(tokens, model.digit_ids)  # [batch pos]
     multiplier = number_ordinal(index) == 2  # [batch pos]
@@ -43,12 +44,15 @@ def test_each_kind_of_head_sees_exactly_its_keys(tiny_model):
     itself = torch.eye(n, dtype=torch.bool)
     near = (index[:, :, None] - index[:, None, :]).abs() <= 2  # [batch query key]
     local_sees = (causal & near & ~multiplier[:, None, :]) | itself
-    multiplier_sees = (causal & multiplier[:, None, :]) | itself
+    if select == "learned":  # every multiplier head sees every multiplier digit
+        head_sees = [(causal & multiplier[:, None, :]) | itself] * 2
+    else:  # multiplier head j sees the multiplier's digit j (index j + 1) only
+        head_sees = [(causal & (multiplier & (index == j + 1))[:, None, :]) | itself for j in range(2)]
     _, cache = model.run_with_cache(tokens, n_loops=2)
     for loop in range(2):
         for layer in range(model.cfg.n_layers):
             pattern = cache[act_name("pattern", layer, loop=loop)]  # [batch head query key]
-            for head, sees in ((0, local_sees), (1, local_sees), (2, multiplier_sees), (3, multiplier_sees)):
+            for head, sees in ((0, local_sees), (1, local_sees), (2, head_sees[0]), (3, head_sees[1])):
                 assert (pattern[:, head][~sees] == 0).all()
                 assert (pattern[:, head][sees] > 0).all()
 
@@ -58,7 +62,7 @@ def test_multiplier_scores_do_not_depend_on_where_the_query_is(tiny_model):
     same for every query with the same input: the slots of a long and a short answer read
     b_1..b_k alike. Checked in loop 0, where a slot's input is the same placeholder
     embedding at every position."""
-    model = tiny_model(**TWO_KINDS, answer_slots=False)
+    model = tiny_model(**TWO_KINDS, multiplier_select="learned")
     tokens = model.to_tokens(["123456789*987=0000000000000"])
     name = act_name("attn_scores", 0, loop=0)
     _, cache = model.run_with_cache(tokens, names_filter=name)
@@ -95,12 +99,24 @@ PROMPTS_LEFT_PADDED = PROBLEMS  # prompts of different lengths: decoding left-pa
 def test_two_kind_mask_is_per_head_and_padding_stays_hidden():
     index = torch.tensor([[0, 1, 2, 0, 1, 0, 1, 2, 3]])
     valid = torch.tensor([[False, True, True, True, True, True, True, True, True]])
-    mask = attention_mask(valid, 9, 9, "cpu", index, window=1, heads=(3, 1))
+    mask = attention_mask(valid, 9, 9, "cpu", index, window=1, heads=(3, 1, False))
     assert mask.shape == (1, 3, 9, 9)
     assert not mask[0, :, 1:, 0].any()  # the padding key is hidden from every real query
     assert torch.equal(mask[0, 0], mask[0, 1])  # the two local heads share one mask
     assert mask[0, 2, 8, 4] and not mask[0, 0, 8, 4]  # the multiplier digit: only its head
     assert not mask[0, 2, 8, 1]  # the multiplier head does not see the multiplicand
+
+
+def test_fixed_multiplier_heads_read_one_digit_each_whatever_the_offset():
+    # 12*345=...: the multiplier's digits sit at positions 4, 5, 6; an Abacus offset of 7 shifts
+    # every index, and head j still sees the multiplier's digit j only
+    index = torch.tensor([[1, 2, 0, 1, 2, 3, 0, 1, 2, 3, 4]])
+    for offset in (0, 7):
+        shifted = torch.where(index > 0, index + offset, index)
+        mask = attention_mask(None, 11, 11, "cpu", shifted, window=None, heads=(5, 3, True))
+        for j in range(3):
+            seen = mask[0, 2 + j, 10].nonzero().squeeze(-1).tolist()
+            assert seen == [3 + j, 10], (offset, j, seen)  # its digit and the query itself
 
 
 def test_config_checks_and_round_trip():

@@ -66,16 +66,17 @@ def attention_mask(
     device,
     index: Int[Tensor, "batch key_pos"] | None = None,
     window: int | None = None,
-    heads: tuple[int, int] | None = None,
+    heads: tuple[int, int, bool] | None = None,
 ) -> Bool[Tensor, "batch head_or_1 query_pos key_pos"] | None:
     """Causal mask for queries that are the last `n_query` of `n_key` positions, also hiding
     padding keys and, with `window`, every key whose Abacus `index` differs from the query's
     by more than `window`. A query always sees itself, so no softmax row is empty (no NaN).
     None means "plain causal with no padding", which SDPA handles without a mask.
 
-    `heads=(n_heads, multiplier_heads)` gives heads of two kinds (`ModelConfig.multiplier_heads`):
-    the mask is then per head, the first heads seeing what is described above minus the
-    multiplier's digits, the last `multiplier_heads` seeing only the multiplier's digits."""
+    `heads=(n_heads, multiplier_heads, fixed)` gives heads of two kinds
+    (`ModelConfig.multiplier_heads`): the mask is then per head, the first heads seeing what is
+    described above minus the multiplier's digits, the last `multiplier_heads` seeing only the
+    multiplier's digits (with `fixed`, multiplier head j only the multiplier's digit j)."""
     if heads is not None and heads[1]:
         return _two_kind_mask(key_valid, n_query, n_key, device, index, window, *heads)
     if key_valid is None and window is None and n_query == n_key:
@@ -107,7 +108,7 @@ def number_ordinal(index: Int[Tensor, "batch pos"]) -> Int[Tensor, "batch pos"]:
     return torch.where(is_digit, starts.long().cumsum(dim=1), torch.zeros_like(index))
 
 
-def _two_kind_mask(key_valid, n_query, n_key, device, index, window, n_heads, multiplier_heads):
+def _two_kind_mask(key_valid, n_query, n_key, device, index, window, n_heads, multiplier_heads, fixed):
     """The per-head mask of `attention_mask(..., heads=...)`."""
     if index is None:
         raise ValueError("multiplier heads need the Abacus index of every position")
@@ -121,11 +122,17 @@ def _two_kind_mask(key_valid, n_query, n_key, device, index, window, n_heads, mu
     local = visible & ~multiplier
     if window is not None:
         local = local & ((index[:, -n_query:, None] - index[:, None, :]).abs() <= window)
-    reads_multiplier = visible & multiplier  # [batch query key]
+    reads_multiplier = (visible & multiplier)[:, None]  # [batch 1 query key]
+    if fixed:  # multiplier head j: the multiplier's digit j (units = 0) only
+        # every number of a sequence starts at the same index (offset + 1): subtract it
+        first = index.masked_fill(index == 0, torch.iinfo(index.dtype).max).amin(dim=1, keepdim=True)  # [batch 1]
+        digit = (index - first)[:, None, None, :]  # [batch 1 1 key]: 0 for b_0
+        head_digit = torch.arange(multiplier_heads, device=device)[None, :, None, None]  # [1 head 1 1]
+        reads_multiplier = reads_multiplier & (digit == head_digit)  # [batch head query key]
     n_local = n_heads - multiplier_heads
     return torch.cat([
         (local | itself)[:, None].expand(-1, n_local, -1, -1),
-        (reads_multiplier | itself)[:, None].expand(-1, multiplier_heads, -1, -1),
+        (reads_multiplier | itself[:, None]).expand(-1, multiplier_heads, -1, -1),
     ], dim=1)  # [batch head query key]
 
 
@@ -187,7 +194,7 @@ class AttentionContext:
                 f"this model attends by Abacus index (rotary={cfg.rotary!r}, abacus_window={cfg.abacus_window}): "
                 f"pass index=model.attention_index(tokens) for all {n_key} positions (got {got})"
             )
-        heads = (cfg.n_heads, cfg.multiplier_heads) if cfg.multiplier_heads else None
+        heads = (cfg.n_heads, cfg.multiplier_heads, cfg.multiplier_select == "fixed") if cfg.multiplier_heads else None
         mask = attention_mask(key_valid, n_query, n_key, device, index, cfg.abacus_window, heads)
         rotary = None
         if cfg.rotary == "abacus":

@@ -177,11 +177,13 @@ def extrap_mul() -> RunConfig:
 
     Answer digit i needs a_i, a_(i-1), ..., a_(i-k+1) (a window of k - 1 below on the
     Abacus index), every digit of the multiplier (at index 1..k, far from i once i is large)
-    and a carry of 0..(9k-ish) from the column below. Heads of two kinds do both: 5 of 8
-    heads attend by rotary positions inside a window of +-2 (enough for k = 3) and never
-    see the multiplier, so the carry stays a local automaton as in extrap-add; 3 heads
-    (`multiplier_heads`) see only the multiplier, keys rotated by its index and queries not,
-    so each can pick one multiplier digit the same way at any answer position.
+    and a carry of 0..26 from the column below. Heads of two kinds do both: 5 of 8 heads
+    attend by rotary positions inside a window of +-2 (enough for k = 3) and never see the
+    multiplier, so the carry stays a local automaton as in extrap-add; 3 heads
+    (`multiplier_heads`) see only the multiplier, head j its digit j, the same way at any
+    answer position. With the multiplier heads left to learn which digit to read
+    (`multiplier_select=learned`) the same recipe reached 52% exact match in distribution
+    after 4,000 steps, its heads spread over b_0..b_2.
     """
     return _run(
         "extrap-mul",
@@ -196,6 +198,28 @@ def extrap_mul() -> RunConfig:
             progressive="mix", mix_depths=(8, 24), step_penalty=1.0, init_state_noise=0.5,
             eval_every=250, eval_problems=256,
             checkpoint_every=500, dense_checkpoints=8, dense_until=500,
+        ),
+    )
+
+
+def mul() -> RunConfig:
+    """N x N multiplication in distribution: both operands of up to 5 digits, the extrap-mul
+    layout widened to a 5-digit multiplier. Answer digit i needs a_i .. a_(i-4) (a window of
+    +-4 on the Abacus index) and b_0 .. b_4 (one multiplier head each), plus a carry of up to
+    44 from the column below; 12 heads of 16 channels: 7 local, 5 multiplier heads.
+    """
+    return _run(
+        "mul",
+        "multiplication",
+        {"max_digits": 5, "answer_format": "slots"},
+        dict(d_model=128, n_heads=12, d_head=16, n_layers=1, n_loops=10, max_loops=64, max_seq_len=64,
+             abacus_max_offset=0, positional="none", rotary="abacus", abacus_window=4, multiplier_heads=5,
+             input_injection="norm_add", halt_tol=1e-3),
+        TrainConfig(
+            steps=12000, batch_size=64, lr=2e-3, weight_decay=0.01, warmup_steps=200, grad_clip=1.0, processes=2,
+            progressive="mix", mix_depths=(10, 20), step_penalty=1.0, init_state_noise=0.5,
+            eval_every=500, eval_problems=256,
+            checkpoint_every=1000, dense_checkpoints=6, dense_until=500,
         ),
     )
 
@@ -340,6 +364,7 @@ PRESETS: dict[str, Callable[[], RunConfig]] = {
     "loop-add": loop_add,
     "extrap-add": extrap_add,
     "extrap-mul": extrap_mul,
+    "mul": mul,
     "grok-mod113": grok_mod113,
     "grok-mod113-fast": grok_mod113_fast,
     "expressions": expressions,
