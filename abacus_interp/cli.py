@@ -105,15 +105,27 @@ def cmd_eval(args) -> int:
     for k in args.multipliers if hasattr(task, "check_multiplier") and args.multipliers else ():
         task.check_multiplier(k)
     if args.lengths or args.chains:
-        return _eval_extrapolation(model, task, args)
+        with _eval_threads(model):
+            return _eval_extrapolation(model, task, args)
     readout = run_readout(read_run_config(run)["train"], task)  # score it the way it was trained
-    report = evaluate(model, task, grid=args.grid, loops=args.loops, n_per_cell=args.n, seed=args.seed, **readout)
+    with _eval_threads(model):
+        report = evaluate(model, task, grid=args.grid, loops=args.loops, n_per_cell=args.n, seed=args.seed, **readout)
     print(format_report(report))
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(report.to_dict(), indent=2))
         print(f"wrote {args.json}")
     return 0
+
+
+def _eval_threads(model):
+    """One intra-op torch thread while a model on the CPU is evaluated, as the report does:
+    these models are too small to keep several threads busy, and on a machine whose cores
+    are taken (a training run) spinning OpenMP threads fight over them (`core.runtime`: 25x
+    slower on the evaluation suite with two busy cores)."""
+    from .core.runtime import torch_threads
+
+    return torch_threads(1 if model.W_E.device.type == "cpu" else None)
 
 
 def _parse_chains(text: str) -> list[tuple[int, int]]:
@@ -151,49 +163,41 @@ def _eval_extrapolation(model, task, args) -> int:
     return 0
 
 
-def _check_fits(model_cfg, example) -> None:
-    """UserError when prompt + answer + EOS would not fit the model's sequence length (the
-    answer would be cut short, or the positions run past the trained ones)."""
-    vocab = model_cfg.vocab
-    prompt, answer = len(vocab.encode(example.prompt)), len(vocab.split(example.target))
-    needed = prompt + answer + 1
-    if needed > model_cfg.max_seq_len:
-        raise UserError(
-            f"this problem needs {needed} tokens (prompt {prompt} + answer {answer} + EOS), more than "
-            f"the model's max_seq_len={model_cfg.max_seq_len}, so its answer would be cut short; use "
-            "shorter operands, or train a model with a larger model.max_seq_len"
-        )
-
-
 def _beyond_trained_length(task, example, run) -> str | None:
     """A warning when an operand has more digits than the run was trained on, else None.
     Only tasks configured with a digit range (`max_digits`) have a trained length."""
+    from .tasks.base import digit_count
+
     trained = task.config()
     max_digits = trained.get("max_digits")
     if max_digits is None:
         return None
     numbers = [op for op in example.operands if isinstance(op, int) and not isinstance(op, bool)]
-    longest = max((len(str(abs(n))) for n in numbers), default=0)
+    longest = max((digit_count(abs(n)) for n in numbers), default=0)
     if longest <= max_digits:
         return None
     min_digits = trained.get("min_digits", 1)
+    # a digit task's --lengths scores that one length (a --grid 1..5000 would be 25 million cells)
+    measure = f"--lengths {longest}" if task.has_digit_grid else f"--grid 1..{longest}"
     return (
         f"an operand has {longest} digits but {run} was trained on operands of {min_digits}..{max_digits} "
         f"digits; past that range answers may be wrong, and how often they are right is what "
-        f"`abacus-interp eval {run} --grid 1..{longest}` measures"
+        f"`abacus-interp eval {run} {measure}` measures"
     )
 
 
 def cmd_solve(args) -> int:
     from .checkpoints import load_model, load_task, read_run_config
     from .core.scoring import decode_budget, run_readout
+    from .evaluation.common import check_fits_model
+    from .tasks.base import digit_count
 
     model = load_model(args.run, device=args.device)
     task = load_task(args.run)
     example = task.from_human(args.problem)
     if hasattr(task, "check_multiplier"):
-        task.check_multiplier(len(str(example.operands[1])))
-    _check_fits(model.cfg, example)
+        task.check_multiplier(digit_count(example.operands[1]))
+    check_fits_model(model, example)  # the rule eval --lengths applies
     warning = _beyond_trained_length(task, example, args.run)
     if warning:
         print(f"warning: {warning}", file=sys.stderr)
@@ -211,7 +215,7 @@ def cmd_solve(args) -> int:
         loops = f"{fixed} loops"
     print(task.to_human(completion))
     if args.verbose:
-        verdict = "correct" if task.check(example, completion) else f"wrong (expected {example.answer})"
+        verdict = "correct" if task.check(example, completion) else f"wrong (expected {task.to_human(example.target)})"
         print(f"model order: {example.prompt}{completion}  -> {verdict}; {loops}")
     return 0
 
@@ -323,9 +327,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run")
     p.add_argument("--step", type=int, help="checkpoint step (default: latest)")
     p.add_argument("--grid", type=_parse_range, help="operand digit range, e.g. 1..20")
-    p.add_argument("--loops", type=_parse_int_list, help="loop counts, e.g. 1,2,4,8")
-    p.add_argument("--n", type=int, default=100,
-                   help="problems per grid cell; whole sets (vs loops, perplexity) get 4x this (per row with --lengths/--chains)")
+    p.add_argument("--loops", type=_parse_int_list,
+                   help="loop counts, e.g. 1,2,4,8 (default: powers of two and 1x, 2x, 4x the trained loops, up to 4x)")
+    p.add_argument("--n", type=int, default=25,
+                   help="problems per grid cell (default 25, so eval takes seconds; 100 for finer cells); whole sets "
+                        "(vs loops, perplexity) get 4x this (per row with --lengths/--chains)")
     p.add_argument("--lengths", type=_parse_int_list,
                    help="length extrapolation instead: exact match on operands of exactly these digit counts, e.g. 5,10,50")
     p.add_argument("--chains", type=_parse_chains,

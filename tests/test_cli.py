@@ -217,7 +217,7 @@ def test_solve_warns_past_the_trained_length_and_still_answers(capsys):
     warning = captured.err.strip()
     assert warning.startswith("warning: an operand has 21 digits")
     assert "trained on operands of 1..8 digits" in warning
-    assert f"abacus-interp eval {SHIPPED_ADD} --grid" in warning
+    assert f"abacus-interp eval {SHIPPED_ADD} --lengths 21` measures" in warning
     assert "warning" not in captured.out
 
 
@@ -239,16 +239,19 @@ def test_solve_stops_after_the_one_token_answer_of_a_run_trained_without_eos(cap
 
 
 @needs_shipped_add
-def test_solve_refuses_a_problem_longer_than_max_seq_len(capsys):
-    assert main(["solve", str(SHIPPED_ADD), "9" * 60 + "+1"]) == 2
+def test_solve_refuses_a_number_longer_than_the_abacus_position_table(capsys):
+    # small-add's Abacus table indexes digits 1..116 (max_seq_len 96 + offsets to 20) inside
+    # each number, whatever the sequence's length: 125 tokens of 60-digit numbers fit it, as
+    # `eval --lengths 60` scores them
+    assert main(["solve", str(SHIPPED_ADD), "9" * 60 + "+1"]) == 0
+    assert capsys.readouterr().out.strip().isdigit()
+    # a 131-digit answer does not: refused up front, not by the embedding mid-run
+    assert main(["solve", str(SHIPPED_ADD), "9" * 130 + "+1"]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""  # no truncated answer
-    err = captured.err
-    assert "error: this problem needs 125 tokens (prompt 63 + answer 61 + EOS)" in err
-    assert "max_seq_len=96" in err and "larger model.max_seq_len" in err
-    # past the position table too: the same clear error, not the embedding's
-    assert main(["solve", str(SHIPPED_ADD), "9" * 130 + "+1"]) == 2
-    assert "max_seq_len=96" in capsys.readouterr().err
+    assert captured.err.startswith("error: this problem (prompt 133 tokens + answer 131 + EOS) has a 131-digit number")
+    assert "digits 1..116: max_seq_len=96 + abacus_max_offset=20" in captured.err
+    assert "larger model.max_seq_len" in captured.err and captured.err.count("\n") == 1
 
 
 def test_unknown_preset_exits_2(tmp_path, capsys):

@@ -105,7 +105,7 @@ def generate_adaptive(
     try:
         for start in range(0, len(prompts), batch_size):
             rows = [cfg.vocab.encode(p) for p in prompts[start : start + batch_size]]
-            budgets = [_budget(len(r), max_new_tokens, cfg.max_seq_len) for r in rows]
+            budgets = [_budget(len(r), max_new_tokens, model.longest_sequence) for r in rows]
             answers = [[placeholder] * b for b in budgets]
             pending = list(range(len(rows)))
             done: dict[int, tuple[list[int], int, bool]] = {}
@@ -147,14 +147,18 @@ def _place_non_digits(answer: list[int], read: list[int], digits: set[int], plac
     return True
 
 
-def _budget(prompt_len: int, max_new_tokens: int | None, max_seq_len: int) -> int:
+def _budget(prompt_len: int, max_new_tokens: int | None, longest_sequence: int | None) -> int:
     """Answer positions to compute: `max_new_tokens`, or as many as the prompt has tokens
-    (enough for the sum or product of its operands) within max_seq_len."""
+    (enough for the sum or product of its operands), within the model's longest sequence
+    when it has one (`ArithmeticModel.longest_sequence`; a model without a position table
+    has none, and its answers are not cut at max_seq_len)."""
     if max_new_tokens is not None:
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         return max_new_tokens
-    return max(1, min(prompt_len, max_seq_len - prompt_len))
+    if longest_sequence is None:
+        return max(1, prompt_len)
+    return max(1, min(prompt_len, longest_sequence - prompt_len))
 
 
 def _halting_pass(

@@ -62,6 +62,9 @@ class ArithmeticModel(HookedRootModule, abc.ABC):
     # True when a shared block runs over loops, with one hook set per loop (hooks.hook_name);
     # False for a family that runs its layers once.
     is_looped: ClassVar[bool]
+    # True for a family that builds one hook set per time step (a recurrence over positions,
+    # the LSTM's), max_seq_len of them: its sequences are bounded whatever its positions.
+    hooks_per_position: ClassVar[bool] = False
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -164,6 +167,52 @@ class ArithmeticModel(HookedRootModule, abc.ABC):
         if not self.cfg.attends_by_index:
             return None
         return abacus_indices(tokens, self.digit_table, abacus_offset)
+
+    # ------------------------------------------------------------ how long an input may be
+    @property
+    def longest_sequence(self) -> int | None:
+        """The most tokens one sequence may have: max_seq_len under learned positions (a table
+        row per absolute position) or in a family with a hook set per position; None when
+        nothing but time and memory bounds it. Abacus positions bound each number's digits
+        instead, not the sequence (`why_too_long`)."""
+        if self.cfg.positional == "learned" or self.hooks_per_position:
+            return self.cfg.max_seq_len
+        return None
+
+    def why_too_long(self, ids: Sequence[int]) -> str | None:
+        """Why the token sequence `ids` (prompt, answer, EOS) needs a position this model has
+        no row or hook set for, or None when it fits: the one length rule that `solve` and
+        `eval --lengths` apply, and what `embed` would otherwise refuse mid-run.
+
+        Learned positions hold a row per position, so the sequence must fit max_seq_len.
+        Abacus positions hold a row per digit index inside a number (offset 0, as evaluated),
+        so every number must fit the table; the sequence may be longer. A model without a
+        position table (positional "none"; rotary positions and the Abacus window read index
+        differences, which no table bounds) has no limit from positions at all."""
+        limit = self.longest_sequence
+        if limit is not None and len(ids) > limit:
+            table = "its learned position table has rows" if self.cfg.positional == "learned" else \
+                "it has per-position hook sets"
+            return f"needs {len(ids)} positions, more than {table} for (max_seq_len={self.cfg.max_seq_len})"
+        if self.cfg.positional == "abacus":
+            digits = set(self.cfg.vocab.digit_ids)
+            longest_number = run = 0
+            for token in ids:
+                run = run + 1 if token in digits else 0
+                longest_number = max(longest_number, run)
+            rows = self.cfg.n_abacus_positions - 1  # row 0 is "not a digit"
+            if longest_number > rows:
+                return (f"has a {longest_number}-digit number, longer than the model's Abacus position table "
+                        f"indexes (digits 1..{rows}: max_seq_len={self.cfg.max_seq_len} + "
+                        f"abacus_max_offset={self.cfg.abacus_max_offset})")
+        return None
+
+    def attention_bytes(self, n_tokens: int) -> int:
+        """About the most memory attention holds for one sequence of `n_tokens`: a float32
+        score and a mask byte per (query, key) pair and head (SDPA's CPU path materialises
+        both; measured on extrap-add, 17 bytes per pair with 4 heads). Quadratic in the
+        length: a problem of thousands of digits needs gigabytes."""
+        return 5 * self.cfg.n_heads * n_tokens**2
 
     def _check_position_range(self, index: Int[Tensor, "batch pos"], limit: int) -> None:
         if int(index.max()) >= limit:

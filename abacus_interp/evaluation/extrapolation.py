@@ -24,7 +24,12 @@ from dataclasses import asdict, dataclass
 from ..core.halting import generate_adaptive, resolve_halting
 from ..errors import UserError
 from ..tasks.carries import longest_cascade, sample_with_cascade
-from .common import section_rng
+from .common import check_fits_model, section_rng
+
+# A batch's attention memory (ArithmeticModel.attention_bytes, summed over its problems) is
+# kept under this, unless one problem alone needs more (check_fits_model bounds that by the
+# memory free): 2 GiB batches the usual lengths whole and thousands of digits one by one.
+ATTENTION_BYTES_PER_BATCH = 2 * 2**30
 
 
 @dataclass(frozen=True)
@@ -110,17 +115,27 @@ def length_extrapolation(
     else:
         specs = [(d, None, None) for d in lengths]
     specs += [(d, c, None) for d, c in chains]
+    # every row drawn and checked against the model's positions before any is decoded, so a
+    # length the model cannot read ends in one line, not after the rows before it ran
+    row_problems = [problems(task, digits, chain, n, seed, k) for digits, chain, k in specs]
+    for (digits, _chain, k), examples in zip(specs, row_problems, strict=True):
+        what = f"a {digits}-digit x {k}-digit problem" if k is not None else f"a problem with {digits}-digit operands"
+        for example in examples:
+            check_fits_model(model, example, what)
     rows = []
-    for digits, chain, k in specs:
-        examples = problems(task, digits, chain, n, seed, k)
+    for (digits, chain, k), examples in zip(specs, row_problems, strict=True):
         prompts = [e.prompt for e in examples]
         budget = task.max_answer_digits(digits, digits if k is None else k) + 1  # the answer and its EOS
+        # attention's memory grows with the square of the length: long rows run fewer
+        # problems at a time (one, for thousands of digits) instead of asking for hundreds of GB
+        longest = max(len(model.cfg.vocab.split(p)) for p in prompts) + budget
+        per_batch = max(1, min(batch_size, ATTENTION_BYTES_PER_BATCH // model.attention_bytes(longest)))
         if fixed is None:
             decoded = generate_adaptive(model, prompts, tol=tol, max_loops=cap, max_new_tokens=budget,
-                                        batch_size=batch_size)
+                                        batch_size=per_batch)
             completions, used, converged = decoded.completions, decoded.loops_used, decoded.converged
         else:
-            completions = model.generate(prompts, n_loops=fixed, max_new_tokens=budget, batch_size=batch_size)
+            completions = model.generate(prompts, n_loops=fixed, max_new_tokens=budget, batch_size=per_batch)
             used, converged = [fixed] * len(prompts), None
         correct = [task.check(e, c) for e, c in zip(examples, completions, strict=True)]
         rows.append(ExtrapolationRow(

@@ -26,16 +26,18 @@ from abacus_interp.tasks.binary_op import BinaryOpTask
 
 
 def default_loops(cfg) -> list[int]:
-    """1..max_loops when that is at most 16 values, else powers of two, the trained depth
-    and max_loops."""
-    if cfg.max_loops <= 16:
-        return list(range(1, cfg.max_loops + 1))
-    loops = {1, cfg.n_loops, cfg.max_loops}
-    p = 2
-    while p <= cfg.max_loops:
-        loops.add(p)
-        p *= 2
-    return sorted(loops)
+    """Powers of two and 1x, 2x and 4x the trained depth, up to 4x the trained depth or
+    max_loops, whichever is less (and that one too): where accuracy rises to the trained depth
+    and whether it holds past it, at a few counts, since every count is a pass over both sets
+    at that depth (every count up to max_loops took most of a minute on small-add). `loops=`
+    asks for any other sweep."""
+    top = min(cfg.max_loops, 4 * cfg.n_loops)
+    loops = {cfg.n_loops, 2 * cfg.n_loops, 4 * cfg.n_loops, top}
+    power = 1
+    while power <= top:
+        loops.add(power)
+        power *= 2
+    return sorted(r for r in loops if r <= top)
 
 
 def digit_sets(model, task: BinaryOpTask, report, n_per_set: int, seed: int):

@@ -163,11 +163,50 @@ def reject_negative(text: str, task_name: str, example: str) -> None:
         )
 
 
+# Python (3.11+) refuses int <-> str conversions of more than 4300 digits
+# (sys.get_int_max_str_digits), a guard for servers parsing untrusted text. A problem here
+# may have operands of any length (length extrapolation, `solve` on a model without a
+# position table), so numbers are converted in pieces of at most this many digits, which the
+# guard allows, leaving the interpreter's setting alone for the rest of the process.
+_DIGITS_PER_PIECE = 2000
+
+
+def decimal_text(n: int) -> str:
+    """A non-negative integer's decimal digits, most significant first, at any length
+    (str(n) refuses more than 4300): split by a power of ten, each half converted alone."""
+    if n < 10**_DIGITS_PER_PIECE:
+        return str(n)
+    low_digits = digit_count_bound(n) // 2
+    high, low = divmod(n, 10**low_digits)
+    return decimal_text(high) + decimal_text(low).zfill(low_digits)
+
+
+def decimal_value(text: str) -> int:
+    """The integer a string of decimal digits (most significant first) writes, at any length
+    (int(text) refuses more than 4300 digits): each half read alone, then joined."""
+    if len(text) <= _DIGITS_PER_PIECE:
+        return int(text)
+    low_digits = len(text) // 2
+    return decimal_value(text[:-low_digits]) * 10**low_digits + decimal_value(text[-low_digits:])
+
+
+def digit_count_bound(n: int) -> int:
+    """At least the number of decimal digits of n >= 0, at most one more (from its bits,
+    without converting it); `digit_count` is exact."""
+    return int(n.bit_length() * 0.30102999566398120) + 1  # log10(2) digits per bit
+
+
+def digit_count(n: int) -> int:
+    """Decimal digits of a non-negative integer (0 has one), at any length."""
+    bound = digit_count_bound(n)
+    return bound if n >= 10 ** (bound - 1) or bound == 1 else bound - 1
+
+
 def to_lsd(n: int) -> str:
     """Non-negative integer -> its decimal digits, least-significant first (123 -> "321")."""
     if n < 0:
         raise ValueError(f"to_lsd needs a non-negative integer, got {n}")
-    return str(n)[::-1]
+    return decimal_text(n)[::-1]
 
 
 def from_lsd(digits: str) -> int | None:
@@ -178,7 +217,17 @@ def from_lsd(digits: str) -> int | None:
     """
     if not digits or any(c not in DIGIT_SYMBOLS for c in digits):
         return None
-    return int(digits[::-1])
+    return decimal_value(digits[::-1])
+
+
+def number_for_message(n: int, most_digits: int = 24) -> str:
+    """An integer as a message shows it: in full up to `most_digits` digits, else its length
+    and ends ("a 5000-digit number 12345...67890"), so an error about it stays one line."""
+    sign, magnitude = ("-", -n) if n < 0 else ("", n)
+    if digit_count_bound(magnitude) <= most_digits:
+        return str(n)
+    text = decimal_text(magnitude)
+    return f"a {len(text)}-digit number {sign}{text[:5]}...{text[-5:]}"
 
 
 def lsd_text_to_human(text: str) -> str:

@@ -22,6 +22,7 @@ from abacus_interp.tasks.base import (
     check_count,
     check_digit_range,
     check_operand,
+    decimal_value,
     from_lsd,
     random_with_digits,
     reject_negative,
@@ -139,7 +140,7 @@ class BinaryOpTask(Task):
                 f"integers in normal (most-significant first) order joined by "
                 f"'{self.op_symbol}', e.g. '{example}'"
             )
-        return self.make(int(m.group(1)), int(m.group(2)))
+        return self.make(decimal_value(m.group(1)), decimal_value(m.group(2)))
 
     # -- sizes and config -------------------------------------------------------------
     def max_sequence_length(self, max_digits: int | None = None) -> int:

@@ -14,15 +14,23 @@ from __future__ import annotations
 
 import random
 
-from abacus_interp.tasks.base import check_operand
+from abacus_interp.tasks.base import (
+    check_operand,
+    decimal_value,
+    digit_count,
+    number_for_message,
+    to_lsd,
+)
 
 
 def _digit_pairs(a: int, b: int) -> list[tuple[int, int]]:
     """(a_i, b_i) for every answer digit i, zero-padded past each operand's length."""
     check_operand(a, "a")
     check_operand(b, "b")
-    n = len(str(a + b))
-    return [((a // 10**i) % 10, (b // 10**i) % 10) for i in range(n)]
+    # digit strings rather than a // 10**i per column, which is quadratic in a long number
+    n = digit_count(a + b)
+    a_digits, b_digits = to_lsd(a).ljust(n, "0"), to_lsd(b).ljust(n, "0")
+    return [(int(x), int(y)) for x, y in zip(a_digits, b_digits, strict=True)]
 
 
 def carry_in(a: int, b: int) -> list[int]:
@@ -149,10 +157,10 @@ def sample_with_cascade(length: int, n_digits: int, rng: random.Random) -> tuple
         else:
             chain = 0
         assert (s >= 10) == bool(chain)
-    a = int("".join(map(str, reversed(a_digits))))
-    b = int("".join(map(str, reversed(b_digits))))
+    a = decimal_value("".join(map(str, reversed(a_digits))))
+    b = decimal_value("".join(map(str, reversed(b_digits))))
     # Exactness is the whole point of the generator; a bug here would bias every bucket.
     got = longest_cascade(a, b)
     if got != length:  # pragma: no cover - guarded by tests over many seeds
-        raise AssertionError(f"planted cascade {length} but {a}+{b} has {got}")
+        raise AssertionError(f"planted cascade {length} but {number_for_message(a)}+{number_for_message(b)} has {got}")
     return a, b

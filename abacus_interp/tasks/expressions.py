@@ -32,6 +32,8 @@ from abacus_interp.tasks.base import (
     Task,
     check_count,
     check_digit_range,
+    decimal_text,
+    decimal_value,
     random_with_digits,
     to_lsd,
 )
@@ -84,7 +86,7 @@ def evaluate(node: Node) -> int:
 def render(node: Node, lsd: bool) -> str:
     """Expression text with minimal parentheses; numbers LSD-first when `lsd` is True."""
     if isinstance(node, Num):
-        return to_lsd(node.value) if lsd else str(node.value)
+        return to_lsd(node.value) if lsd else decimal_text(node.value)
     if isinstance(node, Neg):
         inner = render(node.operand, lsd)
         # A number or a negation already reads as one unit; anything else needs brackets.
@@ -176,7 +178,7 @@ class _Parser:
                 raise self.fail("a '(' is not closed")
             return node
         if tok.isdigit() and tok.isascii():
-            return Num(int(tok))
+            return Num(decimal_value(tok))
         raise self.fail(f"unexpected {tok!r}")
 
 
@@ -355,7 +357,7 @@ class ExpressionTask(Task):
         m = re.fullmatch(r"(-?)([0-9]+)", completion.strip())
         if m is None:
             return None
-        value = int(m.group(2)[::-1])
+        value = decimal_value(m.group(2)[::-1])
         return -value if m.group(1) else value
 
     def to_human(self, completion: str) -> str:

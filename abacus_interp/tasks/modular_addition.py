@@ -17,7 +17,15 @@ from typing import Any, ClassVar
 
 from abacus_interp.core.tokens import Vocab
 from abacus_interp.errors import UserError
-from abacus_interp.tasks.base import Example, Task, check_count, check_operand, reject_negative
+from abacus_interp.tasks.base import (
+    Example,
+    Task,
+    check_count,
+    check_operand,
+    decimal_value,
+    number_for_message,
+    reject_negative,
+)
 
 SPLITS = ("train", "test", "all")
 # "round": round(train_fraction * p^2) training pairs; "floor": int(train_fraction * p^2), as
@@ -106,7 +114,9 @@ class ModularAdditionTask(Task):
         a = check_operand(operands[0], "first operand")
         b = check_operand(operands[1], "second operand")
         if a >= self.p or b >= self.p:
-            raise UserError(f"operands must be residues in 0..{self.p - 1}, got ({a}, {b})")
+            raise UserError(
+                f"operands must be residues in 0..{self.p - 1}, got ({number_for_message(a)}, {number_for_message(b)})"
+            )
         c = (a + b) % self.p
         return Example(prompt=f"{a} {b} =", target=str(c), operands=(a, b), answer=c)
 
@@ -129,7 +139,7 @@ class ModularAdditionTask(Task):
                 f"could not read {text!r} as a modular addition problem: expected 'a+b' "
                 f"with residues 0..{self.p - 1}, e.g. '5+17'"
             )
-        return self.make(int(m.group(1)), int(m.group(2)))
+        return self.make(decimal_value(m.group(1)), decimal_value(m.group(2)))
 
     def max_sequence_length(self) -> int:
         """Tokens a, b, '=', c and EOS."""

@@ -22,6 +22,7 @@ from abacus_interp.tasks.base import (
     check_count,
     check_digit_range,
     check_operand,
+    decimal_value,
     random_with_digits,
     reject_negative,
     to_lsd,
@@ -123,7 +124,7 @@ class SortingTask(Task):
                 f"could not read {text!r} as numbers to sort: expected non-negative integers "
                 "in normal order separated by commas or spaces, e.g. '89850, 1, 210273'"
             )
-        return self.make(*(int(p) for p in parts))
+        return self.make(*(decimal_value(p) for p in parts))
 
     def max_sequence_length(
         self, max_numbers: int | None = None, max_digits: int | None = None

@@ -127,6 +127,7 @@ class LSTMModel(SinglePassModel):
     knows where it is."""
 
     family: ClassVar[str] = "lstm"
+    hooks_per_position: ClassVar[bool] = True  # HookedLSTM's step hooks, max_seq_len of them
 
     def build_layers(self, cfg: ModelConfig) -> None:
         self.blocks = nn.ModuleList([LSTMLayer(cfg) for _ in range(cfg.n_layers)])

@@ -78,6 +78,7 @@ class ReTranModel(SinglePassModel):
     """Attention and an LSTM per layer (see the module docstring)."""
 
     family: ClassVar[str] = "retran"
+    hooks_per_position: ClassVar[bool] = True  # HookedLSTM's step hooks, max_seq_len of them
 
     def build_layers(self, cfg: ModelConfig) -> None:
         self.blocks = nn.ModuleList([ReTranBlock(cfg) for _ in range(cfg.n_layers)])
