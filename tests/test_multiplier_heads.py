@@ -198,3 +198,15 @@ def test_the_multiplication_analysis_says_why_it_does_not_apply():
     assert "not multiplication" in skip_reason(model, get_task("addition"))
     square = MultiplicationTask(max_digits=3, answer_format="slots")
     assert "N x N" in skip_reason(model, square)
+
+
+def test_a_run_whose_multiplier_is_longer_than_its_heads_is_refused():
+    from abacus_interp.training import apply_overrides, get_preset
+
+    with pytest.raises(UserError, match="multiplier_heads=4"):
+        apply_overrides(get_preset("extrap-mul"), ["task.max_multiplier_digits=4"])
+    assert apply_overrides(get_preset("extrap-mul"), ["model.multiplier_select=learned",
+                                                     "task.max_multiplier_digits=4"]).model.multiplier_heads == 3
+    # and a run refuses to read a longer multiplier at solve/eval time, in one line
+    with pytest.raises(UserError, match="up to 3 digits"):
+        get_preset("extrap-mul").make_task().check_multiplier(4)

@@ -159,6 +159,16 @@ class RunConfig:
                 f"{self.model.max_loops}; raise model.max_loops or lower the depth range"
             )
 
+        if self.model.multiplier_heads and self.model.multiplier_select == "fixed":
+            longest = _longest_multiplier(self.make_task())
+            if longest is not None and longest > self.model.multiplier_heads:
+                raise UserError(
+                    f"the task's multipliers have up to {longest} digits but the model has "
+                    f"{self.model.multiplier_heads} multiplier heads, each reading one digit "
+                    f"(multiplier_select='fixed'): set model.multiplier_heads={longest} or "
+                    f"task.max_multiplier_digits={self.model.multiplier_heads}"
+                )
+
         if self.train.readout == "answer_symbols" and self.make_task().answer_token_ids is None:
             raise UserError(
                 f"train.readout='answer_symbols' needs a task that declares its answer tokens "
@@ -191,3 +201,10 @@ class RunConfig:
             train=TrainConfig(**d["train"]),
             preset=d.get("preset"),
         )
+
+
+def _longest_multiplier(task) -> int | None:
+    """The most digits the second operand of the task's problems has (the multiplier of a*b);
+    None for a task whose problems are not two numbers of a digit range."""
+    digits = getattr(task, "multiplier_range", None) or getattr(task, "digit_range", None)
+    return None if digits is None else digits[1]
