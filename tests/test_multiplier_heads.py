@@ -46,8 +46,11 @@ def test_each_kind_of_head_sees_exactly_its_keys(tiny_model, select):
     local_sees = (causal & near & ~multiplier[:, None, :]) | itself
     if select == "learned":  # every multiplier head sees every multiplier digit
         head_sees = [(causal & multiplier[:, None, :]) | itself] * 2
-    else:  # multiplier head j sees the multiplier's digit j (index j + 1) only
-        head_sees = [(causal & (multiplier & (index == j + 1))[:, None, :]) | itself for j in range(2)]
+    else:  # multiplier head j sees the multiplier's digit j (index j + 1) only, itself where it has none
+        head_sees = []
+        for j in range(2):
+            digit = causal & (multiplier & (index == j + 1))[:, None, :]  # [batch query key]
+            head_sees.append(digit | (itself & ~digit.any(-1, keepdim=True)))
     _, cache = model.run_with_cache(tokens, n_loops=2)
     for loop in range(2):
         for layer in range(model.cfg.n_layers):
@@ -116,7 +119,9 @@ def test_fixed_multiplier_heads_read_one_digit_each_whatever_the_offset():
         mask = attention_mask(None, 11, 11, "cpu", shifted, window=None, heads=(5, 3, True))
         for j in range(3):
             seen = mask[0, 2 + j, 10].nonzero().squeeze(-1).tolist()
-            assert seen == [3 + j, 10], (offset, j, seen)  # its digit and the query itself
+            assert seen == [3 + j], (offset, j, seen)  # its digit only: the head copies it
+        # a query before the multiplier sees nothing of it, so it attends to itself
+        assert mask[0, 2:, 1].nonzero()[:, 1].tolist() == [1, 1, 1]
 
 
 def test_config_checks_and_round_trip():

@@ -129,10 +129,16 @@ def _two_kind_mask(key_valid, n_query, n_key, device, index, window, n_heads, mu
         digit = (index - first)[:, None, None, :]  # [batch 1 1 key]: 0 for b_0
         head_digit = torch.arange(multiplier_heads, device=device)[None, :, None, None]  # [1 head 1 1]
         reads_multiplier = reads_multiplier & (digit == head_digit)  # [batch head query key]
+        # the query itself only where the head's digit is absent (a shorter multiplier): where
+        # it is present the head copies it whole, instead of learning to ignore its own query
+        # (measured: a head that could see itself still put 68% there after 1,500 steps)
+        fallback = itself[:, None] & ~reads_multiplier.any(-1, keepdim=True)  # [batch head query key]
+    else:
+        fallback = itself[:, None]
     n_local = n_heads - multiplier_heads
     return torch.cat([
         (local | itself)[:, None].expand(-1, n_local, -1, -1),
-        (reads_multiplier | itself[:, None]).expand(-1, multiplier_heads, -1, -1),
+        (reads_multiplier | fallback).expand(-1, multiplier_heads, -1, -1),
     ], dim=1)  # [batch head query key]
 
 
