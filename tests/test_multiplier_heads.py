@@ -215,3 +215,15 @@ def test_a_run_whose_multiplier_is_longer_than_its_heads_is_refused():
     # and a run refuses to read a longer multiplier at solve/eval time, in one line
     with pytest.raises(UserError, match="up to 3 digits"):
         get_preset("extrap-mul").make_task().check_multiplier(4)
+
+
+def test_evaluation_leaves_out_what_an_n_by_k_run_cannot_read():
+    from abacus_interp.evaluation.edge_cases import edge_cases
+    from abacus_interp.evaluation.loops import equal_lengths
+
+    task = MultiplicationTask(max_digits=5, max_multiplier_digits=3, answer_format="slots")
+    assert task.can_read(40, 3) and not task.can_read(2, 4)
+    assert equal_lengths(task, None, 10, 400) == [1, 2, 3]
+    cases = edge_cases(task, [1, 2, 5, 10], random.Random(0), max_seq_len=400)
+    assert cases and all(len(str(p.operands[1])) <= 3 for case in cases for p in case.problems)
+    assert MultiplicationTask(max_digits=5).can_read(5, 5)

@@ -113,7 +113,8 @@ def equal_lengths(
     max(4 * max_digits, grid_hi))."""
     cap = max(4 * task.max_digits, grid_hi) if max_length is None else max_length
     length_hi = 0
-    while length_hi < cap and cell_fits(task, length_hi + 1, length_hi + 1, max_seq_len):
+    while (length_hi < cap and cell_fits(task, length_hi + 1, length_hi + 1, max_seq_len)
+           and task.can_read(length_hi + 1, length_hi + 1)):
         length_hi += 1
     return list(range(1, length_hi + 1))
 

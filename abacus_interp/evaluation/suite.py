@@ -103,6 +103,11 @@ def _validate(model, grid, loops, n_per_cell, n_per_set) -> None:
             )
         if not 1 <= grid[0] <= grid[1]:
             raise UserError(f"grid {grid!r} must satisfy 1 <= lo <= hi")
+        if grid[1] > model.cfg.max_seq_len:  # such cells are all skipped; 10**30 of them are never listed
+            raise UserError(
+                f"grid {grid!r}: operands of more than max_seq_len={model.cfg.max_seq_len} digits never fit the "
+                f"model's sequence; use hi <= {model.cfg.max_seq_len}"
+            )
     if loops is not None:
         if not loops:
             raise UserError(
@@ -219,6 +224,14 @@ def _evaluate_digits(
     report.settings["grid"] = [lo, hi]
     digits = list(range(lo, hi + 1))
     cells = [(i, j) for i in digits for j in digits]
+    unreadable = [[i, j] for i, j in cells if not task.can_read(i, j)]
+    if unreadable:
+        report.notes.append(
+            f"grid: {len(unreadable)} of {len(cells)} cells left out, the run cannot read their operands "
+            f"(e.g. {unreadable[-1][0]}x{unreadable[-1][1]} digits: {task.name} trained with a multiplier of up "
+            f"to {task.multiplier_range[1]} digits)" if hasattr(task, "multiplier_range") else
+            f"grid: {len(unreadable)} of {len(cells)} cells left out, the run cannot read their operands")
+    cells = [(i, j) for i, j in cells if task.can_read(i, j)]
     fitting = [(i, j) for i, j in cells if cell_fits(task, i, j, L)]
     skipped_cells = [[i, j] for i, j in cells if not cell_fits(task, i, j, L)]
     if skipped_cells:

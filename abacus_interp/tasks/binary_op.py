@@ -122,6 +122,11 @@ class BinaryOpTask(Task):
         check_digit_range(j, j, "digits (j)")
         return [self.make(random_with_digits(rng, i), random_with_digits(rng, j)) for _ in range(n)]
 
+    def can_read(self, digits_a: int, digits_b: int) -> bool:
+        """Whether a run of this task can read operands of these digit counts at all (an N x k
+        multiplication run reads multipliers of up to k digits); evaluation skips the others."""
+        return True
+
     # -- reading model output ---------------------------------------------------------
     def parse(self, completion: str) -> int | None:
         return from_lsd(completion.strip())

@@ -78,6 +78,9 @@ class MultiplicationTask(BinaryOpTask):
             out.append(self.make(random_with_digits(rng, i), random_with_digits(rng, j)))
         return out
 
+    def can_read(self, digits_a: int, digits_b: int) -> bool:
+        return self.max_multiplier_digits is None or digits_b <= self.max_multiplier_digits
+
     def check_multiplier(self, digits: int) -> None:
         """UserError when a run of this task cannot read a multiplier of `digits` digits: an
         N x k run learned to read k or fewer (one multiplier head per digit, at most)."""
