@@ -202,28 +202,6 @@ def extrap_mul() -> RunConfig:
     )
 
 
-def mul() -> RunConfig:
-    """N x N multiplication in distribution: both operands of up to 5 digits, the extrap-mul
-    layout widened to a 5-digit multiplier. Answer digit i needs a_i .. a_(i-4) (a window of
-    +-4 on the Abacus index) and b_0 .. b_4 (one multiplier head each), plus a carry of up to
-    44 from the column below; 12 heads of 16 channels: 7 local, 5 multiplier heads.
-    """
-    return _run(
-        "mul",
-        "multiplication",
-        {"max_digits": 5, "answer_format": "slots"},
-        dict(d_model=128, n_heads=12, d_head=16, n_layers=1, n_loops=10, max_loops=64, max_seq_len=64,
-             abacus_max_offset=0, positional="none", rotary="abacus", abacus_window=4, multiplier_heads=5,
-             input_injection="norm_add", halt_tol=1e-3),
-        TrainConfig(
-            steps=12000, batch_size=64, lr=2e-3, weight_decay=0.01, warmup_steps=200, grad_clip=1.0, processes=2,
-            progressive="mix", mix_depths=(10, 20), step_penalty=1.0, init_state_noise=0.5,
-            eval_every=500, eval_problems=256,
-            checkpoint_every=1000, dense_checkpoints=6, dense_until=500,
-        ),
-    )
-
-
 _GROK_MODEL = dict(
     d_model=128, n_heads=4, d_head=32, d_mlp=512, n_layers=1, n_loops=1, activation="relu",
     norm="none", input_injection="none", max_seq_len=5, init_std=128**-0.5,
@@ -364,7 +342,6 @@ PRESETS: dict[str, Callable[[], RunConfig]] = {
     "loop-add": loop_add,
     "extrap-add": extrap_add,
     "extrap-mul": extrap_mul,
-    "mul": mul,
     "grok-mod113": grok_mod113,
     "grok-mod113-fast": grok_mod113_fast,
     "expressions": expressions,
