@@ -1,14 +1,16 @@
 """`abacus-interp` command line: train, eval, solve, summary, report.
 
 The CLI prints; the library only logs. Every user error (`abacus_interp.errors.UserError`)
-ends with a one-line message that says what to do, and exit status 2; any other exception is
-a bug and ends with its traceback.
+ends with a one-line message that says what to do, and exit status 2, and so does an OSError
+(a full disk, a folder that cannot be written: the machine, not the toolkit); any other
+exception is a bug and ends with its traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import json
 import logging
 import os
@@ -27,12 +29,16 @@ def _parse_int_list(text: str) -> list[int]:
 
 
 def _parse_loop_count(text: str) -> int:
+    from .core.config import MAX_LAYERS_AND_LOOPS
+
     try:
         value = int(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(f"expected a loop count (an integer >= 1); got {text!r}") from e
     if value < 1:
         raise argparse.ArgumentTypeError(f"a loop count is an integer >= 1; got {text!r}")
+    if value > MAX_LAYERS_AND_LOOPS:  # each loop runs the block once more: 10**9 would not end
+        raise argparse.ArgumentTypeError(f"a loop count is at most {MAX_LAYERS_AND_LOOPS:,}; got {text!r}")
     return value
 
 
@@ -89,13 +95,14 @@ def cmd_train(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from .checkpoints import load_model, load_task, read_run_config, run_dir_of, step_path
+    from .checkpoints import checkpoint_at, load_model, load_task, read_run_config, run_dir_of
     from .core.config import ModelConfig
     from .core.scoring import run_readout
     from .evaluation.suite import evaluate, format_report
 
     run = Path(args.run)
-    path = step_path(run, args.step) if args.step is not None else run
+    _check_json_path(args.json)  # now, not after the evaluation
+    path = checkpoint_at(run, args.step) if args.step is not None else run
     saved_capacity = ModelConfig.from_dict(read_run_config(run)["model"]).max_loops
     # more hook sets only when asked for deeper loops; never fewer than the model has
     model = load_model(path, max_loops=max([saved_capacity, *(args.loops or [])]), device=args.device)
@@ -112,10 +119,29 @@ def cmd_eval(args) -> int:
         report = evaluate(model, task, grid=args.grid, loops=args.loops, n_per_cell=args.n, seed=args.seed, **readout)
     print(format_report(report))
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(report.to_dict(), indent=2))
+        _write_json(args.json, report.to_dict())
         print(f"wrote {args.json}")
     return 0
+
+
+def _check_json_path(path: str | None) -> None:
+    """A UserError when eval's --json names no file that can be written: empty, an existing
+    folder, or below a file."""
+    if path is None:
+        return
+    if not path.strip() or Path(path).is_dir():
+        raise UserError(f"--json {path!r} is {'empty' if not path.strip() else 'a folder'}; pass a file path, "
+                        "e.g. --json results/eval.json")
+    check_output_dir(Path(path).parent, "--json's folder")
+
+
+def _write_json(path: str, data: dict) -> None:
+    """`data` as JSON at `path`, through a temporary file renamed into place: a full disk
+    leaves the file that was there, not half of a new one."""
+    from .checkpoints import atomic_write
+
+    text = json.dumps(data, indent=2)
+    atomic_write(Path(path), lambda tmp: Path(tmp).write_text(text))
 
 
 def _eval_threads(model):
@@ -157,8 +183,7 @@ def _eval_extrapolation(model, task, args) -> int:
           "'uniform x k' = a multiplicand of that many digits times a k-digit multiplier, digits uniform; "
           "'chain c' = a planted carry chain of c columns (tasks.carries.sample_with_cascade)")
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps({"extrapolation": results}, indent=2))
+        _write_json(args.json, {"extrapolation": results})
         print(f"wrote {args.json}")
     return 0
 
@@ -409,6 +434,19 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.
     return args
 
 
+def _os_error_message(e: OSError) -> str:
+    """An OSError as one line that says what to do: the disk is full, a folder cannot be
+    written, a path is in the way or too long."""
+    where = f": {e.filename}" if e.filename else ""
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        advice = "free some disk space, then run the same command again (what was written before is intact)"
+    elif e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        advice = "make it writable, or choose another path"
+    else:
+        advice = "check the path, or choose another"
+    return f"{e.strerror or e}{where}; {advice}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = _parse(parser, argv)
@@ -416,7 +454,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except UserError as e:  # anything else is a bug: its traceback shows where
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {' '.join(str(e).splitlines())}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        # the machine, not the toolkit: a full disk or a folder that cannot be written. Every
+        # file is written through a temporary file renamed into place, so nothing that was
+        # there before is half-overwritten
+        print(f"error: {_os_error_message(e)}", file=sys.stderr)
         return 2
 
 

@@ -25,7 +25,10 @@ class MissingPathError(UserError, FileNotFoundError):
 
 def check_output_dir(path: str | Path, option: str = "--out") -> Path:
     """`path` as a Path, when it is a directory or does not exist yet; a UserError when it
-    names an existing file (mkdir would fail with a bare FileExistsError)."""
+    names an existing file (mkdir would fail with a bare FileExistsError), or is empty (which
+    would write into the current folder)."""
+    if not str(path).strip():
+        raise UserError(f"{option} is empty; pass a directory path (a new one is created)")
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise UserError(f"{option} {path} is an existing file, not a directory; pass a directory path "

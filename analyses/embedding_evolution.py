@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
@@ -204,7 +204,7 @@ def _read_embeddings(path: Path, rows: list[int]) -> tuple[np.ndarray, np.ndarra
         with safe_open(str(path), framework="pt") as f:
             W_E = f.get_tensor("W_E").double().numpy()
             W_pos = f.get_slice("W_pos")[rows[0] : rows[-1] + 1].double().numpy() if rows else None
-    except (OSError, RuntimeError, ValueError, KeyError) as e:
+    except (OSError, RuntimeError, ValueError, KeyError, SafetensorError) as e:  # an empty or truncated file too
         raise CheckpointError(f"cannot read the embeddings of {path}: {e}") from e
     return W_E, W_pos
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import types
+import typing
 from dataclasses import dataclass
 
 from ..errors import UserError
@@ -19,6 +21,13 @@ BACKENDS = ("auto", "explicit", "sdpa", "flash")
 # "gpt" is not a family of its own: it is the looped family with n_loops=1 and as many
 # layers as the looped model it is compared with (n_layers * n_loops), weights unshared.
 FAMILIES = ("looped", "lstm", "retran")
+# Layers and loops are built one module at a time (a block per layer, a set of hook points
+# per loop: 1.3 ms each on extrap-add), so 10,000 take seconds; a count far beyond (a typo,
+# a damaged config.json, --loops 1000000000) would build for hours instead of failing.
+MAX_LAYERS_AND_LOOPS = 10_000
+# No tensor dimension beyond int32 can be allocated (a [64, 2**31] float matrix is 512 GiB),
+# and torch refuses sizes past int64 with an overflow deep inside rather than a message.
+MAX_DIMENSION = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -135,6 +144,12 @@ class ModelConfig:
         for name in ("d_model", "n_heads", "n_layers", "n_loops", "max_seq_len"):
             if getattr(self, name) < 1:
                 raise UserError(f"ModelConfig.{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("d_model", "n_heads", "d_head", "d_mlp", "max_seq_len", "abacus_max_offset"):
+            if getattr(self, name) is not None and getattr(self, name) > MAX_DIMENSION:
+                raise UserError(f"ModelConfig.{name}={getattr(self, name)} is larger than any tensor can be "
+                                f"(at most {MAX_DIMENSION:,})")
+        if self.n_layers > MAX_LAYERS_AND_LOOPS:
+            raise UserError(f"ModelConfig.n_layers={self.n_layers}: at most {MAX_LAYERS_AND_LOOPS:,} layers")
         if self.input_injection == "norm_add" and self.norm == "none":
             raise UserError("input_injection='norm_add' normalises the state with LayerNorm; it needs norm='pre'")
         if self.answer_slots and not {"=", "_"} <= set(self.vocab.symbols):
@@ -147,6 +162,8 @@ class ModelConfig:
         d_head = self.d_head if self.d_head is not None else self.d_model // self.n_heads
         if d_head < 1:
             raise UserError(f"d_head={d_head}: set d_head or use fewer heads than d_model")
+        if self.d_mlp is not None and self.d_mlp < 1:
+            raise UserError(f"ModelConfig.d_mlp must be >= 1, or null for 4 * d_model; got {self.d_mlp}")
         if self.d_head is None and self.d_model % self.n_heads:
             raise UserError(
                 f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; "
@@ -191,6 +208,11 @@ class ModelConfig:
         max_loops = self.max_loops if self.max_loops is not None else (4 * self.n_loops if looped else 1)
         if max_loops < self.n_loops:
             raise UserError(f"max_loops={max_loops} is below the trained depth n_loops={self.n_loops}")
+        if max_loops > MAX_LAYERS_AND_LOOPS:
+            raise UserError(
+                f"max_loops={max_loops}: a model runs at most {MAX_LAYERS_AND_LOOPS:,} loops (it builds a set of "
+                "hook points for every loop it can run, about a millisecond each); ask for fewer loops"
+            )
         # None fields are resolved once here, so downstream code always sees integers;
         # `replace` re-derives the ones that were left unset.
         derived = {name for name in ("d_head", "d_mlp", "max_loops") if getattr(self, name) is None}
@@ -239,10 +261,15 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> ModelConfig:
+        """The config of a dict as `to_dict` writes it (config.json's "model"): unknown
+        fields and values of the wrong type are UserErrors naming the field."""
+        if not isinstance(d, dict):
+            raise UserError(f"a model config is an object of fields, got {type(d).__name__}")
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = set(d) - known
         if unknown:
             raise UserError(f"unknown ModelConfig fields {sorted(unknown)}; known: {sorted(known)}")
+        check_field_types(cls, d, "ModelConfig")
         return cls(**d)
 
     def replace(self, **changes) -> ModelConfig:
@@ -251,6 +278,56 @@ class ModelConfig:
         for name in getattr(self, "_derived", ()):
             base[name] = None
         return ModelConfig.from_dict({**base, **changes})
+
+
+def check_field_types(cls: type, values: dict, where: str) -> None:
+    """A UserError naming the first field of `values` whose value is not of the type its
+    annotation in the dataclass `cls` says, as JSON spells types: an integer (not true or
+    false), a number, a string, true/false, a list of those, null where None is allowed.
+    For dicts read from files (config.json), before the constructor compares a string with
+    a number. `where` names the dataclass in the message ("ModelConfig", "train")."""
+    hints = typing.get_type_hints(cls)
+    for name, value in values.items():
+        hint = hints.get(name)
+        if hint is not None and not _is_of_type(value, hint):
+            shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+            raise UserError(f"{where}.{name} is {shown}, but it must be {_type_in_words(hint)}")
+
+
+def _is_of_type(value, hint) -> bool:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_is_of_type(value, arg) for arg in args)
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            return False
+        kinds = [args[0]] * len(value) if len(args) == 2 and args[1] is Ellipsis else list(args)
+        return len(value) == len(kinds) and all(_is_of_type(v, k) for v, k in zip(value, kinds, strict=True))
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if hint is Vocab:  # its own from_dict checks what is inside
+        return isinstance(value, (Vocab, dict))
+    return True  # a type this check does not know: the constructor validates it
+
+
+def _type_in_words(hint) -> str:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        words = [_type_in_words(a) for a in args if a is not type(None)]
+        return " or ".join(words) + (" or null" if type(None) in args else "")
+    if origin is tuple:
+        count = "" if len(args) == 2 and args[1] is Ellipsis else f"{len(args)} "
+        return f"a list of {count}{_type_in_words(args[0]).removeprefix('an ').removeprefix('a ')}s"
+    return {bool: "true or false", int: "an integer", float: "a number", str: "a string",
+            Vocab: "an object with the vocabulary's symbols"}.get(hint, getattr(hint, "__name__", str(hint)))
 
 
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(ModelConfig)}

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
+from ..errors import UserError
 from .tokens import EOS_ID, PAD_ID, Batch, encode_batch
 
 
@@ -82,14 +83,14 @@ def readout_ids(readout: str, task) -> Tensor | None:
         return None
     if readout == "answer_symbols":
         if task.answer_token_ids is None:
-            raise ValueError(
+            raise UserError(
                 f"train.readout='answer_symbols' needs a task that declares its answer tokens "
                 f"(Task.answer_token_ids); {task.name!r} does not, so use train.readout=all or symbols"
             )
         return torch.tensor(task.answer_token_ids, dtype=torch.long)
     if readout == "symbols":
         return torch.tensor([i for i in range(len(task.vocab)) if i not in (PAD_ID, EOS_ID)], dtype=torch.long)
-    raise ValueError(f"train.readout={readout!r}; choose one of all, answer_symbols, symbols")
+    raise UserError(f"train.readout={readout!r}; choose one of all, answer_symbols, symbols")
 
 
 def run_readout(train: dict, task) -> dict:

@@ -79,7 +79,16 @@ class Vocab:
 
     @classmethod
     def from_dict(cls, d: dict) -> Vocab:
-        return cls(symbols=tuple(d["symbols"]), separator=d.get("separator", ""))
+        """The vocabulary of `to_dict`'s form (config.json's model.vocab); anything else, or
+        symbols the constructor refuses, is a UserError."""
+        symbols, separator = d.get("symbols"), d.get("separator", "")
+        if not (isinstance(symbols, (list, tuple)) and all(isinstance(s, str) for s in symbols)
+                and isinstance(separator, str)):
+            raise UserError(f"a vocabulary is {{\"symbols\": [strings], \"separator\": \"\" or \" \"}}, got {d!r:.80}")
+        try:
+            return cls(symbols=tuple(symbols), separator=separator)
+        except ValueError as e:  # duplicate or multi-character symbols, an unknown separator
+            raise UserError(f"vocabulary {d!r:.80}: {e}") from e
 
 
 @dataclass

@@ -21,6 +21,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+from ..core.devices import free_memory
 from ..core.halting import generate_adaptive, resolve_halting
 from ..errors import UserError
 from ..tasks.carries import longest_cascade, sample_with_cascade
@@ -115,6 +116,17 @@ def length_extrapolation(
     else:
         specs = [(d, None, None) for d in lengths]
     specs += [(d, c, None) for d, c in chains]
+    for digits, _chain, _k in specs:
+        # a problem has at least 2 x digits tokens (the operand and the answer): a length whose
+        # attention could not fit even so is refused before its problems are drawn, which
+        # for 10**30 digits would never end
+        needed, free = model.attention_bytes(2 * digits), free_memory(model.W_E.device)
+        if free is not None and needed > free:
+            raise UserError(
+                f"a problem with {digits}-digit operands has at least {2 * digits} tokens, and attending over "
+                f"them needs more than {needed / 2**30:.3g} GiB, more than the {free / 2**30:.1f} GiB free; "
+                "use shorter operands"
+            )
     # every row drawn and checked against the model's positions before any is decoded, so a
     # length the model cannot read ends in one line, not after the rows before it ran
     row_problems = [problems(task, digits, chain, n, seed, k) for digits, chain, k in specs]

@@ -32,7 +32,7 @@ def get_task(name: str, **kw: Any) -> Task:
 
     Errors name the alternatives, so a typo in a config file says how to fix it.
     """
-    if name not in TASKS:
+    if not isinstance(name, str) or name not in TASKS:
         raise UserError(f"unknown task {name!r}; known tasks: {', '.join(sorted(TASKS))}")
     cls = TASKS[name]
     valid = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
@@ -46,9 +46,16 @@ def get_task(name: str, **kw: Any) -> Task:
 
 
 def task_from_config(config: dict[str, Any]) -> Task:
-    """Rebuild a task from its stored form `{"name": ..., **options}` (config.json's "task")."""
+    """Rebuild a task from its stored form `{"name": ..., **options}` (config.json's "task").
+    An option of the wrong type or value (a damaged or hand-edited file) is a UserError, as
+    the same option given with `--set` is."""
     options = dict(config)
-    return get_task(options.pop("name"), **options)
+    try:
+        return get_task(options.pop("name", None), **options)
+    except UserError:
+        raise
+    except (TypeError, ValueError) as e:  # the task's constructor comparing "five" with an int
+        raise UserError(f"the task {config!r:.100} cannot be built: {e}") from e
 
 
 __all__ = [

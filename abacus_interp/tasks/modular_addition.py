@@ -31,6 +31,9 @@ SPLITS = ("train", "test", "all")
 # "round": round(train_fraction * p^2) training pairs; "floor": int(train_fraction * p^2), as
 # Nanda et al.'s gen_train_test (3,830 pairs for p=113 at 0.3 where "round" gives 3,831)
 SPLIT_ROUNDINGS = ("round", "floor")
+# The data set is every one of the p^2 pairs, held in memory (about 70 bytes a pair): p =
+# 2,000 is 4 million pairs, a few hundred MB; p = 10**6 would need terabytes.
+MAX_MODULUS = 2_000
 
 
 class ModularAdditionTask(Task):
@@ -48,6 +51,9 @@ class ModularAdditionTask(Task):
                  split_rounding: str = "round") -> None:
         if isinstance(p, bool) or not isinstance(p, int) or p < 2:
             raise UserError(f"p must be an integer modulus >= 2, got {p!r}")
+        if p > MAX_MODULUS:
+            raise UserError(f"p={number_for_message(p)}: the task holds all p^2 pairs in memory, so p is at most "
+                            f"{MAX_MODULUS:,}; use a smaller modulus")
         if not isinstance(train_fraction, (int, float)) or not 0.0 < train_fraction <= 1.0:
             raise UserError(f"train_fraction must be in (0, 1], got {train_fraction!r}")
         if isinstance(split_seed, bool) or not isinstance(split_seed, int):

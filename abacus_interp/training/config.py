@@ -9,7 +9,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.config import ModelConfig
+from ..core.config import ModelConfig, check_field_types
 from ..errors import UserError
 from ..tasks import get_task
 from .decay import WEIGHT_DECAY_RULES
@@ -139,6 +139,8 @@ class TrainConfig:
             raise UserError("train.grad_clip must be > 0, or null for no clipping")
         if self.processes < 1:
             raise UserError("train.processes must be >= 1")
+        if not -(2**63) <= self.seed < 2**64:  # what torch.manual_seed takes
+            raise UserError(f"train.seed={self.seed} is out of range; use an integer in [0, 2**63), e.g. 0")
         for name in ("log_every", "eval_every", "checkpoint_every"):
             if getattr(self, name) < 1:
                 raise UserError(f"train.{name} must be >= 1")
@@ -157,6 +159,15 @@ class RunConfig:
             raise UserError(
                 f"train.mix_depths reaches {self.train.mix_depths[1]} loops but model.max_loops is "
                 f"{self.model.max_loops}; raise model.max_loops or lower the depth range"
+            )
+
+        # now, not at the first batch (whose encoding refuses it) after sampling problems of
+        # the task's sizes, which for task.max_digits=10**30 never ends
+        longest = self.make_task().max_sequence_length()
+        if longest > self.model.max_seq_len:
+            raise UserError(
+                f"the {self.task} task's longest problem is {longest} tokens (prompt, answer and EOS), more than "
+                f"model.max_seq_len={self.model.max_seq_len}; raise model.max_seq_len or make the task's problems shorter"
             )
 
         if self.model.multiplier_heads and self.model.multiplier_select == "fixed":
@@ -188,12 +199,19 @@ class RunConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> RunConfig:
+        """The config of a dict as `to_dict` writes it (config.json); missing sections,
+        unknown fields and values of the wrong type are UserErrors naming the field."""
+        missing = [section for section in ("task", "model", "train") if not isinstance(d.get(section), dict)]
+        if missing:
+            raise UserError(f"a run config needs the sections task, model and train as objects; "
+                            f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing or not objects")
         task = dict(d["task"])
-        name = task.pop("name")
+        name = task.pop("name", None)
         train_fields = {f.name for f in dataclasses.fields(TrainConfig)}
         unknown = set(d["train"]) - train_fields
         if unknown:
             raise UserError(f"unknown train fields {sorted(unknown)}; known: {sorted(train_fields)}")
+        check_field_types(TrainConfig, d["train"], "train")
         return cls(
             task=name,
             task_kwargs=task,

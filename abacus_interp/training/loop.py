@@ -238,6 +238,15 @@ def _start(run_dir: Path, cfg: RunConfig, model, optimizer, is_writer: bool) -> 
                 "resume with the same preset and --set values, or choose a new --out"
             )
         trained_with = RunConfig.from_dict(saved).to_dict()["train"]
+        # read everything before writing anything: a resume state or checkpoint that cannot
+        # be read leaves the run as it was
+        meta = ckpt.load_resume(run_dir, optimizer)
+        step = meta["step"]
+        weights = ckpt.step_path(run_dir, step)
+        fix = f"the resume state is at step {step} and needs this file: restore it, or train into a new --out"
+        ckpt.load_state_into(model, ckpt.read_state(weights, fix), weights)
+        # metrics logged after the resumed step are dropped, so the curve continues exactly
+        rows = [r for r in ckpt.read_metrics(run_dir) if r["step"] <= step] if is_writer else []
         if is_writer and trained_with != cfg.to_dict()["train"]:
             # e.g. --set train.steps=20000 to extend a finished run: config.json says what the
             # run is now trained to, so `summary` and a later plain resume read the new target
@@ -245,11 +254,7 @@ def _start(run_dir: Path, cfg: RunConfig, model, optimizer, is_writer: bool) -> 
             logger.info("resuming %s with other training settings (%s); config.json records them",
                         run_dir, ", ".join(changed))
             ckpt.write_json(config_path, {**saved, "train": cfg.to_dict()["train"]})
-        meta = ckpt.load_resume(run_dir, optimizer)
-        step = meta["step"]
-        model.load_state_dict(ckpt.load_tensors(ckpt.step_path(run_dir, step)))
-        if is_writer:  # drop metrics logged after the resumed step, so the curve continues exactly
-            rows = [r for r in ckpt.read_metrics(run_dir) if r["step"] <= step]
+        if is_writer:
             _rewrite_metrics(run_dir, rows)
         logger.info("resuming %s from step %d", run_dir, step)
         return step, meta.get("tokens", 0)

@@ -159,13 +159,9 @@ def build_report(
 
 
 def _checkpoint_at(run_dir: Path, step: int) -> Path:
-    from abacus_interp.checkpoints import CheckpointError, list_checkpoints, step_path
+    from abacus_interp.checkpoints import checkpoint_at
 
-    path = step_path(run_dir, step)
-    if not path.exists():
-        steps = ", ".join(str(s) for s, _ in list_checkpoints(run_dir))
-        raise CheckpointError(f"{run_dir} has no checkpoint at step {step}; its steps: {steps}")
-    return path
+    return checkpoint_at(run_dir, step)
 
 
 def _write_all(out: Path, files: dict[str, str]) -> None:
