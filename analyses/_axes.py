@@ -38,3 +38,23 @@ def percent_ticks(top: float = 1.0, grid: bool = True) -> dict[str, Any]:
     itself (not synced to the other one)."""
     return {"range": [0, 1.05 * top], "tickmode": "linear", "tick0": 0, "dtick": 0.25 * top, "tickformat": ".0%",
             "showgrid": grid}
+
+
+def label_every_row(fig, most: int = 64):
+    """Put a tick label on every row and column of each heatmap of `fig` with at most `most` of
+    them (explicit tickvals: plotly thins a tight axis to every other label, so the darkest row
+    of the sub-task head-ablation map, L0H1, read as L0H2). Longer axes (a residue mod 113)
+    keep plotly's spacing. Returns `fig`."""
+    for trace in fig.data:
+        if trace.type != "heatmap" or trace.z is None or len(trace.z) == 0:
+            continue
+        for letter, values, count in (("x", trace.x, len(trace.z[0])), ("y", trace.y, len(trace.z))):
+            values = list(values) if values is not None else list(range(count))
+            if len(values) > most:
+                continue
+            anchor = (trace.xaxis if letter == "x" else trace.yaxis) or letter  # "x", "x2", ...
+            axis = fig.layout[f"{letter}axis{anchor[1:]}"]
+            if axis.showticklabels is False:
+                continue
+            axis.update(tickmode="array", tickvals=values, ticktext=[str(v) for v in values])
+    return fig

@@ -146,6 +146,12 @@ def test_report_of_a_tiny_addition_run(add_report):
     assert ev["grid"]["exact_match"] and ev["loops"]["loops"][0] == 1
     card = report["sections"]["model_card"]["data"]
     assert card["parameters"]["total_parameters"] > 0 and card["training_curves"]["step"]
+    # the page opens with the summary (issue 37: some 40 config rows came before any accuracy)
+    html = html_path.read_text()
+    assert html.index('<section id="summary"') < html.index('<section id="model_card"')
+    summary = html[html.index('<section id="summary"'):html.index('<section id="model_card"')]
+    assert "In distribution (operands of 1-" in summary and " problems (" in summary and "n=" in summary
+    assert "edge cases" in summary
 
 
 @pytest.mark.slow
@@ -328,22 +334,51 @@ def test_every_registered_analysis_is_a_section_with_typed_sizes():
 
 def test_evaluation_findings_from_numbers():
     data = {
+        "settings": {"n_loops": 4, "decoding": {"label": "4 loops"}},
         "grid": {"trained_digits": [1, 5], "digits_a": list(range(1, 11)), "digits_b": list(range(1, 11)),
-                 "in_distribution_exact_match": 0.987, "out_of_distribution_exact_match": 0.42},
+                 "in_distribution_exact_match": 0.987, "out_of_distribution_exact_match": 0.42, "n_per_cell": 10},
         "lengths": {"lengths": [1, 2, 3, 4, 5, 6, 7], "exact_match": [1.0, 1.0, 0.99, 0.95, 0.93, 0.5, 0.1],
-                    "trained_max": 5},
+                    "trained_max": 5, "n_per_length": 10},
         "loops": {"loops": [1, 2, 4, 8], "trained_loops": 4,
-                  "sets": {"in_distribution": {"exact_match": [0.0, 0.3, 0.98, 0.97]}}},
+                  "sets": {"in_distribution": {"exact_match": [0.0, 0.3, 0.98, 0.97], "n": 64}}},
         "carry": {"buckets": [{"bucket": "0", "exact_match": 1.0}, {"bucket": "1", "exact_match": 0.9},
                               {"bucket": "2", "exact_match": 0.8}, {"bucket": "5+", "exact_match": 0.5}]},
     }
     out = F.evaluation(from_json(Evaluation, data, partial=True))
     assert 2 <= len(out) <= 4
+    # every sentence names its sample and its loops (issue 37: no bullet said which)
     assert out[0] == ("Exact match is 99% on operands of 1-5 digits (the trained range) and 42% beyond it, "
-                      "up to 10 digits (2.0x the trained length).")
+                      "up to 10 digits (2.0x the trained length) (n=10 per digit-count cell, 4 loops).")
     assert "first drops below 50% at 7 digits: the model extrapolates to 6 digits, 1.2x the trained 5" in out[1]
+    assert out[1].endswith("(n=10 per length, 4 loops).")
+    assert "(n=64, teacher-forced at fixed loop counts)" in out[2]
     assert "peaks at 4 loops (98%), the trained depth; running 8 loops gives 97% (accuracy holds" in out[2]
-    assert "costs about 10.0 points" in out[3]
+    assert "costs about 10.0 points" in out[3] and out[3].endswith("4 loops).")
+
+
+def test_summary_names_the_samples_and_the_failures_in_and_out_of_distribution():
+    from analyses.report.summary import summary_sentences
+
+    def case(name, answer, expected, inside, passed):
+        return {"group": "carry_chain", "name": name, "kind": "correct", "in_distribution": inside, "passed": passed,
+                "expected": [expected], "answers": [answer], "correct": [passed]}
+
+    data = {
+        "task": {"name": "addition"}, "settings": {"n_loops": 6, "decoding": {"label": "6 loops"}},
+        "grid": {"trained_digits": [1, 2], "digits_a": [1, 2, 3], "digits_b": [1, 2, 3], "n_per_cell": 10,
+                 "exact_match": [[1.0, 1.0, 0.9], [1.0, 1.0, 0.8], [0.7, 1.0, 0.5]],
+                 "in_distribution_exact_match": 1.0, "out_of_distribution_exact_match": 0.78},
+        "edge_cases": {"cases": [case("99+1", "90", "100", True, False), case("9+1", "10", "10", True, True),
+                                 case("999+1", "900", "1000", False, False)], "by_group": {}, "pass_rate": 1 / 3,
+                       "lengths": [1, 2, 3]},
+    }
+    out = summary_sentences(from_json(Evaluation, data, partial=True))
+    assert out[0] == ("In distribution (operands of 1-2 digits, the trained range), exact match is 100% on 40 problems "
+                      "(4 digit-count cells of n=10); out of distribution (the longer operand of 3 digits) it is 78% on 50 "
+                      "problems (5 cells). Answers are read with 6 loops.")
+    assert out[-1] == ("Known failures: 1 of 2 in-distribution edge cases fail (99+1 gives 90, not 100); 1 of 1 edge "
+                       "cases beyond the trained lengths fail (999+1 gives 900, not 1000); the weakest grid cell, "
+                       "operands of 3 and 3 digits, is at 50% (n=10) (greedy decoding, 6 loops).")
 
 
 def test_fixed_point_findings_lock_in_and_chain():

@@ -213,3 +213,32 @@ def test_the_architectures_table_is_compact_and_scrolls_in_its_own_box():
     # a narrow table keeps the normal size, still in its box
     assert H.grid_table(["a", "b"], [[1, 2]]).startswith('<div class="table-scroll"><table>')
     assert H.kv_table([("a", 1)]).startswith('<div class="table-scroll"><table>')
+
+
+def test_the_subtask_ablation_heatmap_labels_every_head_row():
+    """Issue 37: plotly labelled every other row, so the darkest row, L0H1, read as L0H2."""
+    from analyses.carry_attention.figures import ablation_subtask_figure
+
+    subtasks = {"no_carry": 0.1, "carry": 0.2}
+    rows = tuple(SimpleNamespace(kind="zero", loop=t, layer=0, head=h, delta_loss_by_subtask={"no_carry": 0.01 * h,
+                                                                                               "carry": 0.5 * (h == 1)})
+                 for t in range(6) for h in range(4))
+    ablation = SimpleNamespace(table=rows, baseline=SimpleNamespace(loss_by_subtask=subtasks))
+    fig = ablation_subtask_figure(ablation)
+    labels = [f"zero t{r.loop} L0H{r.head}" for r in rows]
+    assert list(fig.layout.yaxis.tickvals) == labels and list(fig.layout.yaxis.ticktext) == labels
+    assert list(fig.layout.xaxis.tickvals) == list(subtasks)
+
+
+def test_every_row_is_labelled_in_each_panel_and_a_residue_axis_keeps_plotly_spacing():
+    from plotly.subplots import make_subplots
+
+    from analyses._axes import label_every_row
+
+    fig = make_subplots(rows=1, cols=2)
+    fig.add_trace(go.Heatmap(z=[[1, 2, 3]] * 24, x=["a", "b", "c"], y=list(range(1, 25))), row=1, col=1)
+    fig.add_trace(go.Heatmap(z=[[0] * 113] * 2), row=1, col=2)
+    label_every_row(fig)
+    assert list(fig.layout.yaxis.tickvals) == list(range(1, 25)) and list(fig.layout.xaxis.tickvals) == ["a", "b", "c"]
+    assert list(fig.layout.yaxis2.tickvals) == [0, 1]  # rows of the second panel, counted from 0
+    assert fig.layout.xaxis2.tickvals is None  # 113 residues: every label would overlap

@@ -2,7 +2,7 @@
 
 This module owns the carry-cascade buckets' evaluation: for each bucket of longest carry
 cascade (0..4, 5+; see `cascades.py`) it plants that many problems with
-`sample_with_cascade` at in-distribution lengths, scores them teacher-forced, and records
+`sample_with_cascade` at in-distribution lengths, judges them at the run's own decoding, and records
 how often the bucket occurs naturally in the in-distribution set, or why a bucket is empty
 (operands too short for the cascade, or problems that exceed max_seq_len).
 """
@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from abacus_interp.core.scoring import score_examples
+from abacus_interp.evaluation.answers import AnswerDecoding, judge
 from abacus_interp.evaluation.cascades import CASCADE_BUCKETS, cascade_bucket, sample_with_cascade
 from abacus_interp.evaluation.common import fits_context, section_rng
 from abacus_interp.tasks.carries import longest_cascade
 
 
-def carry_section(model, task, id_set, n, seed, eval_loops, bar, max_seq_len) -> dict[str, Any]:
+def carry_section(model, task, id_set, n, seed, decoding: AnswerDecoding, bar, max_seq_len) -> dict[str, Any]:
+    """Exact match per bucket under `decoding` (the loss teacher-forced at its fixed depth)."""
     natural = {b: 0 for b in CASCADE_BUCKETS}
     for e in id_set:
         natural[cascade_bucket(longest_cascade(*e.operands))] += 1
@@ -46,8 +47,8 @@ def carry_section(model, task, id_set, n, seed, eval_loops, bar, max_seq_len) ->
                 examples.append(task.make(*sample_with_cascade(length, d, rng)))
             examples = [e for e in examples if fits_context(e, task.vocab, max_seq_len)]
             if examples:
-                s = score_examples(model, examples, n_loops=eval_loops)
-                row.update(n=len(examples), exact_match=s.exact_match, loss=s.loss)
+                judged = judge(model, task, examples, decoding)
+                row.update(n=len(examples), exact_match=judged.exact_match, loss=judged.teacher_forced.loss)
             else:
                 row.update(
                     n=0,
@@ -57,4 +58,4 @@ def carry_section(model, task, id_set, n, seed, eval_loops, bar, max_seq_len) ->
                 )
         out.append(row)
         bar.step()
-    return {"buckets": out, "n_per_bucket": n, "n_loops": eval_loops}
+    return {"buckets": out, "n_per_bucket": n, "n_loops": decoding.n_loops, "decoding": decoding.label}

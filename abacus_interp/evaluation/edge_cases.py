@@ -2,8 +2,9 @@
 
 Each `EdgeCase` is one named problem (or, for commutativity, the pair a OP b and b OP a).
 Expected answers come from the task itself (`task.make`), so they are the same integers the
-model was trained on; `run_edge_cases` decodes greedily with `model.generate` and reports
-the model's answer in human order next to the expected one.
+model was trained on; `run_edge_cases` decodes greedily at the run's own decoding (adaptive
+loops where the run halts, `answers.AnswerDecoding`) and reports the model's answer in human
+order next to the expected one, with the loops each was read at.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import random
 from dataclasses import dataclass, field
 
 from abacus_interp.core.scoring import decode_budget
+from abacus_interp.evaluation.answers import AnswerDecoding, generate_answers
 from abacus_interp.evaluation.common import fits_context
 from abacus_interp.tasks.base import Example, random_with_digits
 
@@ -40,6 +42,7 @@ class EdgeCaseResult:
     expected: list[str]  # human order, one per problem
     answers: list[str]  # the model's answers in human order
     correct: list[bool] = field(default_factory=list)
+    loops_used: list[int] = field(default_factory=list)  # per problem: the loop count its answer was read at (empty: not recorded)
 
 
 def _human(task, a: int, b: int) -> str:
@@ -126,17 +129,24 @@ def edge_cases(
 
 
 def run_edge_cases(
-    model, task, cases: list[EdgeCase], n_loops: int | None = None
+    model, task, cases: list[EdgeCase], n_loops: int | None = None, decoding: AnswerDecoding | None = None
 ) -> list[EdgeCaseResult]:
-    """Greedy-decode every problem of every case in one batch and judge each case."""
+    """Greedy-decode every problem of every case in one batch and judge each case: under
+    `decoding` when given (adaptive loops where the run halts), else at `n_loops` (None: the
+    model's default)."""
     flat = [p for case in cases for p in case.problems]
     if not flat:
         return []
-    # target + EOS is all a correct greedy decode needs; one wrong token already fails it
-    completions = model.generate([p.prompt for p in flat], n_loops=n_loops, max_new_tokens=decode_budget(task, flat))
+    if decoding is not None:
+        completions, loops_used = generate_answers(model, task, flat, decoding)
+    else:
+        # target + EOS is all a correct greedy decode needs; one wrong token already fails it
+        completions = model.generate([p.prompt for p in flat], n_loops=n_loops, max_new_tokens=decode_budget(task, flat))
+        loops_used = [n_loops] * len(flat) if n_loops is not None else []  # the model's default: not known here
     results, k = [], 0
     for case in cases:
         comps = completions[k : k + len(case.problems)]
+        used = loops_used[k : k + len(case.problems)]  # empty when not recorded
         k += len(case.problems)
         correct = [task.check(p, c) for p, c in zip(case.problems, comps, strict=True)]
         passed = all(correct)
@@ -152,6 +162,7 @@ def run_edge_cases(
                 expected=[str(p.answer) for p in case.problems],
                 answers=[task.to_human(c) for c in comps],
                 correct=correct,
+                loops_used=list(used),
             )
         )
     logger.debug("edge cases: %d/%d passed", sum(r.passed for r in results), len(results))

@@ -45,8 +45,13 @@ def grid_figure(grid: dict[str, Any]) -> go.Figure:
     summary = ", ".join(
         f"{name} {100 * v:.1f}%" for name, v in (("in-dist", ind), ("OOD", ood)) if v is not None
     )
+    # the sample and the loops, where the numbers carry them (a hand-made grid may not)
+    how = "; ".join(part for part in (
+        f"n={grid['n_per_cell']} per cell" if grid.get("n_per_cell") is not None else None,
+        grid.get("decoding") or (f"{grid['n_loops']} loops" if grid.get("n_loops") is not None else None)) if part)
     fig.update_layout(
-        title=f"Exact match (%) by operand length<br><sup>trained region outlined; {summary}</sup>",
+        title=f"Exact match (%) by operand length<br><sup>trained region outlined; {summary}"
+              + (f"; {how}" if how else "") + "</sup>",
         xaxis={"title": "digits of b", "dtick": 1},
         yaxis={"title": "digits of a", "dtick": 1},
         width=700,
@@ -67,8 +72,17 @@ def loops_figure(loops: dict[str, Any]) -> go.Figure:
         line_color="gray",
         annotation_text="trained depth",
     )
+    adaptive = loops.get("adaptive")
+    for k, (name, a) in enumerate((adaptive or {}).get("sets", {}).items()):
+        # the run's own decoding: one exact match per set, whatever loop count each problem took
+        fig.add_hline(y=a["exact_match"], line_dash="dot", line_color=["#1f77b4", "#ff7f0e"][k % 2],
+                      annotation_text=f"{name}, adaptive (median {a['median_loops']} loops)",
+                      annotation_position="bottom right" if k % 2 else "top right")
+    sizes = ", ".join(f"{name} n={s['n']}" for name, s in loops["sets"].items() if s.get("n") is not None)
     fig.update_layout(
-        title="Exact match vs number of loops",
+        title="Exact match vs number of loops<br><sup>teacher-forced at each fixed loop count"
+              + (f"; {sizes}" if sizes else "")
+              + (f"; dotted: {adaptive['label']}" if adaptive else "") + "</sup>",
         xaxis_title="loops (R)",
         yaxis={"title": "exact match", "range": [-0.02, 1.02]},
     )
@@ -102,8 +116,10 @@ def lengths_figure(lengths: dict[str, Any]) -> go.Figure:
         line_color="gray",
         annotation_text="trained",
     )
+    how = lengths.get("decoding")
     fig.update_layout(
-        title="Exact match by operand length",
+        title=f"Exact match by operand length<br><sup>n={lengths.get('n_per_length')} per length"
+              + (f", {how}" if how else "") + "</sup>",
         xaxis={"title": "digits", "dtick": 1},
         yaxis={"title": "exact match", "range": [-0.02, 1.02]},
     )
@@ -128,8 +144,16 @@ def edge_cases_figure(edge: dict[str, Any]) -> go.Figure:
             },
         )
     )
-    rate = edge["pass_rate"]
-    fig.update_layout(title="Edge cases" + ("" if rate is None else f" ({100 * rate:.0f}% pass)"))
+    rates = [f"{label} {100 * r:.0f}% pass" for label, r in (
+        ("in distribution", edge.get("in_distribution_pass_rate")),
+        ("out of distribution", edge.get("out_of_distribution_pass_rate"))) if r is not None]
+    how = edge.get("decoding")
+    # tall enough for every row: a table figure scrolls inside its height, hiding the rest
+    fig.update_layout(
+        title="Edge cases" + (f" ({'; '.join(rates)})" if rates else "") + (f"<br><sup>{how}</sup>" if how else ""),
+        height=160 + 24 * (len(cases) + 1),
+    )
+    fig.update_traces(cells_height=24, header_height=24)
     return fig
 
 
@@ -143,22 +167,25 @@ def carry_figure(carry: dict[str, Any]) -> go.Figure:
             textposition="outside",
         )
     )
+    how = carry.get("decoding")
     fig.update_layout(
-        title="Exact match by longest carry cascade (balanced set)",
+        title="Exact match by longest carry cascade (balanced set)"
+              + (f"<br><sup>n={carry['n_per_bucket']} per bucket, {how}</sup>" if how else ""),
         xaxis_title="longest carry cascade",
         yaxis={"title": "exact match", "range": [0, 1.1]},
     )
     return fig
 
 
-def perplexity_figure(ppl: dict[str, Any]) -> go.Figure:
+def perplexity_figure(ppl: dict[str, Any], n_loops: int | None = None) -> go.Figure:
     names = list(ppl)
-    fig = go.Figure(go.Bar(x=names, y=[ppl[n]["perplexity"] for n in names]))
-    fig.update_layout(title="Per-token perplexity of the correct answer", yaxis_title="perplexity")
+    fig = go.Figure(go.Bar(x=[f"{n} (n={ppl[n]['n']})" for n in names], y=[ppl[n]["perplexity"] for n in names]))
+    how = "teacher-forced" + (f" at {n_loops} loops" if n_loops is not None else "")
+    fig.update_layout(title=f"Per-token perplexity of the correct answer<br><sup>{how}</sup>", yaxis_title="perplexity")
     return fig
 
 
-def splits_figure(splits: dict[str, Any]) -> go.Figure:
+def splits_figure(splits: dict[str, Any], n_loops: int | None = None) -> go.Figure:
     names = list(splits)
     fig = go.Figure(
         go.Bar(
@@ -168,7 +195,10 @@ def splits_figure(splits: dict[str, Any]) -> go.Figure:
             textposition="outside",
         )
     )
-    fig.update_layout(title="Accuracy by split", yaxis={"title": "accuracy", "range": [0, 1.1]})
+    sizes = ", ".join(f"{n} n={splits[n]['n']}" for n in names)
+    how = "teacher-forced" + (f" at {n_loops} loops" if n_loops is not None else "")
+    fig.update_layout(title=f"Accuracy by split<br><sup>{sizes}, every problem; {how}</sup>",
+                      yaxis={"title": "accuracy", "range": [0, 1.1]})
     return fig
 
 
@@ -182,8 +212,14 @@ def report_figures(report) -> dict[str, go.Figure]:
         "perplexity": perplexity_figure,
         "splits": splits_figure,
     }
-    return {
+    figures = {
         name: build(getattr(report, name))
         for name, build in builders.items()
         if getattr(report, name)
     }
+    # their loop count is the report's, not the section's
+    if report.perplexity:
+        figures["perplexity"] = perplexity_figure(report.perplexity, report.settings.get("n_loops"))
+    if report.splits:
+        figures["splits"] = splits_figure(report.splits, report.settings.get("n_loops"))
+    return figures

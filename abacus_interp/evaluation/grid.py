@@ -3,15 +3,16 @@
 This module owns the grid's geometry and its section of the report: how long a cell's
 sequences are and whether they fit the model (`cell_length`, `cell_fits`), which problems
 a cell holds (`cell_examples`, keyed by seed and cell so a cell is the same in any grid),
-the default operand range (`default_grid`), and scoring every fitting cell teacher-forced
-into `EvalReport.grid` with its in- and out-of-distribution means (`grid_section`).
+the default operand range (`default_grid`), and judging every fitting cell at the run's own
+decoding (`answers.AnswerDecoding`: adaptive loops where the run halts) into `EvalReport.grid`
+with its in- and out-of-distribution means (`grid_section`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from abacus_interp.core.scoring import score_examples
+from abacus_interp.evaluation.answers import AnswerDecoding, judge
 from abacus_interp.evaluation.common import SectionProgress, mean_or_none, section_rng
 from abacus_interp.tasks.base import Example
 from abacus_interp.tasks.binary_op import BinaryOpTask
@@ -50,12 +51,12 @@ def grid_section(
     skipped_cells: list[list[int]],
     n_per_cell: int,
     seed: int,
-    eval_loops: int,
+    decoding: AnswerDecoding,
     bar: SectionProgress,
 ) -> tuple[dict[str, Any], dict[Cell, float], dict[Cell, list[Example]], dict[Cell, list[bool]]]:
-    """Score every fitting cell at eval_loops. Returns the report's `grid` section and, per
-    cell, its exact match, its problems and their teacher-forced verdicts (for the lengths
-    section and the greedy re-check)."""
+    """Judge every fitting cell under `decoding` (the loss teacher-forced at its fixed depth).
+    Returns the report's `grid` section and, per cell, its exact match, its problems and their
+    teacher-forced verdicts (for the lengths section and the greedy re-check)."""
     em: dict[Cell, float] = {}
     loss: dict[Cell, float] = {}
     cell_ex: dict[Cell, list[Example]] = {}
@@ -63,9 +64,9 @@ def grid_section(
     for i, j in fitting:
         bar.section(f"grid {i}x{j}")
         ex = cell_examples(task, i, j, n_per_cell, seed)
-        s = score_examples(model, ex, n_loops=eval_loops)
-        em[(i, j)], loss[(i, j)] = s.exact_match, s.loss
-        cell_ex[(i, j)], cell_verdicts[(i, j)] = ex, s.per_example_correct
+        judged = judge(model, task, ex, decoding)
+        em[(i, j)], loss[(i, j)] = judged.exact_match, judged.teacher_forced.loss
+        cell_ex[(i, j)], cell_verdicts[(i, j)] = ex, judged.teacher_forced.per_example_correct
         bar.step()
     in_dist = [em[c] for c in fitting if max(c) <= task.max_digits]
     ood = [em[c] for c in fitting if max(c) > task.max_digits]
@@ -77,7 +78,8 @@ def grid_section(
         "skipped_cells": skipped_cells,
         "trained_digits": [task.min_digits, task.max_digits],
         "n_per_cell": n_per_cell,
-        "n_loops": eval_loops,
+        "n_loops": decoding.n_loops,
+        "decoding": decoding.label,
         "in_distribution_exact_match": mean_or_none(in_dist),
         "out_of_distribution_exact_match": mean_or_none(ood),
     }

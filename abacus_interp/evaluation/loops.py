@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from abacus_interp.core.scoring import Scores, score_examples
+from abacus_interp.evaluation.answers import AnswerDecoding, judge
 from abacus_interp.evaluation.common import (
     SectionProgress,
     fits_context,
@@ -87,10 +88,30 @@ def scored_sets(
     return results
 
 
-def loops_section(sets, scored, loops, trained) -> dict[str, Any]:
+def adaptive_sets(model, task, sets: dict[str, list[Example]], decoding: AnswerDecoding,
+                  bar: SectionProgress) -> dict[str, Any] | None:
+    """Each set's exact match with adaptive loops (the run's own decoding) and the loops its
+    problems used, beside the fixed loop counts of the sweep; None when the run has fixed loops."""
+    if not decoding.adaptive:
+        return None
+    out = {}
+    for name, examples in sets.items():
+        bar.section(f"adaptive loops {name}")
+        judged = judge(model, task, examples, decoding)
+        used = sorted(judged.loops_used)
+        out[name] = {"exact_match": judged.exact_match, "median_loops": used[len(used) // 2],
+                     "max_loops_used": used[-1], "n": len(examples)}
+        bar.step()
+    return {"label": decoding.label, "cap": decoding.cap, "sets": out}
+
+
+def loops_section(sets, scored, loops, trained, adaptive: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Exact match and loss of every set at every fixed loop count (teacher-forced), and
+    `adaptive`, the sets under adaptive loops when the run has them (`adaptive_sets`)."""
     return {
         "loops": list(loops),
         "trained_loops": trained,
+        "adaptive": adaptive,
         "sets": {
             name: {
                 "exact_match": [scored[(name, r)].exact_match for r in loops],
@@ -127,21 +148,17 @@ def lengths_section(
     em: dict[Cell, float],
     n_per_cell: int,
     seed: int,
-    eval_loops: int,
+    decoding: AnswerDecoding,
     bar: SectionProgress,
 ) -> dict[str, Any]:
-    """Exact match and loss on equal-length operands, plus the grid's exact match by the
-    longer operand (`em` of the fitting cells)."""
+    """Exact match on equal-length operands under `decoding` (the loss teacher-forced at its
+    fixed depth), plus the grid's exact match by the longer operand (`em` of the fitting cells)."""
     len_em, len_loss = [], []
     for n in lengths:
         bar.section(f"length {n}")
-        s = score_examples(
-            model,
-            task.sample_cell(n_per_cell, section_rng(seed, "length", n), n, n),
-            n_loops=eval_loops,
-        )
-        len_em.append(s.exact_match)
-        len_loss.append(s.loss)
+        judged = judge(model, task, task.sample_cell(n_per_cell, section_rng(seed, "length", n), n, n), decoding)
+        len_em.append(judged.exact_match)
+        len_loss.append(judged.teacher_forced.loss)
         bar.step()
     by_max = sorted({max(c) for c in fitting})
     return {
@@ -149,6 +166,7 @@ def lengths_section(
         "exact_match": len_em,
         "loss": len_loss,
         "n_per_length": n_per_cell,
+        "decoding": decoding.label,
         "trained_max": task.max_digits,
         "from_grid": {
             "max_operand_digits": by_max,

@@ -22,13 +22,17 @@ class EvalReport:
 
     grid:       digits_a, digits_b (axis values), exact_match and loss ([a][b], None for a
                 cell that does not fit max_seq_len), skipped_cells ([[i, j], ...]),
-                trained_digits [min, max], n_per_cell, n_loops,
+                trained_digits [min, max], n_per_cell, n_loops (the loss's teacher-forced depth),
+                decoding (how exact match was read, e.g. "6 loops"),
                 in_distribution_exact_match, out_of_distribution_exact_match
-    loops:      loops [R...], trained_loops, sets {name: {exact_match: [...], loss: [...], n}}
+    loops:      loops [R...], trained_loops, sets {name: {exact_match: [...], loss: [...], n}},
+                adaptive ({label, cap, sets {name: {exact_match, median_loops, max_loops_used, n}}},
+                or None for a run without adaptive halting)
     lengths:    lengths [...], exact_match, loss, n_per_length, trained_max,
                 from_grid {max_operand_digits: [...], exact_match: [...]}
     edge_cases: cases [{group, name, kind, in_distribution, passed, expected, answers,
-                correct}], by_group {group: {passed, total}}, pass_rate
+                correct, loops_used}], by_group {group: {passed, total}}, pass_rate,
+                in_distribution_pass_rate, out_of_distribution_pass_rate, decoding
     carry:      buckets [{bucket, n, exact_match, loss, natural_fraction}], n_per_bucket
     perplexity: {set: {perplexity, loss, mean_answer_logprob, exact_match, token_accuracy, n}}
     splits:     (modular tasks) {split: {exact_match, loss, token_accuracy, n}}

@@ -8,9 +8,12 @@
 For two-operand digit tasks (addition, multiplication) it measures:
 
 1. `grid`: exact match over (digits of a, digits of b), trained region outlined, with
-   in- and out-of-distribution means. Cells are scored teacher-forced (`score_examples`;
-   all answer argmaxes right == greedy exact match), and a subset is re-checked with
-   `model.generate` + `task.check`: `generate_agreement` is the fraction that agrees.
+   in- and out-of-distribution means. Answers are read at the run's own decoding
+   (`answers.AnswerDecoding`): at a fixed loop count cells are scored teacher-forced
+   (`score_examples`; all answer argmaxes right == greedy exact match); a run with adaptive
+   halting (`cfg.halt_tol`) has its answers generated with adaptive loops, as `solve` does.
+   A subset is re-checked with `model.generate` + `task.check` at the teacher-forced depth:
+   `generate_agreement` is the fraction that agrees.
 2. `loops`: exact match and loss vs the number of loops R, on an in-distribution set and
    an out-of-distribution set (both operands longer than trained, up to 2x).
 3. `lengths`: exact match by operand length, equal-length operands 1..as long as fits.
@@ -47,6 +50,7 @@ from abacus_interp.evaluation.agreement import (
     measure_agreement,
     pick_from_cells,
 )
+from abacus_interp.evaluation.answers import AnswerDecoding
 from abacus_interp.evaluation.carry import carry_section
 from abacus_interp.evaluation.cascades import CASCADE_BUCKETS
 from abacus_interp.evaluation.common import SectionProgress, mean_or_none, section_rng
@@ -59,6 +63,7 @@ from abacus_interp.evaluation.grid import (
     grid_section,
 )
 from abacus_interp.evaluation.loops import (
+    adaptive_sets,
     default_loops,
     digit_sets,
     equal_lengths,
@@ -141,6 +146,7 @@ def evaluate(
     max_length: int | None = None,
     allowed=None,
     eos: bool = True,
+    tol: float | None = None,
 ) -> EvalReport:
     """Run the evaluation suite (see the module docstring) and return an `EvalReport`.
 
@@ -153,7 +159,13 @@ def evaluate(
                 over a minute) and still shows each cell's accuracy to about +-10 points.
     n_per_set:  problems per whole set (in/out-of-distribution, carry bucket); default 4 *
                 n_per_cell.
-    n_loops:    loops used for every section except accuracy-vs-loops; default the trained depth.
+    n_loops, tol: how the answers of every section except accuracy-vs-loops are read
+                (`answers.AnswerDecoding.of`): an explicit `n_loops` is a fixed loop count;
+                otherwise the run's own decoding, adaptive loops (at `tol`, default the
+                model's `halt_tol`, at most its max_loops) where it halts, else the trained
+                depth. With adaptive loops the answers are generated; losses and perplexity
+                stay teacher-forced at the trained depth, and the loop sweep adds each set's
+                adaptive exact match beside its fixed loop counts.
     max_length: longest equal-length operands in `lengths`; default the longest that fits,
                 capped at max(4 * max_digits, grid hi).
     allowed, eos: the run's readout for tasks without digit operands (modular addition and
@@ -163,7 +175,8 @@ def evaluate(
     cfg = model.cfg
     n_per_set = 4 * n_per_cell if n_per_set is None else n_per_set
     _validate(model, grid, loops, n_per_cell, n_per_set)
-    eval_loops = cfg.n_loops if n_loops is None else n_loops
+    decoding = AnswerDecoding.of(model, n_loops, tol)
+    eval_loops = decoding.n_loops
     if not 1 <= eval_loops <= cfg.max_loops:
         raise UserError(f"n_loops={eval_loops} must be in 1..max_loops={cfg.max_loops}")
     loops = sorted(set(loops)) if loops is not None else default_loops(cfg)
@@ -188,6 +201,7 @@ def evaluate(
             "n_per_cell": n_per_cell,
             "n_per_set": n_per_set,
             "n_loops": eval_loops,
+            "decoding": decoding.to_dict(),
             "loops": loops,
             "grid": list(grid) if grid is not None else None,
         },
@@ -201,7 +215,7 @@ def evaluate(
             report,
             grid,
             loops,
-            eval_loops,
+            decoding,
             n_per_cell,
             n_per_set,
             seed,
@@ -216,9 +230,10 @@ def evaluate(
 
 
 def _evaluate_digits(
-    model, task, report, grid, loops, eval_loops, n_per_cell, n_per_set, seed, max_length, progress
+    model, task, report, grid, loops, decoding, n_per_cell, n_per_set, seed, max_length, progress
 ):
     cfg = model.cfg
+    eval_loops = decoding.n_loops  # the teacher-forced parts' depth
     L = cfg.max_seq_len
     lo, hi = grid if grid is not None else default_grid(task, L)
     report.settings["grid"] = [lo, hi]
@@ -269,12 +284,13 @@ def _evaluate_digits(
         + 1
         + len(buckets)
         + 1
+        + (len(sets) if decoding.adaptive else 0)
     )
     bar = SectionProgress(progress, total)
     try:
         # 1. grid
         report.grid, em, cell_ex, cell_verdicts = grid_section(
-            model, task, digits, fitting, skipped_cells, n_per_cell, seed, eval_loops, bar
+            model, task, digits, fitting, skipped_cells, n_per_cell, seed, decoding, bar
         )
 
         # greedy re-check of a round-robin pick of grid problems
@@ -289,17 +305,17 @@ def _evaluate_digits(
 
         # 2. loops and 6. perplexity
         scored = scored_sets(model, sets, loops, eval_loops, bar)
-        report.loops = loops_section(sets, scored, loops, cfg.n_loops)
+        report.loops = loops_section(sets, scored, loops, cfg.n_loops, adaptive_sets(model, task, sets, decoding, bar))
         report.perplexity = perplexity_section(sets, scored, eval_loops)
 
         # 3. lengths
         report.lengths = lengths_section(
-            model, task, lengths, fitting, em, n_per_cell, seed, eval_loops, bar
+            model, task, lengths, fitting, em, n_per_cell, seed, decoding, bar
         )
 
         # 4. edge cases
         bar.section("edge cases")
-        results = run_edge_cases(model, task, cases, n_loops=eval_loops)
+        results = run_edge_cases(model, task, cases, decoding=decoding)
         by_group: dict[str, dict[str, int]] = {}
         for r in results:
             g = by_group.setdefault(r.group, {"passed": 0, "total": 0})
@@ -309,6 +325,11 @@ def _evaluate_digits(
             "cases": [r.__dict__ for r in results],
             "by_group": by_group,
             "pass_rate": mean_or_none([float(r.passed) for r in results]),
+            # apart: a rate over both mixes the trained range with what the run never saw
+            "in_distribution_pass_rate": mean_or_none([float(r.passed) for r in results if r.in_distribution]),
+            "out_of_distribution_pass_rate": mean_or_none(
+                [float(r.passed) for r in results if not r.in_distribution]),
+            "decoding": decoding.label,
             "lengths": edge_lengths,
         }
         bar.step()
@@ -316,7 +337,7 @@ def _evaluate_digits(
         # 5. carry complexity
         if is_add:
             report.carry = carry_section(
-                model, task, sets["in_distribution"], n_per_set, seed, eval_loops, bar, L
+                model, task, sets["in_distribution"], n_per_set, seed, decoding, bar, L
             )
         else:
             report.skipped["carry"] = f"carry cascades are defined for addition, not {task.name}"

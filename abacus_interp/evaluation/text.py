@@ -24,7 +24,7 @@ def format_report(report: EvalReport) -> str:
         f"model: {report.model['n_layers']} layer(s) x {report.model['n_loops']} loops, "
         f"d_model={report.model['d_model']}, {report.model['positional']} positions"
         + (f"; checkpoint {report.model['checkpoint']}" if report.model.get("checkpoint") else ""),
-        f"seed {report.settings['seed']}, evaluated at {report.settings['n_loops']} loops",
+        f"seed {report.settings['seed']}, answers read with {_decoding(report)}",
     ]
     g = report.grid
     if g is not None:
@@ -32,7 +32,7 @@ def format_report(report: EvalReport) -> str:
         lines += [
             "",
             f"Exact match (%) by digits of a (rows) x digits of b (columns), n={g['n_per_cell']} per cell "
-            f"(operands of exactly those digit counts, uniform digits; teacher-forced); "
+            f"(operands of exactly those digit counts, uniform digits; {g.get('decoding') or 'teacher-forced'}); "
             f"* = trained region ({lo}..{hi} digits), - = does not fit",
         ]
         w = 5
@@ -69,6 +69,11 @@ def format_report(report: EvalReport) -> str:
                 f"{r:4d} "
                 + "".join((_pct(lp["sets"][n]["exact_match"][k], 0) + "%").rjust(22) for n in names)
             )
+        if lp.get("adaptive"):
+            ad = lp["adaptive"]
+            lines.append(f"  {ad['label']}: " + ", ".join(
+                f"{n} {_pct(a['exact_match'], 0)}% (median {a['median_loops']} loops, at most {a['max_loops_used']})"
+                for n, a in ad["sets"].items()))
         lines += _set_lines(report, lp["sets"])
     ln = report.lengths
     if ln is not None:
@@ -81,7 +86,7 @@ def format_report(report: EvalReport) -> str:
         lines.append("  EM  " + " ".join(_pct(v, 4) for v in ln["exact_match"]))
     ec = report.edge_cases
     if ec is not None:
-        lines += ["", *_edge_case_summary(ec["cases"])]
+        lines += ["", *_edge_case_summary(ec["cases"], ec.get("decoding") or _decoding(report))]
         for c in ec["cases"]:
             verdict = "PASS" if c["passed"] else "FAIL"
             tag = "" if c["in_distribution"] else " (OOD)"
@@ -130,14 +135,22 @@ def _set_lines(report: EvalReport, sets: dict) -> list[str]:
     return lines
 
 
-def _edge_case_summary(cases: list[dict]) -> list[str]:
-    """The pass counts, in distribution apart, and every failed in-distribution case named:
-    one failure there matters more than all the out-of-distribution ones."""
+def _decoding(report: EvalReport) -> str:
+    """The label of how answers were read ("6 loops", "adaptive loops ..., at most 128")."""
+    decoding = report.settings.get("decoding")
+    return decoding["label"] if decoding else f"{report.settings['n_loops']} loops"
+
+
+def _edge_case_summary(cases: list[dict], decoding: str) -> list[str]:
+    """The pass counts, in and out of distribution apart, and every failed in-distribution
+    case named: one failure there matters more than all the out-of-distribution ones."""
     inside = [c for c in cases if c["in_distribution"]]
+    outside = [c for c in cases if not c["in_distribution"]]
     failed = [c for c in inside if not c["passed"]]
     lines = [
-        f"Edge cases (one hand-picked problem each, greedy decoding): {sum(c['passed'] for c in cases)}/{len(cases)} "
-        f"passed; in distribution {len(inside) - len(failed)}/{len(inside)}"
+        f"Edge cases (one hand-picked problem each, greedy decoding, {decoding}): "
+        f"in distribution {len(inside) - len(failed)}/{len(inside)} passed, "
+        f"out of distribution {sum(c['passed'] for c in outside)}/{len(outside)}"
     ]
     for c in failed:
         lines.append(f"  in-distribution failure: {c['name']}: model {' / '.join(c['answers'])}, "

@@ -7,6 +7,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from abacus_interp.tasks.base import lsd_text_to_human
+from analyses._axes import label_every_row
 
 from .attention_stats import CATEGORIES
 from .result import Ablation, AttentionStats, CarryAttentionResult, ExamplePattern, Patching, Probes
@@ -64,7 +65,7 @@ def staircase_figure(attention: AttentionStats, layer: int = 0) -> go.Figure:
     fig.update_yaxes(autorange="reversed")
     fig.update_layout(title=f"Average attention staircase, layer {layer} (rows: answer digit predicted)",
                       height=max(300, 180 * n_loops), width=max(500, 330 * n_heads))
-    return fig
+    return label_every_row(fig)
 
 
 def pattern_figure(example: ExamplePattern, layer: int = 0) -> go.Figure:
@@ -83,7 +84,7 @@ def pattern_figure(example: ExamplePattern, layer: int = 0) -> go.Figure:
     fig.update_layout(title=f"Attention pattern of {lsd_text_to_human(example.problem)} (layer {layer})<br><sup>"
                             "axes: the tokens in the model's order, numbers least-significant digit first</sup>",
                       height=max(300, 200 * n_loops), width=max(500, 330 * n_heads))
-    return fig
+    return label_every_row(fig)
 
 
 def alignment_figure(attention: AttentionStats) -> go.Figure:
@@ -107,7 +108,7 @@ def alignment_figure(attention: AttentionStats) -> go.Figure:
                           row=r + 1, col=c + 1)
     fig.update_layout(title="Attention mass on the aligned digits and on the carry source",
                       height=550, width=max(600, 260 * len(groups)))
-    return fig
+    return label_every_row(fig)
 
 
 def mass_figure(attention: AttentionStats) -> go.Figure:
@@ -138,7 +139,7 @@ def ablation_figure(ablation: Ablation) -> go.Figure:
                       row=1, col=c + 1)
     fig.update_layout(title=f"Head ablation (baseline exact match {base:.3f})", height=420,
                       width=max(500, 420 * len(kinds)))
-    return fig
+    return label_every_row(fig)
 
 
 def ablation_subtask_figure(ablation: Ablation) -> go.Figure:
@@ -152,7 +153,7 @@ def ablation_subtask_figure(ablation: Ablation) -> go.Figure:
                                hovertemplate="%{y}<br>%{x}: Δ loss %{z:.3f}<extra></extra>"))
     fig.update_yaxes(autorange="reversed")
     fig.update_layout(title="Head ablation: change in loss by sub-task", height=max(400, 14 * len(rows) + 150))
-    return fig
+    return label_every_row(fig)
 
 
 def patching_figure(patching: Patching, group: str = "all") -> go.Figure:
@@ -178,7 +179,7 @@ def patching_figure(patching: Patching, group: str = "all") -> go.Figure:
     if not patched_heads:
         title += "<br><sup>residual stream only: heads were not patched one by one (patch_heads=True adds them)</sup>"
     fig.update_layout(title=title, height=max(400, 16 * len(rows) + 150), width=700)
-    return fig
+    return label_every_row(fig)
 
 
 def carry_presence_figure(patching: Patching) -> go.Figure:

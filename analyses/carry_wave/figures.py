@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
-from analyses._axes import integer_ticks, percent_ticks
+from analyses._axes import integer_ticks, label_every_row, percent_ticks
 
 COLORS = qualitative.Plotly
 
@@ -93,7 +93,7 @@ def carry_wave(result) -> go.Figure:
         title=f"The carry wave: logit lens per loop on {w.human} (chain of {w.chain})",
         xaxis_title="answer digit (0 = units; the chain runs upward)", yaxis_title="loop",
     )
-    return fig
+    return label_every_row(fig)
 
 
 def convergence(result) -> go.Figure:
@@ -141,7 +141,7 @@ def head_reading(result) -> go.Figure:
     fig.update_xaxes(tickangle=45)
     fig.update_layout(title=f"Where each head reads from an answer position, loop by loop ({r.label}, "
                             f"{r.n_rows} answer digits; columns relative to the digit predicted)", height=520)
-    return fig
+    return label_every_row(fig)
 
 
 def knockout(result) -> go.Figure:

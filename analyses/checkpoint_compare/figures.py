@@ -7,6 +7,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from analyses._axes import label_every_row
+
 from .config import SIGNALS
 from .result import CheckpointComparison, Moved
 
@@ -92,7 +94,7 @@ def _heatmaps(mats, y_steps, x_steps, title, y_title, x_title) -> go.Figure:
     fig.update_layout(title=f"{title}, loop {last}", xaxis_title=x_title, yaxis_title=y_title,
                       xaxis_type="category", yaxis_type="category",
                       updatemenus=[dict(buttons=buttons, active=last, x=1.0, y=1.15, xanchor="right")])
-    return fig
+    return label_every_row(fig)
 
 
 def _moved_bar(moved: Moved) -> go.Figure:

@@ -8,6 +8,8 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
+from analyses._axes import label_every_row
+
 from .progress import phase_spans
 from .result import (
     Base10Summary,
@@ -125,7 +127,7 @@ def neuron_fourier_figure(coef, p: int) -> go.Figure:
                                hovertemplate="a: %{y}<br>b: %{x}<br>mean |coef| %{z:.3g}<extra></extra>", **scale))
     fig.update_layout(title=title, xaxis_title="b component", yaxis_title="a component", width=750, height=720,
                       xaxis={"showticklabels": False}, yaxis={"showticklabels": False, "autorange": "reversed"})
-    return fig
+    return label_every_row(fig)
 
 
 def logit_fit_figure(fit: LogitFit) -> go.Figure:
@@ -170,7 +172,7 @@ def clock_pizza_figure(table, cp: ClockPizza) -> go.Figure:
     fig.update_layout(title=f"Correct logit by (a+b, a-b): gradient symmetricity {cp.gradient_symmetricity:.2f}, "
                             f"distance irrelevance {cp.distance_irrelevance:.2f} ({cp.verdict})",
                       xaxis_title="(a - b) mod p", yaxis_title="(a + b) mod p", width=700, height=650)
-    return fig
+    return label_every_row(fig)
 
 
 def loops_figure(per_loop: tuple[NeuronsPerLoop, ...]) -> go.Figure:

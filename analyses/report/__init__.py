@@ -43,6 +43,7 @@ from analyses.registry import dependency_order
 
 from . import html as H
 from .sections import SECTIONS, Context, Omitted, ReportSizes, Section, analysis_section
+from .summary import SUMMARY_KEY, SUMMARY_TITLE, summary_html
 
 logger = logging.getLogger(__name__)
 
@@ -238,7 +239,9 @@ def render_html(report: dict[str, Any], figures: dict[str, dict[str, str]], extr
     """The page from the report dict (numbers, findings), figure JSON and section tables."""
     from plotly.offline import get_plotlyjs
 
-    nav, parts = [], []
+    # the summary first: what the model does and where it fails, before any config table
+    nav = [(SUMMARY_KEY, SUMMARY_TITLE, "ok")]
+    parts = [summary_html(report["sections"].get("evaluation"))]
     for key, sec in report["sections"].items():
         nav.append((key, sec["title"], sec["status"]))
         body = extra_html.get(key, "")

@@ -74,21 +74,40 @@ def model_card(d: ModelCard) -> list[str]:
 # --------------------------------------------------------------------------- evaluation
 
 
-def _edge_case_failures(edge: EdgeCases | None) -> str | None:
-    """The hand-picked in-distribution problems greedy decoding gets wrong, named: a mean
-    exact match near 100% can hide a whole family of them (small-add's 99999999+99999999)."""
-    inside = [c for c in (edge.cases if edge is not None else ()) if c.in_distribution]
-    failed = [c for c in inside if not c.passed]
-    if not failed:
+def decoding_label(d: Evaluation) -> str:
+    """How the evaluation read its answers ("6 loops", "adaptive loops ..., at most 128"):
+    every sentence of the section says it, so no two sections are compared at different loops."""
+    decoding = d.settings.get("decoding") if d.settings else None
+    if decoding:
+        return decoding["label"]
+    n_loops = d.settings.get("n_loops") if d.settings else None
+    return f"{n_loops} loops" if n_loops is not None else "the model's loops"
+
+
+def edge_case_outcome(edge: EdgeCases | None, how: str) -> str | None:
+    """The hand-picked problems greedy decoding gets wrong, in distribution named first (a mean
+    exact match near 100% can hide a whole family of them: small-add's 99999999+99999999),
+    with the pass counts in and out of distribution apart."""
+    if edge is None or not edge.cases:
         return None
+    inside = [c for c in edge.cases if c.in_distribution]
+    outside = [c for c in edge.cases if not c.in_distribution]
+    failed_inside = [c for c in inside if not c.passed]
+    failed_outside = [c for c in outside if not c.passed]
+    beyond = (f"; beyond the trained lengths {len(outside) - len(failed_outside)} of {len(outside)} pass"
+              if outside else "")
+    if not failed_inside:
+        return f"All {len(inside)} in-distribution edge cases pass under greedy decoding ({how}){beyond}."
     named = "; ".join(f"{c.name} gives {' / '.join(c.answers)}, not {' / '.join(c.expected)}"
-                      for c in failed[:3])
-    return f"{len(failed)} of {len(inside)} in-distribution edge cases fail under greedy decoding: {named}."
+                      for c in failed_inside[:3])
+    return (f"{len(failed_inside)} of {len(inside)} in-distribution edge cases fail under greedy decoding "
+            f"({how}): {named}{beyond}.")
 
 
 def evaluation(d: Evaluation) -> list[str]:
     out: list[str | None] = []
     grid, lengths, loops, carry, splits = d.grid, d.lengths, d.loops, d.carry, d.splits
+    how = decoding_label(d)
     if grid is not None:
         lo, hi = grid.trained_digits
         ind, ood = grid.in_distribution_exact_match, grid.out_of_distribution_exact_match
@@ -96,26 +115,30 @@ def evaluation(d: Evaluation) -> list[str]:
         sentence = f"Exact match is {pct(ind)} on operands of {lo}-{hi} digits (the trained range)"
         if ood is not None:
             sentence += f" and {pct(ood)} beyond it, up to {top} digits ({top / hi:.1f}x the trained length)"
-        out.append(sentence + ".")
-    edge_failures = _edge_case_failures(d.edge_cases)
-    if edge_failures:
-        out.append(edge_failures)
+        sample = [f"n={grid.n_per_cell} per digit-count cell"] if grid.n_per_cell is not None else []
+        out.append(sentence + f" ({', '.join([*sample, grid.decoding or how])}).")
+    edge_outcome = edge_case_outcome(d.edge_cases, how)
+    if edge_outcome is not None:
+        out.append(edge_outcome)
     if lengths is not None and lengths.lengths:
         ls, em = lengths.lengths, lengths.exact_match
         trained = lengths.trained_max
+        sample = ", ".join([*([f"n={lengths.n_per_length} per length"] if lengths.n_per_length is not None else []),
+                            lengths.decoding or how])
         below = next((n for n, v in zip(ls, em, strict=False) if v is not None and v < 0.5), None)
         if below is None:
             out.append(f"With equal-length operands, exact match stays at or above 50% up to {ls[-1]} digits "
-                       f"(trained up to {trained}; {pct(em[-1])} at {ls[-1]}).")
+                       f"(trained up to {trained}; {pct(em[-1])} at {ls[-1]}; {sample}).")
         elif trained and below > trained:
             out.append(f"With equal-length operands, exact match first drops below 50% at {below} digits: the model "
-                       f"extrapolates to {below - 1} digits, {(below - 1) / trained:.1f}x the trained {trained}.")
+                       f"extrapolates to {below - 1} digits, {(below - 1) / trained:.1f}x the trained {trained} "
+                       f"({sample}).")
         else:
             out.append(f"With equal-length operands, exact match already drops below 50% at {below} digit"
-                       f"{'s' if below != 1 else ''}, inside the trained range (up to {trained}).")
+                       f"{'s' if below != 1 else ''}, inside the trained range (up to {trained}; {sample}).")
     if splits:
         parts = [f"{name} {pct(s.exact_match, 1)}" for name, s in splits.items()]
-        out.append("Accuracy on the full splits: " + ", ".join(parts) + ".")
+        out.append("Accuracy on the full splits: " + ", ".join(parts) + f" (every problem of each split, {how}).")
         losses = [(name, s.loss) for name, s in splits.items() if s.loss is not None]
         if len(losses) >= 2:
             (n1, l1), (n2, l2) = losses[0], losses[1]
@@ -131,7 +154,9 @@ def evaluation(d: Evaluation) -> list[str]:
             best_r, best = max(pairs, key=lambda p: (p[1], -p[0]))
             at_trained = next((v for x, v in pairs if x == trained), None)
             deepest_r, deepest = pairs[-1]
-            sentence = f"On the {name.replace('_', '-')} set, accuracy peaks at {best_r} loop{'s' if best_r != 1 else ''} ({pct(best)})"
+            n = f"n={loops.sets[name].n}, " if loops.sets[name].n is not None else ""
+            sentence = (f"On the {name.replace('_', '-')} set ({n}teacher-forced at fixed loop counts), accuracy "
+                        f"peaks at {best_r} loop{'s' if best_r != 1 else ''} ({pct(best)})")
             if at_trained is not None and trained != best_r:
                 sentence += f"; at the trained depth of {trained} it is {pct(at_trained)}"
             elif trained == best_r:
@@ -141,6 +166,11 @@ def evaluation(d: Evaluation) -> list[str]:
                 change = ("holds" if abs(deepest - ref) < max(0.02, 0.1 * ref)
                           else ("falls" if deepest < ref else "rises"))
                 sentence += f"; running {deepest_r} loops gives {pct(deepest)} (accuracy {change} past training)"
+            adaptive = loops.adaptive
+            if adaptive is not None and adaptive.sets:
+                parts = [f"{pct(a.exact_match)} on the {n.replace('_', '-')} set (n={a.n}, median {a.median_loops} "
+                         f"loops)" for n, a in adaptive.sets.items()]
+                sentence += f"; the run's own adaptive loops (at most {adaptive.cap}) give " + " and ".join(parts)
             out.append(sentence + ".")
     if carry is not None and carry.buckets:
         b = [r for r in carry.buckets if r.exact_match is not None]
@@ -148,7 +178,9 @@ def evaluation(d: Evaluation) -> list[str]:
         ys = [r.exact_match for r in b]
         s = slope(xs, ys)
         if s is not None and b:
-            ends = f"{b[0].bucket} carries: {pct(b[0].exact_match)}, {b[-1].bucket}: {pct(b[-1].exact_match)}"
+            ends = "; ".join([f"{b[0].bucket} carries: {pct(b[0].exact_match)}, {b[-1].bucket}: {pct(b[-1].exact_match)}",
+                              *([f"n={carry.n_per_bucket} per bucket"] if carry.n_per_bucket is not None else []),
+                              carry.decoding or how])
             if abs(100 * s) < 1:
                 out.append(f"Exact match barely depends on the longest carry cascade ({ends}).")
             else:
@@ -159,7 +191,7 @@ def evaluation(d: Evaluation) -> list[str]:
         # held-out scores are all there is
         for name, p in d.perplexity.items():
             out.append(f"On {p.n} held-out {name.replace('_', '-')} problems, exact match is "
-                       f"{pct(p.exact_match)} and the answer's cross-entropy {num(p.loss)} per token.")
+                       f"{pct(p.exact_match)} and the answer's cross-entropy {num(p.loss)} per token ({how}).")
     if not out and d.settings:
         out.append("No accuracy numbers were produced for this task.")
     return limit(out)

@@ -133,9 +133,10 @@ class Grid:
     skipped_cells: tuple[tuple[int, int], ...]
     trained_digits: tuple[int, int]
     n_per_cell: int
-    n_loops: int
+    n_loops: int  # the teacher-forced depth of the loss (and of exact match without adaptive loops)
     in_distribution_exact_match: float | None
     out_of_distribution_exact_match: float | None  # None: no cell beyond the trained digits
+    decoding: str | None = None  # how exact match was read, e.g. "6 loops" (None: a report from before it was recorded)
 
 
 @dataclass(frozen=True)
@@ -146,10 +147,28 @@ class LoopSet:
 
 
 @dataclass(frozen=True)
+class AdaptiveSet:
+    """One set's exact match with adaptive loops, and the loops its problems used."""
+
+    exact_match: float
+    median_loops: int
+    max_loops_used: int
+    n: int
+
+
+@dataclass(frozen=True)
+class AdaptiveLoops:
+    label: str  # e.g. "adaptive loops, at most 128, halting at relative step < 0.001"
+    cap: int
+    sets: dict[str, AdaptiveSet]
+
+
+@dataclass(frozen=True)
 class Loops:
     loops: tuple[int, ...]
     trained_loops: int
     sets: dict[str, LoopSet]  # in_distribution / out_of_distribution, or train / test
+    adaptive: AdaptiveLoops | None = None  # the run's own adaptive loops, beside the fixed counts
 
 
 @dataclass(frozen=True)
@@ -168,6 +187,7 @@ class Lengths:
     n_per_length: int
     trained_max: int | None
     from_grid: FromGrid
+    decoding: str | None = None
 
 
 @dataclass(frozen=True)
@@ -180,6 +200,7 @@ class EdgeCase:
     expected: tuple[str, ...]  # human order, one per problem
     answers: tuple[str, ...]  # the model's, human order
     correct: tuple[bool, ...]
+    loops_used: tuple[int, ...] = ()  # per problem: the loop count its answer was read at
 
 
 @dataclass(frozen=True)
@@ -194,6 +215,9 @@ class EdgeCases:
     by_group: dict[str, GroupCount]
     pass_rate: float | None
     lengths: tuple[int, ...]
+    in_distribution_pass_rate: float | None = None
+    out_of_distribution_pass_rate: float | None = None  # None: no case past the trained lengths
+    decoding: str | None = None
 
 
 @dataclass(frozen=True)
@@ -211,6 +235,7 @@ class Carry:
     buckets: tuple[Bucket, ...]
     n_per_bucket: int
     n_loops: int
+    decoding: str | None = None
 
 
 @dataclass(frozen=True)
