@@ -183,7 +183,8 @@ def extrap_mul() -> RunConfig:
     (`multiplier_heads`) see only the multiplier, head j its digit j, the same way at any
     answer position. With the multiplier heads left to learn which digit to read
     (`multiplier_select=learned`) the same recipe reached 52% exact match in distribution
-    after 4,000 steps, its heads spread over b_0..b_2.
+    after 4,000 steps, its heads spread over b_0..b_2: no worse than the fixed read, so the
+    read is not the bottleneck (see README, "What the shipped runs show").
     """
     return _run(
         "extrap-mul",
@@ -194,7 +195,7 @@ def extrap_mul() -> RunConfig:
              positional="none", rotary="abacus", abacus_window=2, multiplier_heads=3,
              input_injection="norm_add", halt_tol=1e-3),
         TrainConfig(
-            steps=6000, batch_size=64, lr=2e-3, weight_decay=0.01, warmup_steps=200, grad_clip=1.0, processes=2,
+            steps=9000, batch_size=64, lr=2e-3, weight_decay=0.01, warmup_steps=200, grad_clip=1.0, processes=2,
             progressive="mix", mix_depths=(8, 24), step_penalty=1.0, init_state_noise=0.5,
             eval_every=250, eval_problems=256,
             checkpoint_every=500, dense_checkpoints=8, dense_until=500,
