@@ -6,6 +6,7 @@ attention paths and cached decoding agree, and a checkpoint round-trips the fiel
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -227,3 +228,24 @@ def test_evaluation_leaves_out_what_an_n_by_k_run_cannot_read():
     cases = edge_cases(task, [1, 2, 5, 10], random.Random(0), max_seq_len=400)
     assert cases and all(len(str(p.operands[1])) <= 3 for case in cases for p in case.problems)
     assert MultiplicationTask(max_digits=5).can_read(5, 5)
+
+
+SHIPPED = Path(__file__).resolve().parents[1] / "checkpoints" / "extrap-mul"
+
+
+@pytest.mark.skipif(not (SHIPPED / "config.json").exists(), reason="checkpoints/extrap-mul is not shipped in this checkout")
+def test_the_shipped_multiplier_extrapolates_by_one_digit_and_refuses_longer_multipliers(capsys):
+    """checkpoints/extrap-mul, re-scored from its weights: a 20-digit multiplicand (4x the
+    trained length) times one digit, held-out uniform problems, adaptive loops; and a
+    4-digit multiplier is refused in one line."""
+    from abacus_interp.checkpoints import load_model, load_task
+    from abacus_interp.cli import main
+    from abacus_interp.evaluation.extrapolation import length_extrapolation
+
+    model, task = load_model(SHIPPED), load_task(SHIPPED)
+    assert model.cfg.multiplier_heads == 3 and model.cfg.multiplier_select == "fixed"
+    row = length_extrapolation(model, task, [20], multipliers=[1], n=16, seed=7).rows[0]
+    assert row.multiplier_digits == 1 and row.exact_match >= 14 / 16
+    assert main(["solve", str(SHIPPED), "123*4567"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "up to 3 digits" in err[0]

@@ -26,6 +26,7 @@ RUNS = {
     "04_embedding_evolution.ipynb": ("small-add",),
     "05_grokking_fourier.ipynb": ("grok-mod113", "grok-mod113-fast"),
     "06_extrapolation.ipynb": ("extrap-add",),
+    "07_multiplication.ipynb": ("extrap-mul",),
 }
 
 

@@ -89,6 +89,9 @@ class MultiplicationResult:
     trained_digits: int  # N, the multiplicand's trained length
     multiplier_digits: tuple[int, ...]  # the k the run was trained on
     horizon: int
+    # the multiplier length the lock-in fits, head readings and knockouts use, and why
+    inside_multiplier_digits: int
+    inside: str
     accuracy: ExtrapolationResult  # N x k at every length multiple, adaptive loops
     lock_in: tuple[ReachFit, ...]
     halting: HaltingFit
@@ -130,10 +133,13 @@ def run(model_or_run, task=None, *, config: MultiplicationConfig | None = None, 
         raise UserError(f"horizon={cfg.horizon} exceeds the model's max_loops={model.cfg.max_loops}; "
                         f"load it with load_model(path, max_loops={cfg.horizon})")
     n_trained, far, seed = task.max_digits, task.max_digits * cfg.far_multiple, cfg.seed
-    k_lo, k_hi = task.multiplier_range
-    ks = tuple(range(k_lo, k_hi + 1))
+    k_lo, k_most = task.multiplier_range
+    ks = tuple(range(k_lo, k_most + 1))
     lengths = sorted({max(1, round(m * n_trained)) for m in cfg.length_multiples})
     accuracy = length_extrapolation(model, task, lengths, multipliers=ks, n=cfg.n_problems, seed=seed)
+    # the inside is read where the model is right: the longest multiplier it gets right at
+    # least half the time in distribution (a knockout of a model that is always wrong says nothing)
+    k_hi = max((k for k in ks if accuracy.row(n_trained, None, k).exact_match >= 0.5), default=ks[0])
 
     groups = {
         ("uniform", n_trained): _uniform(task, n_trained, k_hi, cfg.n_problems, seed),
@@ -162,7 +168,10 @@ def run(model_or_run, task=None, *, config: MultiplicationConfig | None = None, 
             for d in (n_trained, far))
         knocked = knockout(model, groups[("uniform", far)], cfg.horizon, f"uniform, {far} x {k_hi} digits",
                            [f"b_{j}" for j in range(k_hi)] + ["a_i", "a_(i-1)", "answer slot below"])
+    inside = (f"the inside is read on {k_hi}-digit multipliers, the longest the model gets right at least half the "
+              f"time in distribution" if k_hi < k_most else f"the inside is read on {k_hi}-digit multipliers")
     return MultiplicationResult(trained_digits=n_trained, multiplier_digits=ks, horizon=cfg.horizon,
+                                inside_multiplier_digits=k_hi, inside=inside,
                                 accuracy=accuracy, lock_in=tuple(fits), halting=halting, delayed=delayed,
                                 heads_trained=heads_trained, heads_far=heads_far, knockout=knocked)
 
@@ -194,6 +203,8 @@ def _near_power_of_ten(task, digits: int, k: int, n: int, seed: int):
     out = []
     while len(out) < n:
         b = random_with_digits(rng, k)
+        if b == 0:  # a 1-digit multiplier may be drawn as 0
+            continue
         power = digits + k - 3  # the product has about `digits + k` digits
         a = (rng.randint(10, 99) * 10**power + 10**power - 1) // b
         if len(str(a)) == digits:
@@ -228,7 +239,7 @@ def _delayed(model, task, digits: int, k: int, switch_loops: list[int], horizon:
     carries into every 9 (they become 0s), so the digits that differ are the run the carry
     crosses; the multiplicands differ only in their units digit."""
     for _ in range(1000):
-        b = random_with_digits(rng, k)
+        b = max(1, random_with_digits(rng, k))
         power = digits + k - 3
         a = (rng.randint(10, 89) * 10**power + 10**power - 1) // b
         clean, corrupted = task.make(a + 1, b), task.make(a, b)
