@@ -27,6 +27,7 @@ RUNS = {
     "05_grokking_fourier.ipynb": ("grok-mod113", "grok-mod113-fast"),
     "06_extrapolation.ipynb": ("extrap-add",),
     "07_multiplication.ipynb": ("extrap-mul",),
+    "08_circuits.ipynb": ("extrap-add",),
 }
 
 
