@@ -109,11 +109,17 @@ class BinaryOpTask(Task):
         lo = self.min_digits if min_digits is None else min_digits
         hi = self.max_digits if max_digits is None else max_digits
         check_digit_range(lo, hi)
+        j_lo, j_hi = self.second_operand_range(lo, hi)
         out = []
         for _ in range(n):
-            i, j = rng.randint(lo, hi), rng.randint(lo, hi)
+            i, j = rng.randint(lo, hi), rng.randint(j_lo, j_hi)
             out.append(self.make(random_with_digits(rng, i), random_with_digits(rng, j)))
         return out
+
+    def second_operand_range(self, lo: int, hi: int) -> tuple[int, int]:
+        """The digit counts the second operand is drawn from when the first's are lo..hi: the
+        same, unless the task gives the second operand a range of its own (N x k multiplication)."""
+        return lo, hi
 
     def sample_cell(self, n: int, rng: random.Random, i: int, j: int) -> list[Example]:
         """`n` examples whose operands have exactly `i` and `j` digits (one grid cell)."""
@@ -149,10 +155,12 @@ class BinaryOpTask(Task):
 
     # -- sizes and config -------------------------------------------------------------
     def max_sequence_length(self, max_digits: int | None = None) -> int:
-        """Prompt (d + 1 + d + 1) + answer + EOS for operands of up to `max_digits` digits."""
+        """Prompt (d + 1 + k + 1) + answer + EOS for a first operand of up to d = `max_digits`
+        digits and a second of up to k (= d unless `second_operand_range` says otherwise)."""
         d = self.max_digits if max_digits is None else max_digits
         check_digit_range(1, d)
-        return 2 * d + 2 + self.max_answer_digits(d, d) + 1
+        k = self.second_operand_range(1, d)[1]
+        return d + 1 + k + 1 + self.max_answer_digits(d, k) + 1
 
     def config(self) -> dict[str, Any]:
         out: dict[str, Any] = {"max_digits": self.max_digits, "min_digits": self.min_digits}

@@ -7,11 +7,10 @@ which a looped model can extrapolate in the multiplicand's length (ModelConfig.m
 
 from __future__ import annotations
 
-import random
 from typing import Any, ClassVar
 
 from abacus_interp.errors import UserError
-from abacus_interp.tasks.base import Example, check_count, check_digit_range, random_with_digits
+from abacus_interp.tasks.base import check_digit_range
 from abacus_interp.tasks.binary_op import BinaryOpTask
 
 
@@ -42,8 +41,11 @@ class MultiplicationTask(BinaryOpTask):
     @property
     def multiplier_range(self) -> tuple[int, int]:
         """The digit counts the multiplier is sampled from."""
+        return self.second_operand_range(*self.digit_range)
+
+    def second_operand_range(self, lo: int, hi: int) -> tuple[int, int]:
         if self.max_multiplier_digits is None:
-            return self.digit_range
+            return lo, hi
         return (self.min_multiplier_digits, self.max_multiplier_digits)
 
     @staticmethod
@@ -54,29 +56,6 @@ class MultiplicationTask(BinaryOpTask):
     def max_answer_digits(cls, digits_a: int, digits_b: int) -> int:
         # A d1-digit times a d2-digit number has at most d1 + d2 digits.
         return digits_a + digits_b
-
-    def sample(
-        self,
-        n: int,
-        rng: random.Random,
-        min_digits: int | None = None,
-        max_digits: int | None = None,
-    ) -> list[Example]:
-        """Without a multiplier range, the shared scheme (cell (i, j) uniform over the square).
-        With one: the multiplicand's length uniform over [min_digits, max_digits], the
-        multiplier's over the multiplier range, then the digits."""
-        if self.max_multiplier_digits is None:
-            return super().sample(n, rng, min_digits, max_digits)
-        check_count(n)
-        lo = self.min_digits if min_digits is None else min_digits
-        hi = self.max_digits if max_digits is None else max_digits
-        check_digit_range(lo, hi)
-        k_lo, k_hi = self.multiplier_range
-        out = []
-        for _ in range(n):
-            i, j = rng.randint(lo, hi), rng.randint(k_lo, k_hi)
-            out.append(self.make(random_with_digits(rng, i), random_with_digits(rng, j)))
-        return out
 
     def can_read(self, digits_a: int, digits_b: int) -> bool:
         return self.max_multiplier_digits is None or digits_b <= self.max_multiplier_digits
@@ -90,14 +69,6 @@ class MultiplicationTask(BinaryOpTask):
                 f"never learned to read a {digits}-digit one; put the longer number first "
                 f"(the multiplicand may be any length) or use a run trained on longer multipliers"
             )
-
-    def max_sequence_length(self, max_digits: int | None = None) -> int:
-        if self.max_multiplier_digits is None:
-            return super().max_sequence_length(max_digits)
-        d = self.max_digits if max_digits is None else max_digits
-        check_digit_range(1, d)
-        k = self.max_multiplier_digits
-        return d + 1 + k + 1 + self.max_answer_digits(d, k) + 1
 
     def config(self) -> dict[str, Any]:
         out = super().config()
