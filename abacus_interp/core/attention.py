@@ -77,9 +77,8 @@ def attention_mask(
     (`ModelConfig.multiplier_heads`): the mask is then per head, the first heads seeing what is
     described above minus the multiplier's digits, the last `multiplier_heads` seeing only the
     multiplier's digits (with `fixed`, multiplier head j only the multiplier's digit j)."""
-    if heads is not None and heads[1]:
-        return _two_kind_mask(key_valid, n_query, n_key, device, index, window, *heads)
-    if key_valid is None and window is None and n_query == n_key:
+    two_kinds = heads is not None and heads[1] > 0
+    if not two_kinds and key_valid is None and window is None and n_query == n_key:
         return None
     key_pos = torch.arange(n_key, device=device)
     query_pos = torch.arange(n_key - n_query, n_key, device=device)
@@ -88,14 +87,18 @@ def attention_mask(
     visible = causal[None]  # [1 or batch, query key]
     if key_valid is not None:
         visible = visible & key_valid[:, None, :]
+    near = None
     if window is not None:
         if index is None:
             raise ValueError("a window on the Abacus index needs the index of every position")
         query_index = index[:, -n_query:, None]  # [batch query 1]
         near = (query_index - index[:, None, :]).abs() <= window  # [batch query key]
-        visible = visible & near
+    if two_kinds:
+        return _two_kind_mask(visible, near, itself[None], index, *heads)
     if key_valid is None and window is None:
         return causal[None, None]
+    if near is not None:
+        visible = visible & near
     return (visible | itself[None])[:, None]  # [batch 1 query key]
 
 
@@ -108,26 +111,19 @@ def number_ordinal(index: Int[Tensor, "batch pos"]) -> Int[Tensor, "batch pos"]:
     return torch.where(is_digit, starts.long().cumsum(dim=1), torch.zeros_like(index))
 
 
-def _two_kind_mask(key_valid, n_query, n_key, device, index, window, n_heads, multiplier_heads, fixed):
-    """The per-head mask of `attention_mask(..., heads=...)`."""
+def _two_kind_mask(visible, near, itself, index, n_heads: int, multiplier_heads: int, fixed: bool):
+    """The per-head mask of `attention_mask(..., heads=...)`, from its causal-and-valid keys
+    `visible` [1 or batch, query key], the window `near` (None: no window) and `itself`."""
     if index is None:
         raise ValueError("multiplier heads need the Abacus index of every position")
-    key_pos = torch.arange(n_key, device=device)
-    query_pos = torch.arange(n_key - n_query, n_key, device=device)
-    itself = (key_pos[None, :] == query_pos[:, None])[None]  # [1 query key]
-    visible = (key_pos[None, :] <= query_pos[:, None])[None]  # [1 query key]
-    if key_valid is not None:
-        visible = visible & key_valid[:, None, :]
     multiplier = (number_ordinal(index) == 2)[:, None, :]  # [batch 1 key]
-    local = visible & ~multiplier
-    if window is not None:
-        local = local & ((index[:, -n_query:, None] - index[:, None, :]).abs() <= window)
+    local = visible & ~multiplier if near is None else visible & ~multiplier & near
     reads_multiplier = (visible & multiplier)[:, None]  # [batch 1 query key]
     if fixed:  # multiplier head j: the multiplier's digit j (units = 0) only
         # every number of a sequence starts at the same index (offset + 1): subtract it
         first = index.masked_fill(index == 0, torch.iinfo(index.dtype).max).amin(dim=1, keepdim=True)  # [batch 1]
         digit = (index - first)[:, None, None, :]  # [batch 1 1 key]: 0 for b_0
-        head_digit = torch.arange(multiplier_heads, device=device)[None, :, None, None]  # [1 head 1 1]
+        head_digit = torch.arange(multiplier_heads, device=index.device)[None, :, None, None]  # [1 head 1 1]
         reads_multiplier = reads_multiplier & (digit == head_digit)  # [batch head query key]
         # the query itself only where the head's digit is absent (a shorter multiplier): where
         # it is present the head copies it whole, instead of learning to ignore its own query
