@@ -22,7 +22,8 @@ def multiplication_findings(result) -> list[str]:
     if parts:
         out.append(f"Uniform N x k products (n={acc.rows[0].n} per row), trained on multiplicands of up to {n} "
                    f"digits, adaptive loops: " + "; ".join(parts) + ".")
-    out[-1] += f" ({result.inside[0].upper()}{result.inside[1:]}.)" if out else ""
+    if out:  # where the inside below is read, said once after the accuracy it is chosen from
+        out[-1] += f" ({result.inside[0].upper()}{result.inside[1:]}.)"
     if result.heads_far is not None and result.knockout is not None:
         out.append(_heads_sentence(result))
     fits = []
