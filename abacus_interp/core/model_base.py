@@ -139,7 +139,9 @@ class ArithmeticModel(HookedRootModule, abc.ABC):
         `last=n` embeds only the final n tokens (cached decoding); their positions are still
         computed over the whole sequence, because an Abacus index depends on the digits before it."""
         keep = slice(None) if last is None else slice(-last, None)
-        embed = self.hook_embed(self.W_E[self.read_tokens(tokens)[:, keep]])  # [batch pos d_model]
+        # F.embedding, not W_E[ids]: indexing's backward adds rows with atomic float adds
+        # across threads, in a different order each run, and training stops being reproducible
+        embed = self.hook_embed(F.embedding(self.read_tokens(tokens)[:, keep], self.W_E))  # [batch pos d_model]
         if self.cfg.positional == "none":
             return self.hook_input(embed)
         if self.cfg.positional == "abacus":
@@ -156,7 +158,7 @@ class ArithmeticModel(HookedRootModule, abc.ABC):
         # read only when the bound from shapes and offsets alone does not rule an overflow out.
         if largest_possible is None or largest_possible >= limit:
             self._check_position_range(index, limit)
-        pos_embed = self.hook_pos_embed(self.W_pos[index[:, keep]])  # [batch pos d_model]
+        pos_embed = self.hook_pos_embed(F.embedding(index[:, keep], self.W_pos))  # [batch pos d_model]
         return self.hook_input(embed + pos_embed)
 
     def attention_index(
