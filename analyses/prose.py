@@ -9,9 +9,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+from scipy import stats
+
 MAX_FINDINGS = 4
+# a trend is called an effect only when a test of zero slope rejects it at this level
+SIGNIFICANCE = 0.01
 
 
 # --------------------------------------------------------------------------- helpers
@@ -54,6 +60,45 @@ def slope(xs: Sequence[float], ys: Sequence[float]) -> float | None:
     my = sum(y for _, y in pairs) / len(pairs)
     sxx = sum((x - mx) ** 2 for x, _ in pairs)
     return sum((x - mx) * (y - my) for x, y in pairs) / sxx
+
+
+@dataclass(frozen=True)
+class LinearFit:
+    """y = slope * x + intercept by least squares, with the two-sided p-value of a zero slope
+    (Wald test, scipy's linregress); None where x does not vary. A slope is an effect only
+    when `significant`: findings say "not distinguishable from noise" otherwise."""
+
+    slope: float | None
+    intercept: float | None
+    r2: float | None
+    n: int
+    pvalue: float | None = None
+
+    @classmethod
+    def of(cls, xs: Sequence[float], ys: Sequence[float]) -> LinearFit:
+        x, y = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
+        if x.size < 2 or np.ptp(x) == 0:
+            return cls(slope=None, intercept=None, r2=None, n=int(x.size))
+        if np.ptp(y) == 0:  # a flat line: no variance to explain, and linregress would divide by zero
+            return cls(slope=0.0, intercept=float(y[0]), r2=None, n=int(x.size), pvalue=1.0)
+        test = stats.linregress(x, y)
+        pvalue = float(test.pvalue) if x.size > 2 else None  # two points: a line, but no test
+        return cls(slope=float(test.slope), intercept=float(test.intercept), r2=float(test.rvalue**2),
+                   n=int(x.size), pvalue=pvalue)
+
+    @property
+    def significant(self) -> bool:
+        return self.pvalue is not None and self.pvalue < SIGNIFICANCE
+
+    def describe(self, unit: str) -> str:
+        """"0.49 loops per link (R^2 0.31, p = 3e-08, n = 120)", or below significance "no
+        dependence distinguishable from noise (slope -0.09 loops per link, p = 0.4, n = 40)"."""
+        if self.slope is None:
+            return f"no fit (n = {self.n}, one value of x only)"
+        if self.significant:
+            return f"{self.slope:.2f} {unit} (R^2 {self.r2:.2f}, p = {self.pvalue:.1g}, n = {self.n})"
+        p = "no test with two points" if self.pvalue is None else f"p = {self.pvalue:.2g}"
+        return f"no dependence distinguishable from noise (slope {self.slope + 0:+.2f} {unit}, {p}, n = {self.n})"
 
 
 def first_step_at(steps: Sequence[int], values: Sequence[float | None], threshold: float) -> int | None:

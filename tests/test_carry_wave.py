@@ -13,7 +13,8 @@ from abacus_interp import LoopedTransformer, ModelConfig, Vocab
 from abacus_interp.tasks import get_task
 from abacus_interp.tasks.carries import decision_distance, longest_cascade
 from analyses import carry_wave
-from analyses.carry_wave.analysis import LinearFit, _kill_generator, _planted, lock_in_loops
+from analyses.carry_wave.analysis import _kill_generator, _planted, lock_in_loops
+from analyses.prose import LinearFit
 from analyses.carry_wave.heads import GROUP_NAMES, _key_groups, head_reading, knockout
 from analyses.carry_wave.patching import _lock_in, chain_pair, delayed_carry
 
@@ -36,6 +37,17 @@ def test_a_linear_fit_recovers_a_planted_slope():
     fit = LinearFit.of(x, [2 * v + 3 for v in x])
     assert fit.slope == pytest.approx(2) and fit.intercept == pytest.approx(3) and fit.r2 == pytest.approx(1)
     assert LinearFit.of([2, 2], [1, 5]).slope is None
+
+
+def test_a_fit_calls_a_slope_an_effect_only_when_its_test_rejects_zero():
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 6, 200)
+    planted = LinearFit.of(x, 0.5 * x + rng.normal(0, 1, 200))
+    assert planted.significant and planted.slope == pytest.approx(0.5, abs=0.15)
+    assert planted.describe("loops per link").startswith("0.")
+    noise = LinearFit.of(x, rng.normal(0, 1, 200))
+    assert not noise.significant and noise.pvalue > 0.01
+    assert noise.describe("loops per link").startswith("no dependence distinguishable from noise")
 
 
 def test_planted_problems_keep_their_distances_and_alternate_carry_and_no_carry():

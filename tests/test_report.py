@@ -386,15 +386,38 @@ def test_fixed_point_findings_lock_in_and_chain():
         "trained_loops": 4, "horizon": 16, "settings": {"halt_tol": 0.03},
         "lock_in": {"by_digit": [{"digit": 0, "n": 10, "median": 2.0, "locked_fraction": 1.0},
                                  {"digit": 1, "n": 10, "median": 5.0, "locked_fraction": 0.9}],
-                    "slope_loops_per_link": 1.04},
+                    "slope_loops_per_link": 1.04, "slope_pvalue": 2e-9},
         "steps": {"first_loop_below": {"all": {"0.03": 7}}},
         "behaviour": {"overall": "converging", "fractions": {"converging": 0.9}, "exact_match_at_trained": 0.99,
                       "exact_match_at_horizon": 0.98, "relative_step_decay_rate": {"median": 0.6}},
     }
     out = fixed_point_findings(from_json(FixedPointSummary, data, partial=True))
-    assert out[0].startswith("Answer digits lock in by loop 5") and "adds ~1.0 loops" in out[0]
+    assert out[0].startswith("Answer digits lock in by loop 5") and "adds ~1.04 loops (p = 2e-09" in out[0]
     assert "falls below 0.03 at loop 7" in out[1]
     assert "converging for 90%" in out[2]
+    # the demo's old sentence: "each extra link removes ~0.3 loops", read off a slope whose test says noise
+    data["lock_in"].update(slope_loops_per_link=-0.31, slope_pvalue=0.42)
+    out = fixed_point_findings(from_json(FixedPointSummary, data, partial=True))
+    assert "removes" not in out[0] and "no dependence on the carry chain distinguishable from noise" in out[0]
+    assert "-0.31 loops per link, p = 0.42" in out[0]
+
+
+def test_fixed_point_findings_say_when_a_converging_state_loses_the_answer_and_does_not_contract():
+    """The demo's old page: "converging for 99% of problems" beside accuracy falling to 1% and
+    "0% contract (spectral radius 1.30)", with nothing to reconcile them."""
+    data = {
+        "trained_loops": 2, "horizon": 8, "settings": {"halt_tol": 0.03},
+        "lock_in": {"by_digit": [{"digit": 0, "n": 10, "median": 1.0, "locked_fraction": 1.0}]},
+        "steps": {"first_loop_below": {"all": {"0.03": None}}},
+        "behaviour": {"overall": "converging", "fractions": {"converging": 0.99}, "exact_match_at_trained": 1.0,
+                      "exact_match_at_horizon": 0.01, "relative_step_decay_rate": {"median": 0.8}},
+        "contraction": {"at": {"8": {"radius_quantiles": {"median": 1.3}, "contracting_fraction": 0.0}}},
+    }
+    out = fixed_point_findings(from_json(FixedPointSummary, data, partial=True))
+    behaviour = next(f for f in out if f.startswith("Past the trained depth"))
+    assert "converging for 99% of problems (its relative step shrinks), but not to the answer" in behaviour
+    contraction = next(f for f in out if "spectral radius" in f)
+    assert "0% of sampled problems contract" in contraction and "slowing drift, not an attracting" in contraction
 
 
 def test_findings_of_a_changed_layout_raise_instead_of_emptying_the_section():

@@ -17,7 +17,6 @@ Samples (named in every label, because they give different numbers):
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ from abacus_interp.tasks.carries import (
 )
 from analyses.common import resolve
 from analyses.contract import configure
+from analyses.prose import LinearFit
 
 from .config import CarryWaveConfig
 from .heads import HeadReading, Knockout, head_reading, knockout, reads_columns
@@ -48,26 +48,6 @@ from .stability import PathIndependenceAtLength, path_independence_by_length
 
 # the key groups whose removal, head by head, the knockout measures
 KNOCKOUT_GROUPS = ("aligned a_i, b_i", "carry source a_(i-1), b_(i-1)", "answer slot below")
-
-
-@dataclass(frozen=True)
-class LinearFit:
-    """y = slope * x + intercept by least squares; None where x does not vary."""
-
-    slope: float | None
-    intercept: float | None
-    r2: float | None
-    n: int
-
-    @classmethod
-    def of(cls, x: Sequence[float], y: Sequence[float]) -> LinearFit:
-        if len(x) < 2 or len(set(x)) < 2:
-            return cls(slope=None, intercept=None, r2=None, n=len(x))
-        slope, intercept = np.polyfit(np.asarray(x, float), np.asarray(y, float), 1)
-        predicted = slope * np.asarray(x, float) + intercept
-        total = float(np.sum((np.asarray(y, float) - np.mean(y)) ** 2))
-        r2 = 1 - float(np.sum((np.asarray(y, float) - predicted) ** 2)) / total if total > 0 else None
-        return cls(slope=float(slope), intercept=float(intercept), r2=r2, n=len(x))
 
 
 @dataclass(frozen=True)
@@ -352,7 +332,4 @@ def _mean(values: list[bool]) -> float | None:
 
 
 def slope_text(fit: LinearFit) -> str:
-    if fit.slope is None:
-        return "no fit (one carry distance only)"
-    r2 = "" if fit.r2 is None or math.isnan(fit.r2) else f", R^2 {fit.r2:.2f}"
-    return f"{fit.slope:.2f} loops per link (intercept {fit.intercept:.1f}{r2}, n={fit.n})"
+    return fit.describe("loops per link")

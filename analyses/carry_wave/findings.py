@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from .analysis import LinearFit, slope_text
+from analyses.prose import LinearFit
+
+from .analysis import slope_text
 
 
 def carry_wave_findings(result) -> list[str]:
@@ -26,7 +28,7 @@ def carry_wave_findings(result) -> list[str]:
             parts.append(f"{fit.label} (n={fit.n_problems}): {slope_text(fit.fit)}{never}")
         out.append("Lock-in loop against carry distance: " + "; ".join(parts) + ".")
     h = result.halting
-    halting = (f"Adaptive halting spends {slope_text(h.fit)} of a problem's longest chain ({h.label}); "
+    halting = (f"Loops spent by adaptive halting against a problem's longest chain ({h.label}): {slope_text(h.fit)}; "
                f"{sum(h.converged)}/{len(h.converged)} problems converged before the cap.")
     if result.lock_in:
         out[-1] += " " + halting

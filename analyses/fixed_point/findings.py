@@ -5,7 +5,7 @@ and why, so a missing part never silently drops its finding."""
 
 from __future__ import annotations
 
-from analyses.prose import finite, limit, pct
+from analyses.prose import SIGNIFICANCE, finite, limit, pct
 
 from .result import Behaviour, Contraction, FixedPointSummary, LockIn, PathIndependence
 
@@ -20,25 +20,29 @@ def findings(s: FixedPointSummary) -> list[str]:
         _lock_in(s.lock_in, s.trained_loops, s.horizon),
         _convergence(s),
         _behaviour(s.behaviour, s.trained_loops, s.horizon),
-        _contraction(s.contraction, s.horizon),
+        _contraction(s.contraction, s.horizon, s.behaviour.overall),
         _lock_in_by_chain(s.lock_in),
         _path(s.path_independence),
     ], most=6)
 
 
-def _chain_clause(slope: float | None) -> str:
+def _chain_clause(lock: LockIn) -> str:
+    slope, pvalue = lock.slope_loops_per_link, lock.slope_pvalue
     if slope is None:
         return ""
-    if abs(slope) >= 0.1:
-        return f"; each extra link of the carry chain {'adds' if slope > 0 else 'removes'} ~{abs(slope):.1f} loops"
-    return f"; lock-in barely depends on the carry chain ({round(slope, 2) + 0:+.2f} loops per link)"
+    if pvalue is None or pvalue >= SIGNIFICANCE:
+        test = "no test" if pvalue is None else f"p = {pvalue:.2g}"
+        return (f"; lock-in shows no dependence on the carry chain distinguishable from noise "
+                f"({slope + 0:+.2f} loops per link, {test}, linear regression)")
+    return (f"; each extra link of the carry chain {'adds' if slope > 0 else 'removes'} ~{abs(slope):.2f} loops "
+            f"(p = {pvalue:.1g}, linear regression)")
 
 
 def _lock_in(lock: LockIn, trained: int, horizon: int) -> str:
     rows = [r for r in lock.by_digit if r.n]
     if not rows:
         return "No answer digit was measured, so no digit has a lock-in loop to report."
-    chain = _chain_clause(lock.slope_loops_per_link)
+    chain = _chain_clause(lock)
     settled = [r for r in rows if r.median is not None and (r.locked_fraction or 0) >= 0.5]
     if len(settled) == len(rows):
         slowest = max(settled, key=lambda r: r.median)
@@ -82,18 +86,26 @@ def _behaviour(b: Behaviour, trained: int, horizon: int) -> str:
     if b.overall is None:
         return f"Past the trained depth the state is not classified ({b.note or 'no labels'}); {exact}."
     share = b.fractions[b.overall] if b.fractions else None
+    # "converging" is about the state's step, not the answer: say so when the answer is lost
+    lost = b.exact_match_at_horizon < b.exact_match_at_trained - 0.05
+    what = " (its relative step shrinks), but not to the answer" if b.overall == "converging" and lost else ""
     return (f"Past the trained depth the state is {b.overall}"
-            + (f" for {pct(share)} of problems" if share is not None else "") + f"; {exact}.")
+            + (f" for {pct(share)} of problems" if share is not None else "") + f"{what}; {exact}.")
 
 
-def _contraction(con: Contraction | None, horizon: int) -> str:
+def _contraction(con: Contraction | None, horizon: int, overall: str | None = None) -> str:
     if con is None:
         return "The Jacobian of the loop map was not estimated (n_jacobian=0), so contraction is not measured."
     at = con.at[str(horizon)]  # estimated at the trained depth and at the horizon
     if at.radius_quantiles.median is None:
         return f"The Jacobian's spectral radius at loop {horizon} could not be estimated (no finite value)."
-    return (f"At loop {horizon} the loop map's Jacobian has median spectral radius {at.radius_quantiles.median:.2f}; "
-            f"{pct(at.contracting_fraction)} of sampled problems contract (radius < 1).")
+    sentence = (f"At loop {horizon} the loop map's Jacobian has median spectral radius "
+                f"{at.radius_quantiles.median:.2f}; {pct(at.contracting_fraction)} of sampled problems contract "
+                f"(radius < 1)")
+    if overall == "converging" and at.contracting_fraction is not None and at.contracting_fraction < 0.5:
+        # both hold at once when the state slows down along a direction the map does not pull back
+        sentence += ": the shrinking step is a slowing drift, not an attracting fixed point"
+    return sentence + "."
 
 
 def _lock_in_by_chain(lock: LockIn) -> str:

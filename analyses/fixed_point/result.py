@@ -114,6 +114,7 @@ class LockInPart:
     eos: LockRow
     by_chain: tuple[LockRow, ...] | None  # None: the task has no carry chains
     slope_loops_per_link: float | None = None  # least squares, lock-in loop on chain length
+    slope_pvalue: float | None = None  # of a zero slope: the slope is an effect only below prose.SIGNIFICANCE
     spearman: float | None = None
 
 
@@ -129,6 +130,7 @@ class LockIn:
     trained_depth: LockInPart
     headline: str | None  # None without carry chains
     slope_loops_per_link: float | None = None
+    slope_pvalue: float | None = None
     spearman: float | None = None
 
 

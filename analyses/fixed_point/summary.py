@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from analyses.prose import SIGNIFICANCE, LinearFit
+
 from .collect import Collected
 from .dynamics import BEHAVIOURS, classify, decay_rate, first_below, quantiles
 from .problems import CLASSES
@@ -143,16 +145,16 @@ def lock_in_section(c: Collected, chains: list[list[int]] | None, trained: int) 
 
 
 def _lock_in_trend(lock, flat, digit, table) -> dict[str, Any]:
-    """Least-squares slope of lock-in loop vs chain length (locked digits only) and
-    Spearman's rho."""
+    """Least-squares slope of lock-in loop vs chain length (locked digits only), the p-value
+    of a zero slope, and Spearman's rho."""
     where = digit & (flat >= 0) & ~np.isnan(lock)
     x, y = flat[where].astype(float), lock[where]
-    slope = spearman = np.nan
-    if x.size > 2 and np.ptp(x) > 0:
-        slope = float(np.polyfit(x, y, 1)[0])
-        if np.ptp(y) > 0:
-            spearman = float(np.corrcoef(_ranks(x), _ranks(y))[0, 1])
-    return {"slope_loops_per_link": slope, "spearman": spearman}
+    fit = LinearFit.of(x, y)
+    spearman = np.nan
+    if x.size > 2 and np.ptp(x) > 0 and np.ptp(y) > 0:
+        spearman = float(np.corrcoef(_ranks(x), _ranks(y))[0, 1])
+    return {"slope_loops_per_link": np.nan if fit.slope is None else fit.slope,
+            "slope_pvalue": np.nan if fit.pvalue is None else fit.pvalue, "spearman": spearman}
 
 
 def _describe(part: dict[str, Any]) -> str | None:
@@ -160,11 +162,15 @@ def _describe(part: dict[str, Any]) -> str | None:
     if not rows:
         return None
     lo, hi = rows[0], rows[-1]
-    slope = part["slope_loops_per_link"]
-    trend = ("grows with" if slope > 0.1 else "falls with" if slope < -0.1 else "barely depends on") \
-        if np.isfinite(slope) else "cannot be related to"
+    slope, pvalue = part["slope_loops_per_link"], part["slope_pvalue"]
+    if not np.isfinite(slope):
+        trend = "cannot be related to"
+    elif not (np.isfinite(pvalue) and pvalue < SIGNIFICANCE):
+        trend = "shows no dependence distinguishable from noise on"
+    else:
+        trend = "grows with" if slope > 0 else "falls with"
     return (f"{trend} the carry chain: median {lo['median']:.0f} loops at chain {lo['chain']} vs "
-            f"{hi['median']:.0f} at chain {hi['chain']} ({slope:+.2f} loops per link, Spearman "
+            f"{hi['median']:.0f} at chain {hi['chain']} ({slope:+.2f} loops per link, p = {pvalue:.2g}, Spearman "
             f"{part['spearman']:.2f}); {100 * lo['locked_fraction']:.0f}% vs {100 * hi['locked_fraction']:.0f}% "
             "of those digits lock in")
 

@@ -26,7 +26,8 @@ from abacus_interp.evaluation.extrapolation import ExtrapolationResult, length_e
 from abacus_interp.jsonsafe import to_json
 from abacus_interp.tasks.base import random_with_digits
 from abacus_interp.tasks.product_carries import carry_reach
-from analyses.carry_wave.analysis import LinearFit, lock_in_loops, per_loop_correct
+from analyses.carry_wave.analysis import lock_in_loops, per_loop_correct
+from analyses.prose import LinearFit
 from analyses.carry_wave.patching import DelayedCarry, delayed_carry
 from analyses.common import resolve
 from analyses.contract import configure

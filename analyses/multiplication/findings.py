@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-from scipy import stats
-
-from analyses.prose import limit
-
-# a lock-in slope is called an effect only when a test of zero slope rejects it at this level
-SIGNIFICANCE = 0.01
+from analyses.prose import LinearFit, limit
 
 
 def multiplication_findings(result) -> list[str]:
@@ -44,13 +39,7 @@ def multiplication_findings(result) -> list[str]:
 
 
 def _slope_sentence(x, y) -> str:
-    if len(set(x)) < 2:
-        return "one reach only, no slope"
-    test = stats.linregress(x, y)
-    if test.pvalue >= SIGNIFICANCE:
-        return f"no dependence distinguishable from noise (slope {test.slope:.2f}, p = {test.pvalue:.2g}, n = {len(x)})"
-    return (f"{test.slope:.2f} loops per column of reach (R^2 {test.rvalue ** 2:.2f}, "
-            f"p = {test.pvalue:.1g}, n = {len(x)} digits)")
+    return LinearFit.of(x, y).describe("loops per column of reach")
 
 
 def _heads_sentence(result) -> str:
