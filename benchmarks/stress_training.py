@@ -143,7 +143,7 @@ def reproduce(preset: str, steps: int, processes: int) -> int:
         if [s for s, _ in first] != [s for s, _ in second]:
             print("the two runs wrote different checkpoint steps")
             return 1
-        differing = {s: _tensors_differing(a, b) for (s, a), (_, b) in zip(first, second)}
+        differing = {s: _tensors_differing(a, b) for (s, a), (_, b) in zip(first, second, strict=True)}
         differing = {s: names for s, names in differing.items() if names}
     threads = os.environ.get("OMP_NUM_THREADS", f"default ({torch.get_num_threads()})")
     print(f"\n{preset}, {steps} steps, {processes} process(es), OMP_NUM_THREADS {threads}: "

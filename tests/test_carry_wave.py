@@ -13,10 +13,15 @@ from abacus_interp import LoopedTransformer, ModelConfig, Vocab
 from abacus_interp.tasks import get_task
 from abacus_interp.tasks.carries import decision_distance, longest_cascade
 from analyses import carry_wave
-from analyses.carry_wave.analysis import _kill_generator, _planted, lock_in_loops
-from analyses.prose import LinearFit
+from analyses.carry_wave.analysis import (
+    _kill_generator,
+    lock_in_loops,
+    planted_chains,
+    wave_example,
+)
 from analyses.carry_wave.heads import GROUP_NAMES, _key_groups, head_reading, knockout
 from analyses.carry_wave.patching import _lock_in, chain_pair, delayed_carry
+from analyses.prose import LinearFit
 
 
 def test_decision_distance_counts_the_columns_a_digit_waits_for():
@@ -52,7 +57,7 @@ def test_a_fit_calls_a_slope_an_effect_only_when_its_test_rejects_zero():
 
 def test_planted_problems_keep_their_distances_and_alternate_carry_and_no_carry():
     task = get_task("addition", max_digits=5, answer_format="slots")
-    problems = _planted(task, 10, 10, seed=0)
+    problems = planted_chains(task, 10, 10, seed=0)
     for i, e in enumerate(problems):
         a, b = e.operands
         assert len(str(a)) == len(str(b)) == 10
@@ -63,6 +68,14 @@ def test_planted_problems_keep_their_distances_and_alternate_carry_and_no_carry(
             assert longest_cascade(a, b) < planted and max(decision_distance(a, b)) >= planted - 1
     a, b = _kill_generator(999, 1, 3, random.Random(0))
     assert longest_cascade(a, b) == 0 and decision_distance(a, b) == [0, 1, 2] and len(str(a)) == 3
+
+
+def test_the_wave_is_drawn_on_a_carry_generated_in_the_units_and_carried_by_nines():
+    task = get_task("addition", max_digits=5, answer_format="slots")
+    a, b = wave_example(task, 20).operands
+    assert (a, b) == (19999999999999999995, 5) and a + b == 2 * 10**19
+    # every digit above the units waits for the units' carry: distances 0, 1, ..., 19
+    assert decision_distance(a, b) == list(range(20)) and longest_cascade(a, b) == 19
 
 
 def test_the_analysis_runs_on_a_slot_model_and_reports_its_samples():
@@ -183,7 +196,7 @@ def test_the_shipped_extrapolator_carries_through_one_head_reading_the_answer_sl
     below; removing its access to it breaks the long chains, the same removal in any other
     head changes nothing."""
     model, task = _shipped_extrapolator()
-    examples = _planted(task, 20, 24, 0)
+    examples = planted_chains(task, 20, 24, 0)
     reading = head_reading(model, examples, 8, "planted chains, 20 digits")
     mass = np.array(reading.mass)  # [loop head group]
     assert np.allclose(mass.sum(-1), 1, atol=1e-3), "the groups split each attention row"

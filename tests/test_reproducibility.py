@@ -66,7 +66,8 @@ def test_two_trainings_with_the_same_seed_end_bit_identical_at_two_threads(tmp_p
         train(cfg, tmp_path / "b", progress=False)
     steps = [step for step, _ in ckpt.list_checkpoints(tmp_path / "a")]
     assert steps == [step for step, _ in ckpt.list_checkpoints(tmp_path / "b")] and 20 in steps
-    for (_, path_a), (_, path_b) in zip(ckpt.list_checkpoints(tmp_path / "a"), ckpt.list_checkpoints(tmp_path / "b")):
+    for (_, path_a), (_, path_b) in zip(ckpt.list_checkpoints(tmp_path / "a"), ckpt.list_checkpoints(tmp_path / "b"),
+                                        strict=True):
         a, b = ckpt.load_tensors(path_a), ckpt.load_tensors(path_b)
         assert a.keys() == b.keys()
         differing = [name for name in a if not torch.equal(a[name], b[name])]

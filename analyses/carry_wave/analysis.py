@@ -18,7 +18,6 @@ Samples (named in every label, because they give different numbers):
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,7 +33,6 @@ from abacus_interp.jsonsafe import to_json
 from abacus_interp.tasks.carries import (
     carry_chain_lengths,
     decision_distance,
-    longest_cascade,
     sample_with_cascade,
 )
 from analyses.common import resolve
@@ -162,9 +160,9 @@ def run(model_or_run, task=None, *, config: CarryWaveConfig | None = None, **ove
                                     n=n_problems, seed=seed)
     groups = {
         ("uniform", n_trained): _uniform(task, n_trained, n_problems, seed),
-        ("planted chains", n_trained): _planted(task, n_trained, n_problems, seed),
+        ("planted chains", n_trained): planted_chains(task, n_trained, n_problems, seed),
         ("uniform", far): _uniform(task, far, n_problems, seed),
-        ("planted chains", far): _planted(task, far, n_problems, seed),
+        ("planted chains", far): planted_chains(task, far, n_problems, seed),
     }
     fits, curves = [], {}
     for (sample, digits), examples in groups.items():
@@ -180,9 +178,8 @@ def run(model_or_run, task=None, *, config: CarryWaveConfig | None = None, **ove
                          fit=LinearFit.of(chains, decoded.loops_used))
 
     far_planted = groups[("planted chains", far)]
-    # the longest planted chain that delivers a carry (even problems keep their generator)
-    longest = max(range(0, len(far_planted), 2), key=lambda i: longest_cascade(*far_planted[i].operands))
-    wave = _wave(far_planted[longest], curves[("planted chains", far)][longest])
+    example = wave_example(task, far)
+    wave = _wave(example, per_loop_correct(model, [example], horizon)[0][0])
 
     chain = max(1, far - 2)
     clean, corrupted = chain_pair(far, chain, section_rng(seed, "carry-wave delayed carry", far))
@@ -228,7 +225,17 @@ def _uniform(task, digits: int, n: int, seed: int):
     return task.sample_cell(n, section_rng(seed, "carry-wave uniform", digits), digits, digits)
 
 
-def _planted(task, digits: int, n: int, seed: int):
+def wave_example(task, digits: int):
+    """The problem the wave is drawn on: 199...95 + 5, whose units column generates a carry that
+    the nines above pass up to the top digit (answer digit k waits for a carry k columns below).
+    Not a planted chain of the sample: there a 9-sum column is any pair (4+5, 7+2, ...), and
+    extrap-add has every digit of such a chain right by loop 2 (it answers a 9-sum column as if
+    a carry were coming), so the wave hides; on 199...95 + 5 its digits lock in one by one
+    (loop 2 at the units to 26 at digit 20)."""
+    return task.make(int("1" + "9" * (digits - 2) + "5"), 5)
+
+
+def planted_chains(task, digits: int, n: int, seed: int):
     """`n` problems whose planted chain lengths are spread evenly over 1..digits; every other
     one with its generating column turned into a killing one (no carry, same distances)."""
     rng = section_rng(seed, "carry-wave planted", digits)

@@ -27,10 +27,10 @@ from abacus_interp.jsonsafe import to_json
 from abacus_interp.tasks.base import random_with_digits
 from abacus_interp.tasks.product_carries import carry_reach
 from analyses.carry_wave.analysis import lock_in_loops, per_loop_correct
-from analyses.prose import LinearFit
 from analyses.carry_wave.patching import DelayedCarry, delayed_carry
 from analyses.common import resolve
 from analyses.contract import configure
+from analyses.prose import LinearFit
 
 from .config import MultiplicationConfig
 from .heads import HeadReading, Knockout, head_reading, knockout
