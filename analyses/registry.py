@@ -19,11 +19,13 @@ from analyses.contract import Analysis
 from analyses.fixed_point.plugin import ANALYSIS as FIXED_POINT
 from analyses.fourier.plugin import ANALYSIS as FOURIER
 from analyses.multiplication.plugin import ANALYSIS as MULTIPLICATION
+from analyses.product_columns.plugin import ANALYSIS as PRODUCT_COLUMNS
 
 ANALYSES: tuple[Analysis, ...] = (
     FIXED_POINT,
     CARRY_WAVE,
     MULTIPLICATION,
+    PRODUCT_COLUMNS,
     CARRY_ATTENTION,
     CIRCUIT,
     checkpoint_compare.ANALYSIS,

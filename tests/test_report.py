@@ -131,10 +131,11 @@ def test_report_of_a_tiny_addition_run(add_report):
     status = {k: s["status"] for k, s in report["sections"].items()}
     assert report["failed_sections"] == [], {k: report["sections"][k]["error"] for k in report["failed_sections"]}
     assert status == {"model_card": "ok", "evaluation": "ok", "fixed_point": "ok", "carry_wave": "omitted",
-                      "multiplication": "omitted", "carry_attention": "ok", "circuit": "ok",
-                      "checkpoint_compare": "ok", "embedding_evolution": "ok", "fourier": "omitted",
+                      "multiplication": "omitted", "product_columns": "omitted", "carry_attention": "ok",
+                      "circuit": "ok", "checkpoint_compare": "ok", "embedding_evolution": "ok", "fourier": "omitted",
                       "ablation": "omitted", "architectures": "omitted"}
     assert "modular" in report["sections"]["fourier"]["reason"]
+    assert "addition" in report["sections"]["product_columns"]["reason"]
     assert "not multiplication" in report["sections"]["multiplication"]["reason"]
     for key, sec in report["sections"].items():
         if sec["status"] == "ok":

@@ -183,7 +183,7 @@ def skip_reason(model, task) -> str | None:
         return f"task {task.name!r} is not multiplication"
     if not (model.is_looped and model.cfg.answer_slots):
         return ("the product's carry wave is read off an answer-slot model's loops (answer_format='slots'); "
-                "this model writes its answer token by token")
+                "this model writes its answer token by token (the product-columns section reads it)")
     if task.max_multiplier_digits is None:
         return ("this run multiplies two numbers of the same range (N x N); the analysis follows an N x k "
                 "run's multiplier digits and long multiplicands (task max_multiplier_digits)")
