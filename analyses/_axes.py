@@ -40,6 +40,23 @@ def percent_ticks(top: float = 1.0, grid: bool = True) -> dict[str, Any]:
             "showgrid": grid}
 
 
+def log_ticks(values: Iterable[Any], at_values: bool = False) -> dict[str, Any]:
+    """Axis settings for a log axis whose every tick reads as a whole number: at the values
+    themselves (`at_values`: operand lengths 5, 10, 20, 50, 100) or at 1, 2 and 5 x 10^k over
+    their range (a loss). Plotly's own log ticks print the 2 and 5 of each decade as bare
+    digits ("10, 2, 5, 100"), which read as values."""
+    finite = sorted({v for v in _finite(values) if v > 0})
+    if not finite:
+        return {"type": "log"}
+    if at_values:
+        ticks = finite
+    else:
+        lo, hi = math.floor(math.log10(finite[0])), math.ceil(math.log10(finite[-1]))
+        ticks = [m * 10.0**e for e in range(lo, hi + 1) for m in (1, 2, 5)
+                 if finite[0] / 2 <= m * 10.0**e <= finite[-1] * 2]
+    return {"type": "log", "tickmode": "array", "tickvals": ticks, "ticktext": [f"{t:g}" for t in ticks]}
+
+
 def label_every_row(fig, most: int = 64):
     """Put a tick label on every row and column of each heatmap of `fig` with at most `most` of
     them (explicit tickvals: plotly thins a tight axis to every other label, so the darkest row

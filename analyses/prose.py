@@ -101,6 +101,34 @@ class LinearFit:
         return f"no dependence distinguishable from noise (slope {self.slope + 0:+.2f} {unit}, {p}, n = {self.n})"
 
 
+_METRICS = {
+    "loss": "training loss",
+    "full_depth_loss": "training loss at full depth",
+    "train_exact_match": "exact match, training batch",
+    "lr": "learning rate",
+    "grad_norm": "gradient norm",
+    "tokens": "tokens seen",
+    "elapsed_s": "seconds of training",
+}
+_HELD_OUT = {"in_distribution": "held-out, in distribution", "test": "held-out test split"}
+
+
+def metric_label(key: str) -> str:
+    """How a column of metrics.jsonl reads in a legend: "2x_length_loss" -> "loss, held-out,
+    2x the trained length"; an unknown key is returned with spaces for underscores."""
+    if key in _METRICS:
+        return _METRICS[key]
+    for quantity in ("exact_match", "loss", "accuracy"):
+        if key.endswith("_" + quantity):
+            held_out = key[: -len(quantity) - 1]
+            if held_out.endswith("x_length"):
+                where = f"held-out, {held_out.removesuffix('_length')} the trained length"
+            else:
+                where = _HELD_OUT.get(held_out, held_out.replace("_", " "))
+            return f"{quantity.replace('_', ' ')}, {where}"
+    return key.replace("_", " ")
+
+
 def first_step_at(steps: Sequence[int], values: Sequence[float | None], threshold: float) -> int | None:
     for s, v in zip(steps, values, strict=False):
         if v is not None and v >= threshold:

@@ -119,6 +119,10 @@ def test_run_finds_the_jump_and_what_moved(tmp_path):
     np.testing.assert_allclose(np.diagonal(cmp.a.cka, axis1=1, axis2=2), 1.0, atol=1e-5)
     np.testing.assert_allclose(cmp.a.cka, cmp.a.cka.transpose(0, 2, 1), atol=1e-12)
     assert cmp.moved.parameters[0].name == "blocks.0.mlp.W_in"
+    # the sentence names what the "moved most" chart ranks first, by the chart's own measure
+    moved = next(f for f in cmp.findings() if "moved most" in f)
+    assert f"moved most by {cmp.moved.rank_by.replace('_', ' ')} is blocks.0.mlp.W_in" in moved
+    assert cmp.figures()["moved_most"].data[0].y[-1] == "blocks.0.mlp.W_in"
     assert cmp.a.change_points["parameters"][0].step == 10
     assert cmp.a.change_points["representation"][0].step == 10
     assert set(cmp.a.group_norms) >= {"embed", "pos_embed", "unembed", "blocks.0.attn", "blocks.0.mlp", "layernorm", "total"}

@@ -9,6 +9,7 @@ values the report of that run printed.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from pathlib import Path
@@ -21,7 +22,7 @@ import pytest
 from abacus_interp.evaluation.figures import grid_figure
 from abacus_interp.jsonsafe import from_json
 from abacus_interp.tasks.base import lsd_text_to_human
-from analyses._axes import integer_ticks, percent_ticks
+from analyses._axes import integer_ticks, log_ticks, percent_ticks
 from analyses.carry_attention.figures import patching_figure, pattern_figure
 from analyses.carry_attention.result import ExamplePattern, Patching
 from analyses.carry_wave.figures import accuracy_by_length
@@ -137,6 +138,29 @@ def test_carry_wave_axes_loops_in_whole_numbers_and_the_trained_length_label_on_
     assert fig.layout.yaxis.tickformat == ".0%" and fig.layout.yaxis.tickmode == "linear"
     label = next(a for a in fig.layout.annotations if a.text == "trained length")
     assert label.x == pytest.approx(math.log10(5))  # log10 on a log axis, not 5 (= 100,000 digits)
+    # ticks at the lengths measured, each written out: plotly's own read "10, 2, 5, 100"
+    assert list(fig.layout.xaxis.ticktext) == ["5", "10", "20", "50", "100"]
+
+
+def test_a_log_loss_axis_ticks_at_one_two_five_written_out():
+    axis = log_ticks([0.004, 0.9, 2.3])
+    assert axis["ticktext"] == ["0.002", "0.005", "0.01", "0.02", "0.05", "0.1", "0.2", "0.5", "1", "2"]
+    assert axis["tickvals"] == pytest.approx([float(t) for t in axis["ticktext"]])
+
+
+def test_legends_name_metrics_in_words_not_by_their_column_names():
+    """The model card's legends read "2x_length_loss"; each column of metrics.jsonl of the
+    shipped runs gets a name without underscores."""
+    from analyses.prose import metric_label
+
+    assert metric_label("2x_length_loss") == "loss, held-out, 2x the trained length"
+    assert metric_label("in_distribution_exact_match") == "exact match, held-out, in distribution"
+    assert metric_label("test_exact_match") == "exact match, held-out test split"
+    for run in ("extrap-add", "grok-mod113", "small-add", "loop-add"):
+        metrics = SHIPPED / run / "metrics.jsonl"
+        if metrics.exists():
+            keys = set(json.loads(metrics.read_text().splitlines()[-1]))
+            assert not [metric_label(k) for k in keys - {"step"} if "_" in metric_label(k)]
 
 
 # --------------------------------------------------------------------------- patching

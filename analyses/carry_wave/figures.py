@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
-from analyses._axes import integer_ticks, label_every_row, percent_ticks
+from analyses._axes import integer_ticks, label_every_row, log_ticks, percent_ticks
 
 COLORS = qualitative.Plotly
 
@@ -44,7 +44,7 @@ def accuracy_by_length(result) -> go.Figure:
     # at x=5 the label would sit at 100,000 digits and stretch the axis there
     fig.add_annotation(x=math.log10(acc.trained_digits), y=0, yref="paper", text="trained length", showarrow=False,
                        xanchor="left", yanchor="bottom")
-    fig.update_xaxes(title_text="operand digits (both operands)", type="log")
+    fig.update_xaxes(title_text="operand digits (both operands)", **log_ticks([r.digits for r in acc.rows], at_values=True))
     fig.update_yaxes(title_text="exact match (solid)", secondary_y=False, **percent_ticks())
     fig.update_yaxes(title_text="median loops used, adaptive (dotted)", secondary_y=True,
                      **integer_ticks([r.loops_median for r in acc.rows], grid=False))
@@ -172,7 +172,7 @@ def path_independence(result) -> go.Figure:
     # an annotation's x on a log axis is log10 of the value (see accuracy_by_length)
     fig.add_annotation(x=math.log10(result.trained_digits), y=0, yref="paper", text="trained length", showarrow=False,
                        xanchor="left", yanchor="bottom")
-    fig.update_xaxes(title_text="operand digits (uniform problems)", type="log")
+    fig.update_xaxes(title_text="operand digits (uniform problems)", **log_ticks([r.digits for r in rows], at_values=True))
     fig.update_yaxes(title_text="share of problems", **percent_ticks())
     horizon = rows[0].horizon if rows else result.horizon
     fig.update_layout(title=f"Path independence by length: the answer after {horizon} loops from other start states")

@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from analyses._axes import label_every_row
+from analyses.prose import metric_label
 
 from .config import SIGNALS
 from .result import CheckpointComparison, Moved
@@ -29,7 +30,7 @@ def figures(c: CheckpointComparison) -> dict[str, go.Figure]:
             pts = [(row["step"], row[k]) for row in r.metrics if row.get(k) is not None]
             if pts:
                 col = 1 if k.endswith("loss") else 2
-                curves.add_trace(go.Scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], name=f"{tag} {k}",
+                curves.add_trace(go.Scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], name=f"{tag} {metric_label(k)}",
                                             mode="lines", opacity=0.8), row=1, col=col)
         curves.add_trace(go.Scatter(x=r.steps, y=r.problem_loss, name=f"{tag} problem-set loss", mode="markers"), row=1, col=1)
         curves.add_trace(go.Scatter(x=r.steps, y=r.problem_exact_match, name=f"{tag} problem-set exact match",

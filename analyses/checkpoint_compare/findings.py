@@ -46,10 +46,7 @@ def findings(c: CheckpointComparison) -> list[str]:
     else:
         out.append("Exact match on the fixed problem set could not be measured at any checkpoint (no finite value).")
     if c.moved.groups:
-        g = c.moved.groups[0]
-        rel = g.relative_change if math.isfinite(g.relative_change) else None
-        out.append(f"Between steps {c.moved.steps[0]:,} and {c.moved.steps[1]:,} the {g.group} weights moved most"
-                   + (f" (relative change {num(rel, 2)})" if rel is not None else "") + ".")
+        out.append(_moved_sentence(c.moved))
     else:
         out.append(f"No parameter group was compared between steps {c.moved.steps[0]:,} and {c.moved.steps[1]:,}.")
     if c.b is not None and c.matched_cka is not None:
@@ -57,3 +54,19 @@ def findings(c: CheckpointComparison) -> list[str]:
         out.insert(1, f"Against the comparison run {c.b.run_dir}, the last loop's states at the final checkpoints "
                       f"have CKA {num(final, 2)}.")
     return limit(out)
+
+
+def _moved_sentence(moved) -> str:
+    """The parameter ranked first by the chart's own measure (`rank_by`), then the group that
+    moved most relative to its size: two rankings, each named, so the sentence and the chart
+    beside it cannot disagree about which comes first."""
+    a, b = moved.steps
+    sentence = f"Between steps {a:,} and {b:,}"
+    if moved.parameters:
+        top = moved.parameters[0]
+        sentence += f" the parameter that moved most by {moved.rank_by.replace('_', ' ')} is {top.name} ({num(getattr(top, moved.rank_by), 2)})"
+    g = moved.groups[0]
+    rel = g.relative_change if math.isfinite(g.relative_change) else None
+    sentence += ("; by group, relative to its size, " if moved.parameters else " ") + f"the {g.group} weights moved most"
+    return sentence + (f" (relative change {num(rel, 2)})" if rel is not None else "") + "."
+

@@ -5,7 +5,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
-from analyses._axes import integer_ticks, label_every_row, percent_ticks
+from analyses._axes import integer_ticks, label_every_row, log_ticks, percent_ticks
 
 COLORS = qualitative.Plotly
 
@@ -31,7 +31,8 @@ def accuracy_by_length(result) -> go.Figure:
                                  name=f"x {k}-digit multiplier", line={"color": COLORS[i % len(COLORS)]},
                                  text=[f"n={r.n}, median {r.loops_median:g} loops" for r in rows]))
     fig.add_vline(x=acc.trained_digits, line_dash="dash", line_color="gray")
-    fig.update_xaxes(title_text="multiplicand digits (uniform digits; dashed: trained length)", type="log")
+    fig.update_xaxes(title_text="multiplicand digits (uniform digits; dashed: trained length)",
+                     **log_ticks([r.digits for r in acc.rows], at_values=True))
     fig.update_yaxes(title_text="exact match, adaptive loops", **percent_ticks())
     fig.update_layout(title="N x k products: exact match by multiplicand length")
     return fig

@@ -9,7 +9,9 @@ from typing import Any
 import plotly.graph_objects as go
 
 from abacus_interp.jsonsafe import from_json, json_safe, to_json
+from analyses._axes import log_ticks
 from analyses.contract import Result, RunContext
+from analyses.prose import metric_label
 
 from . import findings as F
 from . import html as H
@@ -93,9 +95,10 @@ def _card_figures(card: ModelCard) -> dict[str, go.Figure]:
         if "loss" in curves:
             fig.add_trace(go.Scatter(x=curves["step"], y=curves["loss"], mode="lines", name="training loss"))
         for key, c in card.eval_loss_curves.items():
-            fig.add_trace(go.Scatter(x=c.step, y=c.value, mode="lines+markers", name=key))
-        fig.update_layout(title="Loss during training", xaxis_title="step", yaxis={"title": "loss", "type": "log"},
-                          height=420)
+            fig.add_trace(go.Scatter(x=c.step, y=c.value, mode="lines+markers", name=metric_label(key)))
+        losses = [*(curves.get("loss") or []), *(v for c in card.eval_loss_curves.values() for v in c.value)]
+        fig.update_layout(title="Loss during training", xaxis_title="step", height=420)
+        fig.update_yaxes(title_text="loss", **log_ticks(losses))
         figures["loss"] = fig
     acc = {**({"train_exact_match": Curve(step=curves["step"], value=curves["train_exact_match"])}
               if "train_exact_match" in curves and "train_exact_match" not in card.eval_curves else {}),
@@ -104,7 +107,7 @@ def _card_figures(card: ModelCard) -> dict[str, go.Figure]:
         fig = go.Figure()
         for key, c in acc.items():
             fig.add_trace(go.Scatter(x=c.step, y=c.value, mode="lines" if len(c.step) > 60 else "lines+markers",
-                                     name=key))
+                                     name=metric_label(key)))
         fig.update_layout(title="Exact match during training", xaxis_title="step",
                           yaxis={"title": "exact match", "range": [-0.02, 1.02]}, height=420)
         figures["exact_match"] = fig
