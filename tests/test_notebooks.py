@@ -121,3 +121,17 @@ def test_notebook_executes(name, monkeypatch):
     assert any("application/vnd.plotly.v1+json" in o.get("data", {}) or "text/html" in o.get("data", {})
                for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     print(f"{name}: executed in {elapsed:.1f} s")
+
+
+def test_the_quickstart_shows_a_figure_within_its_first_five_cells_and_reads_the_loop_that_decides():
+    """Notebook 01 reached its first figure in cell 8, and that figure showed loop 3 while small-add
+    computes the sum in loop 0 (its logit lens says so)."""
+    executor = _executor()
+    nb = nbformat.read(NOTEBOOKS / "01_quickstart.ipynb", as_version=4)
+    first = next(i for i, cell in enumerate(nb.cells) if cell.cell_type == "code"
+                 and any(executor.PLOTLY_MIME in o.get("data", {}) for o in cell.outputs))
+    assert first < 5
+    lens = "".join(o.text for o in nb.cells[first].outputs if o.output_type == "stream")
+    assert "L0.0_post  correct-digit logit" in lens and "answer digits right 100%" in lens.splitlines()[1]
+    prose = " ".join(cell.source for cell in nb.cells if cell.cell_type == "markdown")
+    assert "the first loop computes the sum" in prose and "loop 3" not in prose
