@@ -135,3 +135,17 @@ def test_the_quickstart_shows_a_figure_within_its_first_five_cells_and_reads_the
     assert "L0.0_post  correct-digit logit" in lens and "answer digits right 100%" in lens.splitlines()[1]
     prose = " ".join(cell.source for cell in nb.cells if cell.cell_type == "markdown")
     assert "the first loop computes the sum" in prose and "loop 3" not in prose
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_a_problem_named_in_the_text_is_the_one_the_next_cell_solves(name):
+    """Notebook 03's text said 1999+1 above a cell that solves 19999+1."""
+    import re
+
+    cells = nbformat.read(NOTEBOOKS / name, as_version=4).cells
+    for text, code in zip(cells, cells[1:], strict=False):
+        solved = re.findall(r'from_human\("([^"]+)"\)', code.source) if code.cell_type == "code" else []
+        if text.cell_type != "markdown" or not solved:
+            continue
+        for named in re.findall(r"`(\d+ ?[+*] ?\d+)`", text.source):
+            assert named.replace(" ", "") in solved, f"{name}: the text names {named}, the cell solves {solved}"
