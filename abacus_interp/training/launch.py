@@ -1,15 +1,22 @@
 """Start a training run in several processes on this machine (`train.processes`), the way
 `torchrun --standalone` would, without the user running torchrun: one process per rank with
-the torch.distributed environment set, the rendezvous on a free local port, signals passed on
-(every rank saves and stops after the same step), and the first failure's exit status
-returned. If one rank fails, the others get a grace period to notice, then are stopped.
+the torch.distributed environment set, signals passed on (every rank saves and stops after the
+same step), and the first failure's exit status returned. If one rank fails, the others get a
+grace period to notice, then are stopped.
+
+The rendezvous store lives here, in the launcher, as torchrun's agent hosts it: with the
+default env:// rendezvous rank 0 hosts the TCPStore server inside its own process, so when
+rank 0 is done first and exits, a rank still tearing its process group down loses the store
+under its feet, and the process could abort at exit ("terminate called without an active
+exception", about 1 run in 10 of the test suite's two-process training; torchrun, whose
+ranks are all clients, never did). Here every rank is a client of a store that outlives them
+all, on a port the operating system picks (no window between finding a free port and binding it).
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -43,16 +50,13 @@ def processes_to_start(cfg: TrainConfig) -> int:
     return max(1, min(cfg.processes, limit))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def launch(cli_args: list[str], processes: int) -> int:
     """Run `abacus-interp <cli_args>` as `processes` ranks; returns 0, or the exit status of
     the first rank that failed (rank 0's when several did)."""
-    port = _free_port()
+    from torch.distributed import TCPStore
+
+    # port 0: the OS picks a free one; held until every rank has exited
+    store = TCPStore("127.0.0.1", 0, world_size=processes, is_master=True, wait_for_workers=False)
     threads = max(1, available_cores() // processes)  # one core each: threads would fight over them
     ranks = []
     for rank in range(processes):
@@ -60,7 +64,7 @@ def launch(cli_args: list[str], processes: int) -> int:
             **os.environ,
             "RANK": str(rank), "LOCAL_RANK": str(rank),
             "WORLD_SIZE": str(processes), "LOCAL_WORLD_SIZE": str(processes),
-            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(store.port), "TORCHELASTIC_USE_AGENT_STORE": "True",
             "OMP_NUM_THREADS": str(threads),
         }
         ranks.append(subprocess.Popen([sys.executable, "-m", "abacus_interp.cli", *cli_args], env=env))
@@ -76,6 +80,7 @@ def launch(cli_args: list[str], processes: int) -> int:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+        del store  # every rank has exited: nobody reads the store any more
 
 
 def _wait(ranks: list[subprocess.Popen]) -> int:
