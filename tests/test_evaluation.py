@@ -231,6 +231,14 @@ def test_evaluate_skips_cells_that_do_not_fit():
     assert "-" in format_report(report)
 
 
+def test_far_lengths_are_scored_after_the_equal_lengths_where_they_fit():
+    task = get_task("addition", max_digits=2)
+    model = tiny(task, max_seq_len=80)  # 20-digit operands fit (64 tokens), 30-digit ones (94) do not
+    report = evaluate(model, task, grid=(1, 2), loops=[2], n_per_cell=2, max_length=3, far_lengths=[20, 30],
+                      progress=False)
+    assert report.lengths["lengths"] == [1, 2, 3, 20] and len(report.lengths["exact_match"]) == 4
+
+
 def test_evaluate_modular_addition_reports_splits_and_skips_digit_sections():
     task = get_task("modular_addition", p=7, train_fraction=0.5)
     model = tiny(task, positional="learned", max_seq_len=8)

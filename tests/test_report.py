@@ -467,3 +467,22 @@ def test_report_of_shipped_run(name, tmp_path):
           + ", ".join(f"{k} {v:.1f}" for k, v in report["timing"]["sections"].items()))
     if name == "small-add":
         assert elapsed <= 180, f"the report of {run} took {elapsed:.0f} s, over the 3-minute budget"
+
+
+def test_the_summary_opens_with_how_far_past_its_training_a_model_goes():
+    """Issue 38: the demo adder's report opens with what it extrapolates to."""
+    from analyses.report.summary import summary_sentences
+
+    data = {
+        "task": {"name": "addition"}, "settings": {"n_loops": 6, "decoding": {"label": "adaptive loops"}},
+        "grid": {"trained_digits": [1, 5], "digits_a": [1, 5], "digits_b": [1, 5], "n_per_cell": 10,
+                 "exact_match": [[1.0, 1.0], [1.0, 1.0]], "in_distribution_exact_match": 1.0,
+                 "out_of_distribution_exact_match": None},
+        "lengths": {"lengths": [1, 5, 15, 50, 125], "exact_match": [1.0, 1.0, 1.0, 0.99, 0.96], "trained_max": 5,
+                    "n_per_length": 25},
+    }
+    out = summary_sentences(from_json(Evaluation, data, partial=True))
+    assert out[0] == ("Far past its training (operands of up to 5 digits), exact match is 99% at 50 digits (10x) and "
+                      "96% at 125 digits (25x) (both operands of exactly that length, uniform digits, n=25 each, "
+                      "adaptive loops).")
+    assert out[1].startswith("In distribution")

@@ -43,6 +43,7 @@ importable from here.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from abacus_interp.errors import UserError
 from abacus_interp.evaluation.agreement import (
@@ -147,6 +148,7 @@ def evaluate(
     allowed=None,
     eos: bool = True,
     tol: float | None = None,
+    far_lengths: Sequence[int] = (),
 ) -> EvalReport:
     """Run the evaluation suite (see the module docstring) and return an `EvalReport`.
 
@@ -168,6 +170,8 @@ def evaluate(
                 adaptive exact match beside its fixed loop counts.
     max_length: longest equal-length operands in `lengths`; default the longest that fits,
                 capped at max(4 * max_digits, grid hi).
+    far_lengths: equal-length operands far past those (e.g. 10x and 25x the trained length),
+                scored after them where they fit: how far a model that reads any length goes.
     allowed, eos: the run's readout for tasks without digit operands (modular addition and
                 the rest), as `scoring.run_readout(config["train"], task)` gives them: a
                 run trained on the answer token over the residues is scored that way.
@@ -221,6 +225,7 @@ def evaluate(
             seed,
             max_length,
             progress,
+            far_lengths,
         )
     else:
         evaluate_generic(model, task, report, loops, eval_loops, n_per_set, seed, progress, allowed, eos)
@@ -230,7 +235,7 @@ def evaluate(
 
 
 def _evaluate_digits(
-    model, task, report, grid, loops, decoding, n_per_cell, n_per_set, seed, max_length, progress
+    model, task, report, grid, loops, decoding, n_per_cell, n_per_set, seed, max_length, progress, far_lengths
 ):
     cfg = model.cfg
     eval_loops = decoding.n_loops  # the teacher-forced parts' depth
@@ -264,6 +269,8 @@ def _evaluate_digits(
     # equal-length operands, 1..length_hi
     lengths = equal_lengths(task, max_length, hi, L)
     length_hi = len(lengths)
+    lengths += [n for n in sorted(set(far_lengths))
+                if n > length_hi and cell_fits(task, n, n, L) and task.can_read(n, n)]
 
     # edge cases
     edge_lengths = [

@@ -70,6 +70,9 @@ def build_evaluation(ctx: RunContext, sizes: EvaluationSizes) -> Built:
     digit_range = ctx.task.digit_range
     if digit_range is not None and "max_length" not in kwargs:
         kwargs["max_length"] = 3 * digit_range[1]  # equal-length operands up to 3x the trained length
+        if cfg.positional == "none" and cfg.halt_tol is not None:
+            # no position table and adaptive loops: a run that may read any length is asked how far it goes
+            kwargs.setdefault("far_lengths", [10 * digit_range[1], 25 * digit_range[1]])
     if not ctx.task.has_digit_grid:  # score the run the way it was trained (its readout)
         kwargs.update(run_readout((ctx.run_config or {}).get("train", {}), ctx.task))
     report = evaluate(ctx.model, ctx.task, seed=ctx.seed, progress=False, **kwargs)

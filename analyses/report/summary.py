@@ -32,6 +32,20 @@ def _cases(cases: list[EdgeCase], most: int = 3) -> str:
     return named + (f"; and {len(cases) - most} more" if len(cases) > most else "")
 
 
+def _far_sentence(lengths, how: str) -> str | None:
+    """Exact match at the lengths 10x or more past the trained one, when any were scored."""
+    if lengths is None or not lengths.trained_max:
+        return None
+    trained = lengths.trained_max
+    far = [(n, v) for n, v in zip(lengths.lengths, lengths.exact_match, strict=False)
+           if n >= 10 * trained and v is not None]
+    if not far:
+        return None
+    parts = " and ".join(f"{pct(v)} at {n} digits ({n / trained:g}x)" for n, v in far)
+    return (f"Far past its training (operands of up to {trained} digits), exact match is {parts} "
+            f"(both operands of exactly that length, uniform digits, n={lengths.n_per_length} each, {how}).")
+
+
 def summary_sentences(d: Evaluation) -> list[str]:
     """What the model does and where it fails, each number with its sample; [] when the
     evaluation produced no accuracy."""
@@ -52,6 +66,9 @@ def summary_sentences(d: Evaluation) -> list[str]:
                          f"({len(beyond)} cells)")
         out.append(sentence + f". Answers are read with {how}.")
     lengths = d.lengths
+    far = _far_sentence(lengths, how)
+    if far:  # how far past its training a model goes is its headline when it goes far
+        out.insert(0, far)
     if lengths is not None and lengths.lengths:
         below = next((n for n, v in zip(lengths.lengths, lengths.exact_match, strict=False)
                       if v is not None and v < 0.5), None)
