@@ -39,7 +39,7 @@ The goal: >= 1,000 inputs, no traceback, hang, wrong result or lost file; the sc
 otherwise and shows examples of each (--show N).
 
 The runs copied are checkpoints/extrap-add (its config, metrics and 4 of its checkpoints; the
-shipped folder is never touched) and a demo-add run trained here for 2 steps (with resume
+shipped folder is never touched) and a plain-add run trained here for 2 steps (with resume
 state, for `train` to resume). `report` builds only the sections that read the damaged
 files (the model card, the checkpoint comparison and the embedding evolution, at
 `ReportSizes.quick()`), so one report takes a second, not minutes. `eval` runs with tiny
@@ -133,7 +133,7 @@ class Case:
     category: str
     name: str
     argv: list[str | Place]
-    # what the case's run is a copy of: "run" (extrap-add), "resumable" (demo-add with resume
+    # what the case's run is a copy of: "run" (extrap-add), "resumable" (plain-add with resume
     # state) or None (no run: the argv names paths under OUT only)
     source: str | None = "run"
     damage: Callable[[Path], None] | None = None
@@ -174,8 +174,8 @@ class Fixtures:
 
     root: Path
     run: Path  # extrap-add: config, metrics, 4 checkpoints
-    resumable: Path  # demo-add trained 2 steps here, with resume state
-    foreign_weights: Path  # a checkpoint of another shape (demo-add's)
+    resumable: Path  # plain-add trained 2 steps here, with resume state
+    foreign_weights: Path  # a checkpoint of another shape (plain-add's)
 
 
 TINY_TRAIN = ["--set", "train.steps=2", "--set", "train.processes=1", "--set", "train.eval_problems=8",
@@ -194,11 +194,11 @@ def build_fixtures(root: Path) -> Fixtures:
     for _, path in [series[0], series[3], series[-2], series[-1]]:
         for file in (path, path.with_suffix(".json")):
             shutil.copy(file, run / "checkpoints" / file.name)
-    resumable = root / "demo-add"
+    resumable = root / "plain-add"
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        rc = main(["train", "--preset", "demo-add", "--out", str(resumable), *TINY_TRAIN])
+        rc = main(["train", "--preset", "plain-add", "--out", str(resumable), *TINY_TRAIN])
     if rc != 0:
-        raise RuntimeError(f"training the demo-add fixture ended with exit status {rc}")
+        raise RuntimeError(f"training the plain-add fixture ended with exit status {rc}")
     os.chmod(root, 0o755)  # the read-only cases run as another user where they can
     return Fixtures(root=root, run=run, resumable=resumable,
                     foreign_weights=ckpt.list_checkpoints(resumable)[-1][1])
@@ -910,7 +910,7 @@ def train_resume_random(rng: random.Random, fx: Fixtures) -> Case:
     return train_resume_case(rng.choice(list(RESUME_DAMAGE)), rng.choice([2, 3, 4]))
 
 
-PRESET_NAMES = ["demo-add", "demo-add", "nope", "", "DEMO-ADD", "demo-add ", "🙂", "demo_add", "small-add\x85"]
+PRESET_NAMES = ["plain-add", "plain-add", "nope", "", "DEMO-ADD", "plain-add ", "🙂", "demo_add", "small-add\x85"]
 SET_KEYS = ["train.lr", "train.steps", "train.batch_size", "train.seed", "train.betas", "train.mix_depths",
             "train.readout", "train.schedule", "train.grad_clip", "train.device", "train.bf16", "train.eval_every",
             "model.d_model", "model.n_heads", "model.n_loops", "model.max_loops", "model.activation", "model.vocab",
@@ -936,7 +936,7 @@ def train_args_random(rng: random.Random, fx: Fixtures) -> Case:
 
 
 def train_args_fixed(fx: Fixtures) -> list[Case]:
-    def case(name: str, *extra: str, out: str | Place = OUT, preset: str | None = "demo-add") -> Case:
+    def case(name: str, *extra: str, out: str | Place = OUT, preset: str | None = "plain-add") -> Case:
         argv = ["train", *(["--preset", preset] if preset is not None else []), "--out", out, *extra, *TINY_TRAIN]
         return Case("train-args", name, argv, source=None if out == OUT else "run", check=train_reached(2))
 
@@ -964,7 +964,7 @@ def read_only_fixed(fx: Fixtures) -> list[Case]:
         Case("read-only", "train resume, nothing to train, read-only", ["train", "--out", RUN], source="resumable",
              during=read_only),
         Case("read-only", "train a new run under a read-only folder",
-             ["train", "--preset", "demo-add", "--out", Place("run", "new"), *TINY_TRAIN], during=read_only),
+             ["train", "--preset", "plain-add", "--out", Place("run", "new"), *TINY_TRAIN], during=read_only),
     ]
     return cases
 
@@ -980,7 +980,7 @@ def disk_full_case(from_write: int, command: str, steps: int = 4) -> Case:
         return Case("disk-full", f"train resume, disk full from write {from_write}", argv, source="resumable",
                     during=disk, check=resumes_afterwards(steps), may_rewrite=trained_files, keeps_progress=True)
     if command == "train new":
-        argv = ["train", "--preset", "demo-add", "--out", OUT, *TINY_TRAIN]
+        argv = ["train", "--preset", "plain-add", "--out", OUT, *TINY_TRAIN]
         return Case("disk-full", f"train a new run, disk full from write {from_write}", argv, source=None,
                     during=disk, check=train_reached(2))
     if command == "eval --json":
@@ -1001,7 +1001,7 @@ def disk_full_random(rng: random.Random, fx: Fixtures) -> Case:
 
 
 def real_disk_random(rng: random.Random, fx: Fixtures) -> Case:
-    """Resume the demo-add run on a tmpfs with room for part of the next checkpoints."""
+    """Resume the plain-add run on a tmpfs with room for part of the next checkpoints."""
     used_kib = sum(p.stat().st_size for p in fx.resumable.rglob("*") if p.is_file()) // 1024
     spare = rng.randint(0, 1500)
     argv = ["train", "--out", RUN, "--set", "train.steps=6", "--set", "train.log_every=1"]

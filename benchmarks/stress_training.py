@@ -4,7 +4,7 @@
     python benchmarks/stress_training.py processes --runs 50 --launcher torchrun
     python benchmarks/stress_training.py kill --kills 20                      # SIGKILL, resume, compare
     python benchmarks/stress_training.py reproduce --preset extrap-add --steps 300
-    python benchmarks/stress_training.py reproduce --preset demo-add --steps 300 --processes 2
+    python benchmarks/stress_training.py reproduce --preset plain-add --steps 300 --processes 2
 
 Every run is a real `abacus-interp train` in subprocesses, so each mode tests what a user
 runs. `processes` counts the runs that did not exit 0 (and names the first lines of their
@@ -79,7 +79,7 @@ def stress_processes(runs: int, launcher: str, steps: int) -> int:
         for i in range(runs):
             out = Path(tmp) / f"run{i}"
             env = _env(OMP_NUM_THREADS="1") if launcher == "torchrun" else _env()
-            proc = subprocess.run(_train_command(out, "demo-add", edits, launcher), cwd=REPO, env=env,
+            proc = subprocess.run(_train_command(out, "plain-add", edits, launcher), cwd=REPO, env=env,
                                   capture_output=True, text=True, timeout=600)
             ok = proc.returncode == 0 and ckpt.step_path(out, steps).exists()
             if not ok:
@@ -98,13 +98,13 @@ def stress_kills(kills: int, steps: int, processes: int, seed: int) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         reference, killed = Path(tmp) / "reference", Path(tmp) / "killed"
         started = time.monotonic()
-        subprocess.run(_train_command(reference, "demo-add", edits), cwd=REPO, env=_env(), check=True,
+        subprocess.run(_train_command(reference, "plain-add", edits), cwd=REPO, env=_env(), check=True,
                        capture_output=True)
         full_time = time.monotonic() - started
         done, attempts = 0, 0
         while done < kills:
             attempts += 1
-            proc = subprocess.Popen(_train_command(killed, "demo-add", edits), cwd=REPO, env=_env(),
+            proc = subprocess.Popen(_train_command(killed, "plain-add", edits), cwd=REPO, env=_env(),
                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
             # anywhere in a run's life: start-up, steps, evaluations, checkpoint writes
             time.sleep(rng.uniform(0.5, full_time))
@@ -117,7 +117,7 @@ def stress_kills(kills: int, steps: int, processes: int, seed: int) -> int:
                     path.unlink() if path.is_file() else path.rmdir()
                 killed.rmdir()
             print(f"kill {done}/{kills} (attempt {attempts})", flush=True)
-        proc = subprocess.run(_train_command(killed, "demo-add", edits), cwd=REPO, env=_env(),
+        proc = subprocess.run(_train_command(killed, "plain-add", edits), cwd=REPO, env=_env(),
                               capture_output=True, text=True)
         if proc.returncode != 0:
             print(f"the final resume failed (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
@@ -166,7 +166,7 @@ def main() -> int:
     p.add_argument("--processes", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
     p = modes.add_parser("reproduce", help="two trainings with the same seed; compare every tensor")
-    p.add_argument("--preset", default="demo-add")
+    p.add_argument("--preset", default="plain-add")
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--processes", type=int, default=1)
     args = parser.parse_args()

@@ -27,7 +27,7 @@ TINY = ("task.max_digits=2", "model.d_model=16", "model.d_head=4", "model.d_mlp=
 
 
 def tiny_spec() -> AblationSpec:
-    return AblationSpec(preset="demo-add", base=TINY, lengths=(1, 2, 3, 4, 9),
+    return AblationSpec(preset="plain-add", base=TINY, lengths=(1, 2, 3, 4, 9),
                         variants=(Variant("loops x layers", "1x1", ("model.n_loops=1",)),), n_per_length=8)
 
 

@@ -36,7 +36,7 @@ TINY = [
 def run_dir(tmp_path_factory) -> Path:
     """A finished tiny run; tests that damage files work on a copy (see `run_copy`)."""
     path = tmp_path_factory.mktemp("ckpt") / "run"
-    train(apply_overrides(get_preset("demo-add"), TINY), path, progress=False)
+    train(apply_overrides(get_preset("plain-add"), TINY), path, progress=False)
     return path
 
 
@@ -211,7 +211,7 @@ def test_nothing_is_unpickled_by_load_or_resume(run_copy, monkeypatch):
     load_model(ckpt.step_path(run_copy, 3))
     # resume: two more steps on top of the finished run
     result = train(
-        apply_overrides(get_preset("demo-add"), [*TINY, "train.steps=8"]), run_copy, progress=False
+        apply_overrides(get_preset("plain-add"), [*TINY, "train.steps=8"]), run_copy, progress=False
     )
     assert result.final_step == 8
     steps = [r["step"] for r in ckpt.read_metrics(run_copy)]

@@ -37,11 +37,11 @@ def set_args(assignments: list[str]) -> list[str]:
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> tuple[Path, str]:
-    """(run dir, what `train` printed) for a tiny demo-add run trained through the CLI."""
+    """(run dir, what `train` printed) for a tiny plain-add run trained through the CLI."""
     run = tmp_path_factory.mktemp("cli") / "run"
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        rc = main(["train", "--preset", "demo-add", *set_args(TINY_SETS), "--out", str(run)])
+        rc = main(["train", "--preset", "plain-add", *set_args(TINY_SETS), "--out", str(run)])
     assert rc == 0, out.getvalue()
     return run, out.getvalue()
 
@@ -51,7 +51,7 @@ def test_train_writes_a_run_and_reports_it(trained):
     assert f"trained {run} to step 8" in printed
     assert json.loads(printed.split(": ", 1)[1])["step"] == 8
     config = ckpt.read_run_config(run)
-    assert config["preset"] == "demo-add" and config["model"]["d_model"] == 32
+    assert config["preset"] == "plain-add" and config["model"]["d_model"] == 32
     assert config["task"] == {"name": "addition", "max_digits": 3}
     assert [s for s, _ in ckpt.list_checkpoints(run)] == [0, 1, 2, 4, 8]
 
@@ -71,7 +71,7 @@ def test_summary_prints_parameters_by_component(trained, capsys):
     run, _ = trained
     assert main(["summary", str(run)]) == 0
     out = capsys.readouterr().out
-    assert "preset demo-add" in out
+    assert "preset plain-add" in out
     assert "parameters by component" in out
     for component in (
         "token_embedding",
@@ -164,7 +164,7 @@ def test_bad_set_key_exits_2_with_a_helpful_message(tmp_path, capsys):
         [
             "train",
             "--preset",
-            "demo-add",
+            "plain-add",
             "--set",
             "train.lrate=1e-3",
             "--out",
@@ -181,7 +181,7 @@ def test_bad_set_key_exits_2_with_a_helpful_message(tmp_path, capsys):
             [
                 "train",
                 "--preset",
-                "demo-add",
+                "plain-add",
                 "--set",
                 "model.activation=tanh",
                 "--out",
@@ -195,7 +195,7 @@ def test_bad_set_key_exits_2_with_a_helpful_message(tmp_path, capsys):
 
 def test_set_with_a_wrong_type_exits_2_naming_field_value_and_type(tmp_path, capsys):
     out = tmp_path / "x"
-    rc = main(["train", "--preset", "demo-add", "--set", "train.lr=abc", "--out", str(out)])
+    rc = main(["train", "--preset", "plain-add", "--set", "train.lr=abc", "--out", str(out)])
     assert rc == 2
     err = capsys.readouterr().err
     assert "error: --set train.lr=abc: train.lr must be a number (float), e.g. train.lr=" in err
@@ -257,7 +257,7 @@ def test_solve_refuses_a_number_longer_than_the_abacus_position_table(capsys):
 def test_unknown_preset_exits_2(tmp_path, capsys):
     assert main(["train", "--preset", "nope", "--out", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
-    assert "demo-add" in err and "small-add" in err
+    assert "plain-add" in err and "small-add" in err
 
 
 def test_train_without_preset_on_a_new_dir_exits_2(tmp_path, capsys):

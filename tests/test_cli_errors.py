@@ -54,11 +54,11 @@ def truncate_latest(run: Path) -> Path:
 def test_train_out_an_existing_file_is_a_one_line_error(tmp_path, capsys):
     out = tmp_path / "notes.txt"
     out.write_text("mine")
-    assert main(["train", "--preset", "demo-add", "--out", str(out)]) == 2
+    assert main(["train", "--preset", "plain-add", "--out", str(out)]) == 2
     line = one_error_line(capsys.readouterr().err)
     assert line == f"error: --out {out} is an existing file, not a directory; pass a directory path (a new one is created)"
     assert out.read_text() == "mine"
-    assert main(["train", "--preset", "demo-add", "--out", str(out / "run")]) == 2
+    assert main(["train", "--preset", "plain-add", "--out", str(out / "run")]) == 2
     assert f"{out} is a file" in one_error_line(capsys.readouterr().err)
 
 
@@ -91,7 +91,7 @@ def _user_input_mistakes():
     from abacus_interp.training import apply_overrides, get_preset
     from analyses.fixed_point.problems import as_examples
 
-    demo = get_preset("demo-add")
+    demo = get_preset("plain-add")
     return {
         "unknown preset": lambda: get_preset("nope"),
         "unknown --set field": lambda: apply_overrides(demo, ["train.lrate=1e-3"]),

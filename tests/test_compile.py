@@ -128,7 +128,7 @@ def test_train_compile_gives_the_eager_loss_curve(tmp_path, monkeypatch, single_
     ]  # fmt: skip
     curves = {}
     for compiled in (False, True):
-        cfg = apply_overrides(get_preset("demo-add"), [*overrides, f"train.compile={str(compiled).lower()}"])
+        cfg = apply_overrides(get_preset("plain-add"), [*overrides, f"train.compile={str(compiled).lower()}"])
         train(cfg, tmp_path / str(compiled), progress=False)
         curves[compiled] = ckpt.read_metrics(tmp_path / str(compiled))
     assert compiled_calls and set(compiled_calls) == {TRACE_ONLY}

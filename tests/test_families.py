@@ -67,11 +67,11 @@ def test_config_selects_family_and_keeps_looped_configs_unchanged():
 
 
 def test_set_selects_a_family_on_any_preset():
-    cfg = apply_overrides(get_preset("demo-add"), ["model.family=retran", "model.n_loops=1"])
+    cfg = apply_overrides(get_preset("plain-add"), ["model.family=retran", "model.n_loops=1"])
     assert (cfg.model.family, cfg.model.max_loops) == ("retran", 1)
     assert RunConfig.from_dict(cfg.to_dict()) == cfg
-    with pytest.raises(ValueError, match="n_loops=1"):  # demo-add loops twice
-        apply_overrides(get_preset("demo-add"), ["model.family=lstm"])
+    with pytest.raises(ValueError, match="n_loops=1"):  # plain-add loops twice
+        apply_overrides(get_preset("plain-add"), ["model.family=lstm"])
 
 
 def test_training_lowers_the_loss(trained_run):

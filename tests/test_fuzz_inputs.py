@@ -1,6 +1,6 @@
 """Bad input ends in one error line with exit status 2 or in a correct result, and loses
 nothing (issue 39): the fixed cases of the fuzzer (benchmarks/fuzz_cli.py) against the CLI
-on copies of checkpoints/extrap-add and of a 2-step demo-add run, plus what the fuzzer
+on copies of checkpoints/extrap-add and of a 2-step plain-add run, plus what the fuzzer
 cannot judge alone: the messages themselves, a full disk mid-checkpoint, a read-only run.
 
 A representative subset of the fixed cases (`FAST`, about 15 s with the tests below) is not
@@ -42,7 +42,7 @@ def _load_fuzzer():
 FUZZ = _load_fuzzer()
 # The fixed cases, listed before any run exists (their paths are resolved when they run),
 # to name the parameters; each test builds the same list on the real fixtures.
-UNBUILT = FUZZ.Fixtures(root=Path("unbuilt"), run=Path("unbuilt/run"), resumable=Path("unbuilt/demo-add"),
+UNBUILT = FUZZ.Fixtures(root=Path("unbuilt"), run=Path("unbuilt/run"), resumable=Path("unbuilt/plain-add"),
                         foreign_weights=Path("unbuilt/w.safetensors"))
 FIXED = [(case.category, case.name) for case in FUZZ.fixed_cases(UNBUILT)]
 
@@ -267,7 +267,7 @@ def test_loop_counts_have_a_ceiling(capsys):
 
 
 def test_empty_output_paths_are_refused(capsys):
-    assert main(["train", "--preset", "demo-add", "--out", ""]) == 2
+    assert main(["train", "--preset", "plain-add", "--out", ""]) == 2
     assert one_error_line(capsys.readouterr().err) == "error: --out is empty; pass a directory path (a new one is created)"
 
 

@@ -123,12 +123,12 @@ def test_a_run_saved_before_a_model_field_existed_resumes(tmp_path):
 
 
 def test_set_reaches_model_fields_left_out_of_the_saved_config():
-    cfg = apply_overrides(get_preset("demo-add"), ["model.attn_bias=false", "model.unembed_bias=false",
+    cfg = apply_overrides(get_preset("plain-add"), ["model.attn_bias=false", "model.unembed_bias=false",
                                                    "model.unembed_init_std=0.05", "model.rotary=abacus"])
     assert (cfg.model.attn_bias, cfg.model.unembed_bias, cfg.model.unembed_init_std) == (False, False, 0.05)
     assert cfg.model.rotary == "abacus"
     with pytest.raises(ValueError, match="model.attn_bias must be true or false"):
-        apply_overrides(get_preset("demo-add"), ["model.attn_bias=3"])
+        apply_overrides(get_preset("plain-add"), ["model.attn_bias=3"])
 
 
 # ------------------------------------------------------------------ weight decay by name
@@ -140,6 +140,8 @@ def _matrices_and_qkv(n_layers: int, positions: bool = True) -> list[str]:
 
 DECAYED = {
     "demo-add": _matrices_and_qkv(1),
+    "plain-add": _matrices_and_qkv(1),
+    "mul": _matrices_and_qkv(2),
     "small-add": _matrices_and_qkv(1),
     "loop-add": _matrices_and_qkv(1),
     "extrap-add": _matrices_and_qkv(1, positions=False),  # no position table

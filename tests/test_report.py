@@ -50,7 +50,7 @@ def tiny_add_run(base: Path) -> Path:
     """A tiny addition run (a few checkpoints), trained once per test session."""
     if "add" not in _CACHE:
         run = base / "tiny-add"
-        train(apply_overrides(get_preset("demo-add"), TINY_ADD), run, progress=False)
+        train(apply_overrides(get_preset("plain-add"), TINY_ADD), run, progress=False)
         _CACHE["add"] = run
     return _CACHE["add"]
 

@@ -4,7 +4,7 @@ with SIGKILL resumes to the same weights.
 
 The op that broke it was the embedding lookup `W_E[ids]`: indexing's backward adds the rows
 of repeated ids with atomic float adds spread over the threads, so the sum's order (and its
-last bits) changed from run to run once a batch was large enough to be split (demo-add's
+last bits) changed from run to run once a batch was large enough to be split (plain-add's
 is). `F.embedding` sums each row on one thread.
 """
 
@@ -46,7 +46,7 @@ def _step_gradients(preset: str) -> dict[str, torch.Tensor]:
 
 def test_a_step_has_the_same_gradients_every_time_at_two_threads():
     with torch_threads(THREADS):
-        for preset in ("demo-add", "extrap-add"):
+        for preset in ("plain-add", "extrap-add"):
             first = _step_gradients(preset)
             for _ in range(4):
                 again = _step_gradients(preset)
@@ -55,9 +55,9 @@ def test_a_step_has_the_same_gradients_every_time_at_two_threads():
 
 
 def test_two_trainings_with_the_same_seed_end_bit_identical_at_two_threads(tmp_path):
-    # demo-add's own batch and width: the embedding backward is split over threads only
+    # plain-add's own batch and width: the embedding backward is split over threads only
     # above 32,768 elements (64 x 14 x 64 here), which a tiny test config never reaches
-    cfg = apply_overrides(get_preset("demo-add"), [
+    cfg = apply_overrides(get_preset("plain-add"), [
         "train.steps=20", "train.processes=1", "train.eval_every=10", "train.eval_problems=32",
         "train.checkpoint_every=10", "train.dense_checkpoints=0", "train.dense_until=0", "train.log_every=5",
     ])
@@ -83,10 +83,10 @@ def test_a_run_killed_twice_with_sigkill_and_resumed_ends_bit_identical(tmp_path
              "train.batch_size=16", "train.steps=400", "train.eval_every=50", "train.eval_problems=16",
              "train.checkpoint_every=50", "train.dense_checkpoints=0", "train.dense_until=0", "train.processes=1"]
     reference = tmp_path / "reference"
-    train(apply_overrides(get_preset("demo-add"), edits), reference, progress=False)
+    train(apply_overrides(get_preset("plain-add"), edits), reference, progress=False)
 
     killed = tmp_path / "killed"
-    command = [sys.executable, "-m", "abacus_interp.cli", "train", "--preset", "demo-add",
+    command = [sys.executable, "-m", "abacus_interp.cli", "train", "--preset", "plain-add",
                *[a for e in edits for a in ("--set", e)], "--out", str(killed)]
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     for kill_after_step in (60, 230):  # past a checkpoint, mid-interval: steps after it are lost
@@ -98,7 +98,7 @@ def test_a_run_killed_twice_with_sigkill_and_resumed_ends_bit_identical(tmp_path
         proc.kill()
         proc.wait()
     assert not ckpt.step_path(killed, 400).exists()
-    train(apply_overrides(get_preset("demo-add"), edits), killed, progress=False)
+    train(apply_overrides(get_preset("plain-add"), edits), killed, progress=False)
 
     for name in ("checkpoints/" + ckpt.step_path(reference, 400).name, "resume/state.safetensors"):
         a, b = ckpt.load_tensors(reference / name), ckpt.load_tensors(killed / name)

@@ -58,7 +58,7 @@ TINY = [
 TINY_CHECKPOINTS = [0, 1, 2, 4, 6, 12]
 
 
-def tiny_cfg(*extra: str, preset: str = "demo-add") -> RunConfig:
+def tiny_cfg(*extra: str, preset: str = "plain-add") -> RunConfig:
     return apply_overrides(get_preset(preset), [*TINY, *extra])
 
 
@@ -476,7 +476,7 @@ def test_grok_preset_trains_a_step(tmp_path):
 # -------------------------------------------------------------------------- overrides
 def test_apply_overrides_qualified_and_unqualified():
     cfg = apply_overrides(
-        get_preset("demo-add"),
+        get_preset("plain-add"),
         [
             "train.lr=3e-4",
             "model.d_model=48",
@@ -495,7 +495,7 @@ def test_apply_overrides_qualified_and_unqualified():
     )
     assert cfg.model.d_model == 48 and cfg.model.n_loops == 2
     assert cfg.task_kwargs == {"max_digits": 4} and cfg.make_task().max_digits == 4
-    assert cfg.preset == "demo-add"
+    assert cfg.preset == "plain-add"
     # unqualified keys that live in the task section work too
     assert apply_overrides(cfg, ["max_digits=2"]).task_kwargs["max_digits"] == 2
     # a round trip through config.json rebuilds the same config
@@ -504,19 +504,19 @@ def test_apply_overrides_qualified_and_unqualified():
 
 def test_apply_overrides_unknown_key_lists_fields():
     with pytest.raises(ValueError) as info:
-        apply_overrides(get_preset("demo-add"), ["train.lrate=1"])
+        apply_overrides(get_preset("plain-add"), ["train.lrate=1"])
     message = str(info.value)
     assert "lrate" in message and "lr" in message and "warmup_steps" in message
     with pytest.raises(ValueError, match="no section"):
-        apply_overrides(get_preset("demo-add"), ["lrate=1"])
+        apply_overrides(get_preset("plain-add"), ["lrate=1"])
     with pytest.raises(ValueError, match="section must be one of"):
-        apply_overrides(get_preset("demo-add"), ["optim.lr=1"])
+        apply_overrides(get_preset("plain-add"), ["optim.lr=1"])
     with pytest.raises(ValueError, match="key=value"):
-        apply_overrides(get_preset("demo-add"), ["train.lr"])
+        apply_overrides(get_preset("plain-add"), ["train.lr"])
 
 
 def test_apply_overrides_ambiguous_key(monkeypatch):
-    base = get_preset("demo-add")
+    base = get_preset("plain-add")
     # no two built-in sections share a field name today, so make a task option collide: a
     # task the addition task itself refuses, so the config is built without RunConfig's checks
     monkeypatch.setattr(RunConfig, "__post_init__", lambda self: None)
@@ -539,7 +539,7 @@ def test_apply_overrides_ambiguous_key(monkeypatch):
 )
 def test_apply_overrides_invalid_value(assignment, needle):
     with pytest.raises(ValueError) as info:
-        apply_overrides(get_preset("demo-add"), [assignment])
+        apply_overrides(get_preset("plain-add"), [assignment])
     assert needle in str(info.value)
     assert "invalid --set" in str(info.value)
 
@@ -562,14 +562,14 @@ def test_apply_overrides_invalid_value(assignment, needle):
 )
 def test_apply_overrides_wrong_type_names_field_value_and_type(assignment, message):
     with pytest.raises(ValueError) as info:
-        apply_overrides(get_preset("demo-add"), [assignment])
+        apply_overrides(get_preset("plain-add"), [assignment])
     assert message in str(info.value)
     assert "TypeError" not in str(info.value) and "not supported between" not in str(info.value)
 
 
 def test_apply_overrides_converts_between_compatible_numbers():
     cfg = apply_overrides(
-        get_preset("demo-add"),
+        get_preset("plain-add"),
         ["train.lr=1", "train.steps=1e3", "train.grad_clip=null", "train.mix_depths=[1, 4]",
          "model.max_loops=16", "train.schedule=linear"],
     )
@@ -580,25 +580,25 @@ def test_apply_overrides_converts_between_compatible_numbers():
     assert cfg.train.schedule == "linear"
     # a string field takes text that would parse as a number, and its own check still runs
     with pytest.raises(ValueError, match="invalid --set: train.schedule='1'; choose one of"):
-        apply_overrides(get_preset("demo-add"), ["train.schedule=1"])
+        apply_overrides(get_preset("plain-add"), ["train.schedule=1"])
 
 
 def test_overrides_rederive_dependent_model_fields():
-    cfg = apply_overrides(get_preset("demo-add"), ["model.d_model=32"])
+    cfg = apply_overrides(get_preset("plain-add"), ["model.d_model=32"])
     assert cfg.model.d_head == 32 // cfg.model.n_heads and cfg.model.d_mlp == 128
-    assert apply_overrides(get_preset("demo-add"), ["model.n_loops=20"]).model.max_loops == 80
+    assert apply_overrides(get_preset("plain-add"), ["model.n_loops=20"]).model.max_loops == 80
     # an explicitly set value is kept
     assert (
-        apply_overrides(get_preset("demo-add"), ["model.d_model=32", "model.d_mlp=50"]).model.d_mlp
+        apply_overrides(get_preset("plain-add"), ["model.d_model=32", "model.d_mlp=50"]).model.d_mlp
         == 50
     )
 
 
 def test_apply_overrides_refuses_vocab():
     with pytest.raises(ValueError, match="vocabulary comes from the task"):
-        apply_overrides(get_preset("demo-add"), ["model.vocab=[1,2]"])
+        apply_overrides(get_preset("plain-add"), ["model.vocab=[1,2]"])
     with pytest.raises(ValueError, match="vocabulary comes from the task"):
-        apply_overrides(get_preset("demo-add"), ["vocab=[1,2]"])
+        apply_overrides(get_preset("plain-add"), ["vocab=[1,2]"])
 
 
 def test_override_of_task_rebuilds_vocab():
@@ -673,12 +673,12 @@ def test_train_command_starts_processes_that_train_as_one(tmp_path):
             "train.step_penalty=0.5"]
     args = [a for s in sets for a in ("--set", s)]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    command = [sys.executable, "-m", "abacus_interp.cli", "train", "--preset", "demo-add", *args]
+    command = [sys.executable, "-m", "abacus_interp.cli", "train", "--preset", "plain-add", *args]
     proc = subprocess.run([*command, "--set", "train.processes=2", "--out", str(tmp_path / "two")],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, f"train failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     assert "training in 2 processes" in proc.stdout and proc.stdout.count("trained ") == 1
-    train(apply_overrides(get_preset("demo-add"), sets), tmp_path / "one", progress=False)
+    train(apply_overrides(get_preset("plain-add"), sets), tmp_path / "one", progress=False)
     _assert_same_training(tmp_path / "two", tmp_path / "one")
 
 
@@ -697,7 +697,7 @@ def test_torchrun_two_processes_gloo(tmp_path):
         "abacus_interp.cli",
         "train",
         "--preset",
-        "demo-add",
+        "plain-add",
         *[arg for s in MULTI for arg in ("--set", s)],
         "--out",
         str(out),
@@ -706,7 +706,7 @@ def test_torchrun_two_processes_gloo(tmp_path):
     assert proc.returncode == 0, f"torchrun failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     assert "trained " in proc.stdout
     single_dir = tmp_path / "single"
-    train(apply_overrides(get_preset("demo-add"), MULTI), single_dir, progress=False)
+    train(apply_overrides(get_preset("plain-add"), MULTI), single_dir, progress=False)
     _assert_same_training(out, single_dir)
     # both ranks started from the same weights as a single process
     assert_same_weights(weights(ckpt.step_path(out, 0)), weights(ckpt.step_path(single_dir, 0)))
@@ -719,7 +719,7 @@ def test_train_command_processes_stop_together_on_sigterm(tmp_path):
     out = tmp_path / "run"
     sets = [*TINY, "train.steps=100000", "train.checkpoint_every=100000", "train.device=cpu", "train.processes=2"]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    command = [sys.executable, "-m", "abacus_interp.cli", "train", "--preset", "demo-add",
+    command = [sys.executable, "-m", "abacus_interp.cli", "train", "--preset", "plain-add",
                *[a for s in sets for a in ("--set", s)], "--out", str(out)]
     proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120

@@ -25,7 +25,7 @@ TINY = [
 
 
 def tiny(*extra: str):
-    return apply_overrides(get_preset("demo-add"), [*TINY, *extra])
+    return apply_overrides(get_preset("plain-add"), [*TINY, *extra])
 
 
 def mcleish_loss_with_a_second_pass(model, tokens, loss_mask, inputs, full, n, k, alpha):

@@ -67,7 +67,7 @@ def _extrapolation() -> AblationSpec:
             "train.progressive=none", "train.lr=3e-3", "train.eval_every=500", "train.checkpoint_every=5000",
             "train.dense_checkpoints=1", "train.dense_until=1")
     return AblationSpec(
-        preset="demo-add",
+        preset="plain-add",
         base=base,
         variants=(
             Variant("Abacus offset k", "k=0", ("model.abacus_max_offset=0",)),
