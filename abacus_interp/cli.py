@@ -343,7 +343,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("train", help="train a preset into a run directory (resumes if it has resume/)")
-    p.add_argument("--preset", help="demo-add, small-add, loop-add, extrap-add, extrap-mul, grok-mod113, grok-mod113-fast, expressions, paper-add-1x16, paper-add-8x2")
+    p.add_argument("--preset", help="demo-add, plain-add, small-add, loop-add, extrap-add, extrap-mul, mul, grok-mod113, "
+                                    "grok-mod113-fast, expressions, paper-add-1x16, paper-add-8x2")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field, e.g. train.lr=3e-4")
     p.add_argument("--out", required=True, help="run directory")
     p.set_defaults(func=cmd_train)

@@ -6,6 +6,7 @@ import contextlib
 import io
 import json
 import re
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -353,3 +354,11 @@ def test_eval_writes_json(trained, tmp_path, capsys):
     assert printed.out.strip() and f"wrote {out}" in printed.out
     report = json.loads(out.read_text())
     assert isinstance(report, dict) and report
+
+
+def test_train_help_lists_every_preset():
+    from abacus_interp.training.presets import PRESETS
+
+    help_text = subprocess.run([sys.executable, "-m", "abacus_interp.cli", "train", "--help"], capture_output=True,
+                               text=True, cwd=Path(__file__).resolve().parents[1]).stdout
+    assert not [name for name in PRESETS if name not in help_text]
