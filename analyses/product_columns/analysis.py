@@ -35,6 +35,7 @@ from analyses._head_groups import Knockout, group_attention_mass, head_names
 from analyses._head_groups import knockout as knock_out_groups
 from analyses.common import resolve
 from analyses.contract import configure
+from analyses.prose import pct
 
 from .config import ProductColumnsConfig
 
@@ -133,6 +134,7 @@ class ProductColumnsResult:
     trained_digits: int
     n_loops: int
     grid: tuple[GridCell, ...]  # uniform N x M, 1 .. trained + beyond each
+    inside: str  # why the reading and the knockouts use the cell they use
     reading: ColumnReading
     knockout: Knockout
 
@@ -180,8 +182,13 @@ def run(model_or_run, task=None, *, config: ProductColumnsConfig | None = None, 
                 continue
             examples = task.sample_cell(cfg.n_per_cell, section_rng(cfg.seed, "product columns grid", i * 100 + j), i, j)
             grid.append(GridCell(i, j, len(examples), score_examples(model, examples).exact_match))
-    sample = task.sample_cell(cfg.n_problems, random.Random(cfg.seed), n, n)
-    label = f"uniform, {n} x {n} digits"
+    # the inside is read where the model is right: on the largest trained cell it gets right at
+    # least half the time (a knockout of a model that is always wrong says nothing)
+    inside = [c for c in grid if c.digits_a <= n and c.digits_b <= n]
+    right = [c for c in inside if c.exact_match >= 0.5] or inside
+    cell = max(right, key=lambda c: (c.digits_a + c.digits_b, min(c.digits_a, c.digits_b)))
+    sample = task.sample_cell(cfg.n_problems, random.Random(cfg.seed), cell.digits_a, cell.digits_b)
+    label = f"uniform, {cell.digits_a} x {cell.digits_b} digits"
     names = group_names(n)
     n_loops = model.cfg.n_loops
     mean, n_rows = group_attention_mass(model, _masks(task.vocab, sample, n, 64), n_loops,
@@ -191,5 +198,8 @@ def run(model_or_run, task=None, *, config: ProductColumnsConfig | None = None, 
                             groups=names, mass=mass)
     knocked = knock_out_groups(model, _masks(task.vocab, sample, n, 64), len(sample), n_loops, label,
                                ["a_i", "b_i", *UNION_GROUPS], (*names, *UNION_GROUPS))
-    return ProductColumnsResult(trained_digits=n, n_loops=n_loops, grid=tuple(grid), reading=reading,
-                                knockout=knocked)
+    why = ("the largest trained cell it gets right at least half the time" if cell.exact_match >= 0.5
+           else "no trained cell is right half the time: the largest one")
+    return ProductColumnsResult(trained_digits=n, n_loops=n_loops, grid=tuple(grid),
+                                inside=f"{why}, {pct(cell.exact_match)} right",
+                                reading=reading, knockout=knocked)

@@ -26,7 +26,8 @@ def product_columns_findings(result) -> list[str]:
             group, mass = reading.main_group(t, head)
             reads.append(f"{head} {group} ({mass:.0%})")
         per_loop.append(f"loop {t}: " + ", ".join(reads))
-    out.append(f"Where each head reads most ({reading.label}, n={reading.n_problems}): " + "; ".join(per_loop) + ".")
+    out.append(f"Where each head reads most ({reading.label}, n={reading.n_problems}: {result.inside}): "
+               + "; ".join(per_loop) + ".")
     k = result.knockout
     if k.baseline < 0.5:  # a knockout cannot show what a head is needed for when little is right
         out.append(f"Knockouts not read: only {pct(k.baseline)} of {k.label} are right with every head intact.")
