@@ -278,9 +278,15 @@ def cmd_report(args) -> int:
 
 
 def report_digest(report: dict, per_section: int = 1) -> str:
-    """What a newcomer reads first: the evaluation's accuracy findings, then the first
-    finding of every other analysis that ran (the rest are in the HTML)."""
+    """What a newcomer reads first: the page's summary opening (how far past its training the
+    model goes, where it was measured that far), the evaluation's accuracy findings, then the
+    first finding of every other analysis that ran (the rest are in the HTML)."""
+    from analyses.report.summary import summary_of
+
     lines = [f"Findings for {report['run']}:"]
+    opening = summary_of(report["sections"].get("evaluation"))
+    if opening and opening[0].startswith("Far past its training"):
+        lines.append(f"  [Summary] {opening[0]}")
     for key, section in report["sections"].items():
         findings = section.get("findings") or []
         if section.get("status") != "ok" or not findings or key == "model_card":

@@ -111,11 +111,16 @@ def summary_sentences(d: Evaluation) -> list[str]:
     return out
 
 
+def summary_of(evaluation_section: dict[str, Any] | None) -> list[str]:
+    """The summary's sentences from report.json's evaluation section ([] when it did not run)."""
+    if evaluation_section is not None and evaluation_section.get("status") == "ok" and evaluation_section.get("data"):
+        return summary_sentences(from_json(Evaluation, evaluation_section["data"]))
+    return []
+
+
 def summary_html(evaluation_section: dict[str, Any] | None) -> str:
     """The summary as the page's first section, or a line saying why there is none."""
-    sentences: list[str] = []
-    if evaluation_section is not None and evaluation_section.get("status") == "ok" and evaluation_section.get("data"):
-        sentences = summary_sentences(from_json(Evaluation, evaluation_section["data"]))
+    sentences = summary_of(evaluation_section)
     if not sentences:
         status = "no accuracy was measured" if evaluation_section is None else (
             f"the evaluation section is {evaluation_section.get('status')}")
