@@ -52,8 +52,10 @@ def train(preset: str, out: Path, every: int) -> None:
              "train.dense_until=0"]
     command = [sys.executable, "-m", "abacus_interp.cli", "train", "--preset", preset,
                *[a for e in edits for a in ("--set", e)], "--out", str(out)]
-    subprocess.run(command, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, check=True,
-                   stdout=subprocess.DEVNULL)
+    done = subprocess.run(command, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
+                          text=True)
+    if done.returncode:
+        raise SystemExit(f"training {preset} failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
 
 
 def score(run: Path, n: int) -> list[Scored]:
