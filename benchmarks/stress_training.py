@@ -72,7 +72,7 @@ def _tensors_differing(a: Path, b: Path) -> list[str]:
     return [name for name in ta if not torch.equal(ta[name], tb[name])]
 
 
-def stress_processes(runs: int, launcher: str, steps: int) -> int:
+def stress_processes(runs: int, launcher: str, steps: int, errors_to: Path | None = None) -> int:
     failures = []
     edits = [*QUICK, f"train.steps={steps}", "train.processes=2"]
     with tempfile.TemporaryDirectory() as tmp:
@@ -84,7 +84,12 @@ def stress_processes(runs: int, launcher: str, steps: int) -> int:
             ok = proc.returncode == 0 and ckpt.step_path(out, steps).exists()
             if not ok:
                 lines = [line for line in proc.stderr.splitlines() if line.strip()]
-                failures.append((i, proc.returncode, lines[-3:]))
+                # the C++ runtime's own words first ("terminate called ..."), then the last lines
+                cause = [line for line in lines if "terminate called" in line or "what():" in line]
+                failures.append((i, proc.returncode, cause + lines[-3:]))
+                if errors_to is not None:
+                    errors_to.mkdir(parents=True, exist_ok=True)
+                    (errors_to / f"run{i + 1}.stderr").write_text(proc.stderr)
             print(f"run {i + 1:3d}/{runs}: exit {proc.returncode}{'' if ok else '  FAILED'}", flush=True)
     print(f"\n{launcher}, 2 processes, {steps} steps each: {len(failures)} of {runs} runs failed")
     for i, code, tail in failures[:5]:
@@ -160,6 +165,7 @@ def main() -> int:
     p.add_argument("--runs", type=int, default=50)
     p.add_argument("--launcher", choices=["train", "torchrun"], default="train")
     p.add_argument("--steps", type=int, default=12)
+    p.add_argument("--errors-to", type=Path, help="write the whole error output of each failed run here")
     p = modes.add_parser("kill", help="SIGKILL at random moments, resume, compare with an uninterrupted run")
     p.add_argument("--kills", type=int, default=20)
     p.add_argument("--steps", type=int, default=60)
@@ -171,7 +177,7 @@ def main() -> int:
     p.add_argument("--processes", type=int, default=1)
     args = parser.parse_args()
     if args.mode == "processes":
-        return stress_processes(args.runs, args.launcher, args.steps)
+        return stress_processes(args.runs, args.launcher, args.steps, args.errors_to)
     if args.mode == "kill":
         return stress_kills(args.kills, args.steps, args.processes, args.seed)
     return reproduce(args.preset, args.steps, args.processes)

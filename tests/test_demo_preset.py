@@ -38,3 +38,22 @@ def test_short_demo_run_adds_and_extrapolates(tmp_path):
 
 MIN_IN_DISTRIBUTION = 0.8  # measured: 96% (one thread, seed 0)
 MIN_AT_4X = 0.5  # measured: 75%
+
+
+def test_the_shipped_demo_adder_carries_through_runs_of_identical_columns():
+    """Issue 38: extrap-add got 0% on 5555555555+4444444445 (its carry wave stalls at the 7th
+    column). checkpoints/demo-add, given the loops (max_loops 320), solves every run of
+    identical columns x...x + (9-x)...(9-x)(10-x) (a carry through every column) and
+    x...x + (9-x)...(9-x) (none) for x = 1..8, up to 100 digits."""
+    from pathlib import Path
+
+    run = Path(__file__).resolve().parents[1] / "checkpoints" / "demo-add"
+    if not (run / "config.json").exists():
+        pytest.skip(f"{run} is not shipped (abacus-interp train --preset demo-add --out {run})")
+    model, task = ckpt.load_model(run), ckpt.load_task(run)
+    for n in (10, 100):
+        problems = [task.make(int(str(x) * n), b) for x in range(1, 9)
+                    for b in (10**n - int(str(x) * n), int(str(9 - x) * n))]
+        decoded = generate_adaptive(model, [p.prompt for p in problems], max_new_tokens=n + 2)
+        wrong = [p.operands for p, c in zip(problems, decoded.completions, strict=True) if not task.check(p, c)]
+        assert not wrong, f"{len(wrong)} of {len(problems)} wrong at {n} digits, e.g. {wrong[0]}"
