@@ -471,5 +471,22 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def _exit_rank(code: int) -> None:
+    """Leave a training rank without the interpreter's and the C++ runtime's teardown.
+
+    The process group is already destroyed (`training.distributed.teardown`) and every file
+    written atomically; what is left at exit is destructors, and in a gloo rank one of them
+    aborts now and then ("terminate called without an active exception", exit -6): 2 of 30
+    torchrun runs of `benchmarks/stress_training.py processes` on a busy machine, after the
+    rank had trained and saved. So a rank flushes its output and ends with its exit status
+    at once, as torch's own multiprocessing workers do."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # a rank of a multi-process training
+        _exit_rank(status)
+    sys.exit(status)
