@@ -139,7 +139,7 @@ def _matrices_and_qkv(n_layers: int, positions: bool = True) -> list[str]:
 
 
 DECAYED = {
-    "demo-add": _matrices_and_qkv(1),
+    "demo-add": _matrices_and_qkv(1, positions=False),  # no position table
     "plain-add": _matrices_and_qkv(1),
     "mul": _matrices_and_qkv(2),
     "small-add": _matrices_and_qkv(1),
