@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from ..core.config import ModelConfig
@@ -75,20 +76,15 @@ def demo_add() -> RunConfig:
     98-column chain converges after 173 loops (median) and a 100-digit run after up to 248:
     hence max_loops 320 (at 128, 5% of the 98-column chains converged in time).
     """
-    return _run(
-        "demo-add",
-        "addition",
-        {"max_digits": 5, "answer_format": "slots", "cascade_fraction": 0.0},
+    extrap = extrap_add()
+    return dataclasses.replace(
+        extrap,
+        preset="demo-add",
         # max_seq_len bounds evaluation only (there is no position table): 125-digit operands (25x);
         # max_loops caps adaptive halting: a carry through 100 columns takes up to ~250 loops
-        dict(d_model=64, n_heads=4, n_layers=1, n_loops=6, max_loops=320, max_seq_len=400, abacus_max_offset=0,
-             positional="none", rotary="abacus", abacus_window=1, input_injection="norm_add", halt_tol=1e-3),
-        TrainConfig(
-            steps=1600, batch_size=32, lr=5e-3, weight_decay=0.01, warmup_steps=100, grad_clip=1.0, processes=2,
-            progressive="mix", mix_depths=(6, 10), step_penalty=1.0, init_state_noise=0.5,
-            eval_every=400, eval_problems=64,
-            checkpoint_every=400, dense_checkpoints=8, dense_until=500,
-        ),
+        model=extrap.model.replace(max_loops=320, max_seq_len=400),
+        train=dataclasses.replace(extrap.train, steps=1600, batch_size=32, lr=5e-3, warmup_steps=100,
+                                  mix_depths=(6, 10), eval_every=400, eval_problems=64, checkpoint_every=400),
     )
 
 

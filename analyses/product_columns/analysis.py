@@ -191,12 +191,12 @@ def run(model_or_run, task=None, *, config: ProductColumnsConfig | None = None, 
     label = f"uniform, {cell.digits_a} x {cell.digits_b} digits"
     names = group_names(n)
     n_loops = model.cfg.n_loops
-    mean, n_rows = group_attention_mass(model, _masks(task.vocab, sample, n, 64), n_loops,
-                                        len(names) + len(UNION_GROUPS))
+    batches = list(_masks(task.vocab, sample, n, 64))  # read by the attention split and the knockouts alike
+    mean, n_rows = group_attention_mass(model, batches, n_loops, len(names) + len(UNION_GROUPS))
     mass = tuple(tuple(tuple(round(float(v), 4) for v in head[: len(names)]) for head in loop) for loop in mean)
     reading = ColumnReading(label=label, n_problems=len(sample), n_rows=n_rows, heads=head_names(model.cfg),
                             groups=names, mass=mass)
-    knocked = knock_out_groups(model, _masks(task.vocab, sample, n, 64), len(sample), n_loops, label,
+    knocked = knock_out_groups(model, batches, len(sample), n_loops, label,
                                ["a_i", "b_i", *UNION_GROUPS], (*names, *UNION_GROUPS))
     why = ("the largest trained cell it gets right at least half the time" if cell.exact_match >= 0.5
            else "no trained cell is right half the time: the largest one")
