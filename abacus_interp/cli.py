@@ -343,14 +343,25 @@ def _add_device_option(p: argparse.ArgumentParser) -> None:
                    help="where the model runs: auto (default: CUDA when a GPU is visible, else CPU), cpu, cuda, cuda:N")
 
 
+class _WholeWordsHelp(argparse.HelpFormatter):
+    """Wraps help text between words only, so a preset name such as grok-mod113-fast stays whole."""
+
+    def _split_lines(self, text, width):
+        import textwrap
+
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="abacus-interp", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose-logs", action="store_true", help="show library log messages")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("train", help="train a preset into a run directory (resumes if it has resume/)")
-    p.add_argument("--preset", help="demo-add, plain-add, small-add, loop-add, extrap-add, extrap-mul, mul, grok-mod113, "
-                                    "grok-mod113-fast, expressions, paper-add-1x16, paper-add-8x2")
+    from .training.presets import PRESETS
+
+    p = sub.add_parser("train", help="train a preset into a run directory (resumes if it has resume/)",
+                       formatter_class=_WholeWordsHelp)
+    p.add_argument("--preset", help=", ".join(PRESETS))
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field, e.g. train.lr=3e-4")
     p.add_argument("--out", required=True, help="run directory")
     p.set_defaults(func=cmd_train)

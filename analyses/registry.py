@@ -15,6 +15,7 @@ from analyses import checkpoint_compare, embedding_evolution
 from analyses.carry_attention.plugin import ANALYSIS as CARRY_ATTENTION
 from analyses.carry_wave.plugin import ANALYSIS as CARRY_WAVE
 from analyses.circuit.plugin import ANALYSIS as CIRCUIT
+from analyses.comparisons.plugin import ANALYSIS as COMPARISONS
 from analyses.contract import Analysis
 from analyses.fixed_point.plugin import ANALYSIS as FIXED_POINT
 from analyses.fourier.plugin import ANALYSIS as FOURIER
@@ -26,6 +27,7 @@ ANALYSES: tuple[Analysis, ...] = (
     CARRY_WAVE,
     MULTIPLICATION,
     PRODUCT_COLUMNS,
+    COMPARISONS,
     CARRY_ATTENTION,
     CIRCUIT,
     checkpoint_compare.ANALYSIS,

@@ -131,8 +131,8 @@ def test_report_of_a_tiny_addition_run(add_report):
     status = {k: s["status"] for k, s in report["sections"].items()}
     assert report["failed_sections"] == [], {k: report["sections"][k]["error"] for k in report["failed_sections"]}
     assert status == {"model_card": "ok", "evaluation": "ok", "fixed_point": "ok", "carry_wave": "omitted",
-                      "multiplication": "omitted", "product_columns": "omitted", "carry_attention": "ok",
-                      "circuit": "ok", "checkpoint_compare": "ok", "embedding_evolution": "ok", "fourier": "omitted",
+                      "multiplication": "omitted", "product_columns": "omitted", "comparisons": "omitted",
+                      "carry_attention": "ok", "circuit": "ok", "checkpoint_compare": "ok", "embedding_evolution": "ok", "fourier": "omitted",
                       "ablation": "omitted", "architectures": "omitted"}
     assert "modular" in report["sections"]["fourier"]["reason"]
     assert "addition" in report["sections"]["product_columns"]["reason"]

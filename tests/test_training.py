@@ -732,3 +732,14 @@ def test_train_command_processes_stop_together_on_sigterm(tmp_path):
     assert stdout.count("interrupted: SIGTERM received") == 1
     saved = json.loads((out / "resume" / "state.json").read_text())["step"]
     assert saved >= 20 and ckpt.step_path(out, saved).exists()
+
+
+def test_rotary_positions_train_with_the_random_abacus_offset(tmp_path):
+    """A rotary model reads the offset too (a digit's distance to the index-0 tokens); before,
+    the training drew offsets for the position table only and a rotary run ignored them."""
+    losses = {}
+    for offset in (0, 30):
+        cfg = tiny_cfg("model.positional=none", "model.rotary=abacus", f"model.abacus_max_offset={offset}",
+                       "train.steps=2", "train.progressive=none", "train.processes=1", preset="extrap-add")
+        losses[offset] = [r["loss"] for r in metric_rows(train(cfg, tmp_path / str(offset), progress=False).run_dir)]
+    assert losses[0] != losses[30]

@@ -67,7 +67,8 @@ class ModelConfig:
     # "learned": one vector per absolute position; "none": no positional signal.
     positional: str = "abacus"
     # Training draws the Abacus offset from U{0..k}, so positions past the training
-    # lengths have been seen and the model extrapolates; evaluation uses offset 0.
+    # lengths have been seen and the model extrapolates; evaluation uses offset 0. Rotary
+    # positions read it too (a digit's distance to a label or "=", which sit at index 0).
     abacus_max_offset: int = 100
     # "batch": one offset per batch (McLeish et al.); "example": one per sequence.
     abacus_offset_mode: str = "batch"

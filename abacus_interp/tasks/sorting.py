@@ -4,6 +4,11 @@ Each number gets a letter label and is written LSD-first; the answer lists the l
 ascending order of value (ties keep letter order, i.e. a stable sort). Answering with labels
 rather than the numbers keeps the target short and makes every answer token a pointer back
 to one operand, which is what attention-pattern analyses want to see.
+
+Counting past the trained number of items needs labels the model has read: `label_pool`
+puts that many letters in the vocabulary, and `random_labels` gives each example a random
+set of them (in letter order), so a model trained on up to 5 numbers has seen every letter
+and must copy a number's label rather than infer it from its place in the list.
 """
 
 from __future__ import annotations
@@ -43,33 +48,49 @@ class SortingTask(Task):
         max_digits: int = 6,
         min_numbers: int = 2,
         min_digits: int = 1,
+        label_pool: int | None = None,
+        random_labels: bool = False,
     ) -> None:
         check_digit_range(min_numbers, max_numbers, "numbers")
         check_digit_range(min_digits, max_digits)
-        if max_numbers > len(LETTERS):
+        pool = max_numbers if label_pool is None else label_pool
+        if not max_numbers <= pool <= len(LETTERS):
             raise UserError(
-                f"max_numbers={max_numbers} but only {len(LETTERS)} letter labels exist; "
-                f"pass max_numbers <= {len(LETTERS)}"
+                f"max_numbers={max_numbers}, label_pool={label_pool}: a list needs a letter per "
+                f"number and only {len(LETTERS)} exist; pass max_numbers <= label_pool <= {len(LETTERS)}"
             )
         self.max_numbers = max_numbers
         self.min_numbers = min_numbers
         self.max_digits = max_digits
         self.min_digits = min_digits
-        self.labels = LETTERS[:max_numbers]
+        self.label_pool = label_pool
+        self.random_labels = random_labels
+        # every letter the vocabulary holds: a list may have up to this many numbers
+        self.labels = LETTERS[:pool]
         self.vocab = Vocab(symbols=tuple(DIGIT_SYMBOLS + self.labels + ":,="), separator="")
 
     @property
     def digit_range(self) -> tuple[int, int]:
         return (self.min_digits, self.max_digits)
 
-    def make(self, *operands: Any) -> Example:
-        if not 1 <= len(operands) <= self.max_numbers:
+    @property
+    def max_items(self) -> int:
+        """The longest list this task's vocabulary can label."""
+        return len(self.labels)
+
+    def make(self, *operands: Any, labels: str | None = None) -> Example:
+        """The example sorting `operands`, labelled a, b, c, ... or by `labels` (one distinct
+        letter of the vocabulary per number)."""
+        if not 1 <= len(operands) <= self.max_items:
             raise UserError(
-                f"sorting takes 1 to {self.max_numbers} numbers (max_numbers), got "
-                f"{len(operands)}; build the task with a larger max_numbers for more"
+                f"sorting takes 1 to {self.max_items} numbers (a letter each: max_numbers={self.max_numbers}, "
+                f"label_pool={self.label_pool}), got {len(operands)}; build the task with a larger label_pool for more"
             )
         values = tuple(check_operand(v, "number to sort") for v in operands)
-        labels = self.labels[: len(values)]
+        if labels is None:
+            labels = self.labels[: len(values)]
+        elif len(labels) != len(values) or len(set(labels)) != len(labels) or not set(labels) <= set(self.labels):
+            raise UserError(f"labels {labels!r}: need {len(values)} distinct letters of {self.labels!r}")
         prompt = ",".join(f"{lab}:{to_lsd(v)}" for lab, v in zip(labels, values, strict=True)) + "="
         # sorted() is stable, so equal values keep their letter order.
         order = sorted(range(len(values)), key=lambda k: values[k])
@@ -94,16 +115,17 @@ class SortingTask(Task):
         hi_d = self.max_digits if max_digits is None else max_digits
         check_digit_range(lo_n, hi_n, "numbers")
         check_digit_range(lo_d, hi_d)
-        if hi_n > self.max_numbers:
+        if hi_n > self.max_items:
             raise UserError(
-                f"max_numbers={hi_n} exceeds the task's {self.max_numbers} letter labels; "
-                f"build SortingTask(max_numbers={hi_n}) instead"
+                f"max_numbers={hi_n} exceeds the task's {self.max_items} letter labels; "
+                f"build SortingTask(label_pool={hi_n}) instead"
             )
         out = []
         for _ in range(n):
             count = rng.randint(lo_n, hi_n)
             values = [random_with_digits(rng, rng.randint(lo_d, hi_d)) for _ in range(count)]
-            out.append(self.make(*values))
+            labels = "".join(sorted(rng.sample(self.labels, count))) if self.random_labels else None
+            out.append(self.make(*values, labels=labels))
         return out
 
     def parse(self, completion: str) -> str | None:
@@ -138,9 +160,14 @@ class SortingTask(Task):
         return k * (d + 4) + 1
 
     def config(self) -> dict[str, Any]:
-        return {
+        out = {
             "max_numbers": self.max_numbers,
             "max_digits": self.max_digits,
             "min_numbers": self.min_numbers,
             "min_digits": self.min_digits,
         }
+        if self.label_pool is not None:  # older configs stay as they were
+            out["label_pool"] = self.label_pool
+        if self.random_labels:
+            out["random_labels"] = True
+        return out

@@ -91,7 +91,10 @@ def training_losses(model, batch, generator, cfg, device, autocast, allowed=None
     if tcfg.loss_positions == "answer_tokens" and scored.any():
         n_in = int(scored.any(0).nonzero().max()) + 1
     offsets = 0
-    if cfg.model.positional == "abacus" and cfg.model.abacus_max_offset > 0:
+    if (cfg.model.positional == "abacus" or cfg.model.rotary == "abacus") and cfg.model.abacus_max_offset > 0:
+        # rotary positions read the offset too: labels and separators stay at index 0, so the
+        # distance from them to a digit of index j is offset + j, and a random offset trains
+        # the distances that numbers longer than any in training put there.
         # drawn in host memory: the model bounds its position indices from them without a device read
         offsets = sample_offsets(
             batch.tokens.shape[0], cfg.model.abacus_max_offset, cfg.model.abacus_offset_mode, generator

@@ -281,6 +281,37 @@ def mul() -> RunConfig:
     )
 
 
+def extrap_sort() -> RunConfig:
+    """Sorting labelled numbers (`a:05898,b:1,c:372012=` -> `bac`), trained on 2 to 5 numbers
+    of 1 to 5 digits, for lists of longer numbers and of more numbers.
+
+    The vocabulary holds all 26 letters and every training list takes a random set of them
+    (`label_pool=26`, `random_labels`), so a list of 10 numbers uses no label the model has
+    not read and copied. Positions are rotary on the Abacus index with no position table:
+    the digits of equal significance in every number meet at index offset 0 whatever the
+    number's length, which is where two numbers are compared. Labels, separators and the
+    answer sit at index 0, so a digit's distance from them is its index: a random offset per
+    list (0..30) trains the distances that 20-digit numbers put there.
+
+    Measured on two 3,000-step probes of this recipe at step 1,000 (n=50 per row, 4 loops):
+    without the offset 62% in distribution and 4% on lists of 1-20-digit numbers; with it
+    62% and 32%. Neither sorts 10 numbers (0%) at that point.
+    """
+    return _run(
+        "extrap-sort",
+        "sorting",
+        {"max_numbers": 5, "max_digits": 5, "label_pool": 26, "random_labels": True},
+        # max_seq_len bounds evaluation only (no position table): 10 numbers of 20 digits
+        dict(d_model=128, n_heads=4, n_layers=2, n_loops=4, max_seq_len=320, abacus_max_offset=30,
+             abacus_offset_mode="example", positional="none", rotary="abacus"),
+        TrainConfig(
+            steps=14000, batch_size=64, lr=2e-3, weight_decay=0.01, warmup_steps=200, grad_clip=1.0, processes=2,
+            progressive="none", eval_every=1000, eval_problems=256,
+            checkpoint_every=2000, dense_checkpoints=4, dense_until=1000,
+        ),
+    )
+
+
 _GROK_MODEL = dict(
     d_model=128, n_heads=4, d_head=32, d_mlp=512, n_layers=1, n_loops=1, activation="relu",
     norm="none", input_injection="none", max_seq_len=5, init_std=128**-0.5,
@@ -422,6 +453,7 @@ PRESETS: dict[str, Callable[[], RunConfig]] = {
     "loop-add": loop_add,
     "extrap-add": extrap_add,
     "extrap-mul": extrap_mul,
+    "extrap-sort": extrap_sort,
     "mul": mul,
     "grok-mod113": grok_mod113,
     "grok-mod113-fast": grok_mod113_fast,

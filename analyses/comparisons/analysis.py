@@ -1,0 +1,205 @@
+"""Sorting read from the inside: accuracy rows past the training, the heads' reading of the
+list, knockouts, and the deciding digit (`decide.py`).
+
+A sorting answer is a list of labels (`a:05898,b:1,c:372012=` -> `bac`): answer label k is the
+label of the k-th smallest number. Two places can hold the comparison: the digits of a number,
+which see the digits of earlier numbers (causal attention) at the same Abacus index, and the
+answer queries, which see the whole list. The reading splits each query's attention into the
+key groups of `layout.py`, per loop and head; a knockout forbids one head one group at every
+answer query in every loop.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from abacus_interp.core.scoring import score_examples
+from abacus_interp.core.tokens import encode_batch
+from abacus_interp.errors import UserError
+from abacus_interp.evaluation.common import fits_context, section_rng
+from abacus_interp.jsonsafe import to_json
+from analyses._head_groups import Knockout, group_attention_mass, head_names
+from analyses._head_groups import knockout as knock_out_groups
+from analyses.common import resolve
+from analyses.contract import configure
+
+from .config import ComparisonsConfig
+from .decide import DecidingDigit, deciding_digit
+from .layout import ANSWER_GROUPS, DIGIT_GROUPS, ListLayout, answer_masks, digit_masks
+
+BATCH = 64
+KNOCKOUT_GROUPS = ("the answer's label", "the answer's digits", "digits still to write")
+
+
+def skip_reason(model, task) -> str | None:
+    """Why the analysis cannot run on `model` (None when it can)."""
+    if task.name != "sorting":
+        return f"the comparisons are read on sorting; this run's task is {task.name}"
+    if not model.is_looped:
+        return "the comparisons are read loop by loop; this model has no loops"
+    return None
+
+
+@dataclass(frozen=True)
+class AccuracyRow:
+    label: str  # what the lists are, in words
+    numbers: tuple[int, int]  # how many numbers per list (min, max)
+    digits: tuple[int, int]  # how many digits per number (min, max)
+    n: int
+    exact_match: float | None  # None: no list of this row fits the model
+    in_distribution: bool
+
+
+@dataclass(frozen=True)
+class Reading:
+    """Mean attention mass of one kind of query on each key group, per loop and head."""
+
+    queries: str  # which positions read
+    label: str  # the sample
+    n_problems: int
+    n_rows: int  # (list, query) pairs averaged over
+    heads: tuple[str, ...]
+    groups: tuple[str, ...]
+    mass: tuple[tuple[tuple[float, ...], ...], ...]  # [loop][head][group]
+
+    def main_group(self, loop: int, head: str) -> tuple[str, float]:
+        """The group `head` reads most in `loop` (1-based), and its mass ("other" left out)."""
+        row = np.asarray(self.mass[loop - 1][self.heads.index(head)])
+        best = int(np.argmax(row[:-1]))
+        return self.groups[best], float(row[best])
+
+    def top_reader(self, group: str) -> tuple[int, str, float]:
+        """The (loop, head) that puts the most mass on `group`, and that mass."""
+        mass = np.asarray(self.mass)[:, :, self.groups.index(group)]  # [loop head]
+        t, h = np.unravel_index(int(np.argmax(mass)), mass.shape)
+        return int(t) + 1, self.heads[int(h)], float(mass[t, h])
+
+
+@dataclass(frozen=True)
+class ComparisonsResult:
+    trained_numbers: tuple[int, int]
+    trained_digits: tuple[int, int]
+    n_loops: int
+    rows: tuple[AccuracyRow, ...]
+    answer_reading: Reading
+    digit_reading: Reading
+    knockout: Knockout
+    deciding: DecidingDigit
+
+    def row(self, label: str) -> AccuracyRow:
+        return next(r for r in self.rows if r.label == label)
+
+    def to_dict(self) -> dict:
+        return to_json(self)
+
+    def figures(self):
+        from .figures import comparisons_figures
+
+        return comparisons_figures(self)
+
+    def findings(self) -> list[str]:
+        from .findings import comparisons_findings
+
+        return comparisons_findings(self)
+
+
+def hard_lists(task, n: int, count: int, digits: int, rng: random.Random):
+    """`n` lists of `count` numbers of `digits` digits that share every digit but the units:
+    the deciding digit is the lowest one, the last a top-down comparison reaches."""
+    out = []
+    for _ in range(n):
+        top = rng.randrange(10 ** (digits - 1), 10**digits) // 10 * 10
+        values = [top + rng.randrange(10) for _ in range(count)]
+        out.append(task.make(*values, labels=_labels(task, count, rng)))
+    return out
+
+
+def _labels(task, count: int, rng: random.Random) -> str | None:
+    return "".join(sorted(rng.sample(task.labels, count))) if task.random_labels else None
+
+
+def accuracy_rows(model, task, cfg: ComparisonsConfig) -> tuple[AccuracyRow, ...]:
+    """Exact match (teacher-forced, the trained loops) on held-out lists: in distribution, longer
+    numbers, more numbers, both, and hard lists."""
+    lo_n, hi_n, lo_d, hi_d = task.min_numbers, task.max_numbers, task.min_digits, task.max_digits
+    far_d, far_n = cfg.far_digits, min(cfg.far_numbers, task.max_items)
+    specs = [
+        ("in distribution", (lo_n, hi_n), (lo_d, hi_d)),
+        (f"{far_d}-digit numbers", (lo_n, hi_n), (far_d, far_d)),
+        (f"{far_n} numbers", (far_n, far_n), (lo_d, hi_d)),
+        (f"{far_n} numbers of {far_d} digits", (far_n, far_n), (far_d, far_d)),
+    ]
+    rows = []
+    for label, (n0, n1), (d0, d1) in specs:
+        rng = section_rng(cfg.seed, "comparisons rows", label)
+        examples = task.sample_held_out(cfg.n_per_row, rng) if label == "in distribution" else \
+            task.sample(cfg.n_per_row, rng, min_numbers=n0, max_numbers=n1, min_digits=d0, max_digits=d1)
+        rows.append(_row(model, task, label, (n0, n1), (d0, d1), examples, label == "in distribution"))
+    for digits in (hi_d, far_d):
+        rng = section_rng(cfg.seed, "comparisons hard", digits)
+        examples = hard_lists(task, cfg.n_per_row, hi_n, digits, rng)
+        rows.append(_row(model, task, f"hard: {hi_n} numbers of {digits} digits, equal but the units",
+                         (hi_n, hi_n), (digits, digits), examples, False))
+    return tuple(rows)
+
+
+def _row(model, task, label, numbers, digits, examples, in_distribution) -> AccuracyRow:
+    fitting = [e for e in examples if fits_context(e, task.vocab, model.cfg.max_seq_len)]
+    score = score_examples(model, fitting).exact_match if fitting else None
+    return AccuracyRow(label, numbers, digits, len(fitting), score, in_distribution)
+
+
+def _batches(vocab, examples, masks_of):
+    """Per batch of `BATCH` lists: tokens, the (row, position) of every query, its group masks."""
+    for start in range(0, len(examples), BATCH):
+        chunk = examples[start : start + BATCH]
+        batch = encode_batch(vocab, [e.prompt for e in chunk], [e.target for e in chunk])
+        n_pos = batch.tokens.shape[1]
+        queries, masks = [], []
+        for row, example in enumerate(chunk):
+            positions, groups = masks_of(example, n_pos)
+            queries += [(row, p) for p in positions]
+            masks.append(groups)
+        yield batch.tokens, torch.tensor(queries), torch.cat(masks)
+
+
+def _reading(model, batches, n_problems, queries: str, label: str, groups) -> Reading:
+    mean, n_rows = group_attention_mass(model, batches, model.cfg.n_loops, len(groups))
+    mass = tuple(tuple(tuple(round(float(v), 4) for v in head) for head in loop) for loop in mean)
+    return Reading(queries=queries, label=label, n_problems=n_problems, n_rows=n_rows,
+                   heads=head_names(model.cfg), groups=groups, mass=mass)
+
+
+def run(model_or_run, task=None, *, config: ComparisonsConfig | None = None, **overrides) -> ComparisonsResult:
+    """The comparisons of a sorting model (a model, a run directory or a checkpoint; `task`
+    defaults to the run's). `config`: every setting; overrides: its fields by name."""
+    cfg = configure(ComparisonsConfig, config, overrides, "comparisons.run()")
+    subject = resolve(model_or_run, task)
+    model, task = subject.model, subject.task
+    reason = skip_reason(model, task)
+    if reason:
+        raise UserError(reason)
+    rows = accuracy_rows(model, task, cfg)
+    sample = task.sample_held_out(cfg.n_reading, random.Random(cfg.seed))
+    label = "held-out lists in distribution"
+
+    def answers(e, n_pos):
+        return answer_masks(ListLayout.of(e.prompt), e.target, n_pos)
+
+    def digits(e, n_pos):
+        return digit_masks(ListLayout.of(e.prompt), n_pos)
+
+    answer_batches = list(_batches(task.vocab, sample, answers))  # read by the reading and the knockouts
+    answer_reading = _reading(model, answer_batches, len(sample), "answer labels", label, ANSWER_GROUPS)
+    digit_reading = _reading(model, _batches(task.vocab, sample, digits), len(sample), "digits of the list",
+                             label, DIGIT_GROUPS)
+    knocked = knock_out_groups(model, answer_batches, len(sample), model.cfg.n_loops, label,
+                               KNOCKOUT_GROUPS, ANSWER_GROUPS)
+    return ComparisonsResult(
+        trained_numbers=(task.min_numbers, task.max_numbers), trained_digits=(task.min_digits, task.max_digits),
+        n_loops=model.cfg.n_loops, rows=rows, answer_reading=answer_reading, digit_reading=digit_reading,
+        knockout=knocked, deciding=deciding_digit(model, task, cfg))

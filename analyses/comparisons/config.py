@@ -1,0 +1,34 @@
+"""Every setting of the comparisons analysis: one config, whose defaults are the report's."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from abacus_interp.errors import UserError
+
+
+@dataclass(frozen=True)
+class ComparisonsConfig:
+    """The settings `comparisons.run` uses: the defaults are what the report runs; `quick()`
+    the tests'."""
+
+    # held-out lists per accuracy row (the sorting issue's bar: >= 100 per row)
+    n_per_row: int = 100
+    # numbers this many digits long stand for "longer than trained" (4x a 5-digit training)
+    far_digits: int = 20
+    # lists of this many numbers stand for "more numbers than trained" (2x a 5-number training)
+    far_numbers: int = 10
+    # lists the head reading and the knockouts average over (in distribution)
+    n_reading: int = 128
+    # planted pairs per deciding digit, for the lock-in loops and the patching
+    n_pairs: int = 64
+    seed: int = 0
+
+    def __post_init__(self):
+        if min(self.n_per_row, self.n_reading, self.n_pairs) < 2 or self.far_digits < 1 or self.far_numbers < 2:
+            raise UserError("ComparisonsConfig: n_per_row, n_reading and n_pairs >= 2, far_digits >= 1, "
+                            "far_numbers >= 2")
+
+    @classmethod
+    def quick(cls) -> ComparisonsConfig:
+        return cls(n_per_row=8, n_reading=8, n_pairs=4, far_digits=8, far_numbers=6)

@@ -1,0 +1,65 @@
+"""Plotly figures of a comparisons result (returned, never shown)."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from analyses._axes import label_every_row
+from analyses.multiplication.figures import knockout
+
+
+def comparisons_figures(result) -> dict[str, go.Figure]:
+    return {"accuracy_rows": accuracy_rows(result), "answer_reading": reading(result.answer_reading),
+            "digit_reading": reading(result.digit_reading), "knockout": knockout(result.knockout),
+            "lock_in": lock_in(result.deciding), "patching": patching(result.deciding)}
+
+
+def accuracy_rows(result) -> go.Figure:
+    rows = [r for r in result.rows if r.exact_match is not None]
+    fig = go.Figure(go.Bar(
+        x=[r.exact_match for r in rows], y=[f"{r.label} (n={r.n})" for r in rows], orientation="h",
+        marker_color=["#1f77b4" if r.in_distribution else "#ff7f0e" for r in rows],
+        text=[f"{r.exact_match:.0%}" for r in rows], textposition="auto"))
+    fig.update_xaxes(title_text="exact match (every label right)", range=[0, 1], tickformat=".0%")
+    fig.update_yaxes(autorange="reversed")
+    lo, hi = result.trained_numbers
+    d0, d1 = result.trained_digits
+    fig.update_layout(title=f"Held-out lists ({result.n_loops} loops; trained on {lo}-{hi} numbers of {d0}-{d1} "
+                            "digits; blue: uniform, in distribution)", height=120 + 40 * len(rows))
+    return label_every_row(fig)
+
+
+def reading(r) -> go.Figure:
+    mass = np.asarray(r.mass)  # [loop head group]
+    rows = [f"loop {t + 1} {h}" for t in range(mass.shape[0]) for h in r.heads]
+    z = mass.reshape(-1, mass.shape[-1])
+    fig = go.Figure(go.Heatmap(z=z, x=list(r.groups), y=rows, colorscale="Blues", zmin=0, zmax=1,
+                               text=[[f"{v:.0%}" for v in row] for row in z], texttemplate="%{text}"))
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(title=f"Attention of the {r.queries} by key group, per loop and head ({r.label}, "
+                            f"n={r.n_problems})", height=140 + 30 * len(rows))
+    return label_every_row(fig)
+
+
+def lock_in(d) -> go.Figure:
+    rows = [r for r in d.rows if r.lock_in is not None]
+    fig = go.Figure(go.Scatter(x=[r.depth for r in rows], y=[r.lock_in for r in rows], mode="lines+markers",
+                               text=[f"index {r.index}: {r.exact_match:.0%} right (n={r.n})" for r in rows],
+                               hovertemplate="%{text}<br>locks in at loop %{y:.2f}"))
+    fig.update_xaxes(title_text="depth of the deciding digit from the top (1 = the leading digit)", dtick=1)
+    fig.update_yaxes(title_text="loop the first label locks in at (mean)", range=[0.5, d.n_loops + 0.5])
+    fig.update_layout(title=f"Lock-in against the deciding digit ({d.label}; {d.fit.describe('loops per place')})")
+    return fig
+
+
+def patching(d) -> go.Figure:
+    z = np.array([[np.nan if v is None else v for v in row] for row in d.flipped])
+    fig = go.Figure(go.Heatmap(z=z, x=[f"loop {t + 1}" for t in range(d.n_loops)], y=list(d.patch_groups),
+                               colorscale="Reds", zmin=0, zmax=1,
+                               text=[["" if np.isnan(v) else f"{v:.0%}" for v in row] for row in z],
+                               texttemplate="%{text}", colorbar={"title": "flipped"}))
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(title=f"Patching the clean state entering a loop into the swapped pair ({d.label}): "
+                            "share of answers that follow the clean pair")
+    return label_every_row(fig)

@@ -1,0 +1,32 @@
+"""The comparisons findings: sentences that state the measured numbers and their samples."""
+
+from __future__ import annotations
+
+from analyses.prose import limit, pct
+
+
+def comparisons_findings(result) -> list[str]:
+    rows = [r for r in result.rows if r.exact_match is not None]
+    inside = next(r for r in rows if r.in_distribution)
+    beyond = [r for r in rows if not r.in_distribution]
+    out = [f"Held-out lists ({result.n_loops} loops): {pct(inside.exact_match)} in distribution (n={inside.n}); "
+           + "; ".join(f"{r.label} {pct(r.exact_match)} (n={r.n})" for r in beyond) + "."]
+    d = result.deciding
+    per_depth = ", ".join(f"depth {r.depth}: {pct(r.exact_match)}" for r in d.rows)
+    group, loop, share = d.strongest_patch()
+    out.append(f"On {d.label} (n={d.rows[0].n} per depth), the first label is right at {per_depth}; it locks in "
+               f"against the depth of the deciding digit with {d.fit.describe('loops per place')}. Copying the "
+               f"clean pair's state into the swapped pair flips the answer most from {group} entering loop {loop} "
+               f"({pct(share)} of pairs; unpatched, {pct(d.unpatched_flipped)}).")
+    a, g = result.answer_reading, result.digit_reading
+    loop, head, mass = a.top_reader("the answer's label")
+    d_loop, d_head, d_mass = g.top_reader("same index, earlier numbers")
+    out.append(f"The answer is a pointer: {head} in loop {loop} puts {pct(mass)} of each answer query's attention on "
+               f"the label it writes; digits are compared where {d_head} in loop {d_loop} puts {pct(d_mass)} of a "
+               f"digit's attention on the same index in earlier numbers ({a.label}, n={a.n_problems}).")
+    k = result.knockout
+    if k.baseline >= 0.5:
+        cases = [f"{group} from {k.worst(group)[0]}: {pct(k.worst(group)[1])}" for group in k.groups]
+        out.append(f"Forbidding one head one key group at every answer query and loop ({k.label}, n={k.n_problems}, "
+                   f"none forbidden {pct(k.baseline)}), the head whose loss hurts most: " + "; ".join(cases) + ".")
+    return limit(out)

@@ -1,0 +1,124 @@
+"""Comparisons: the sorting task's label pool, the layout of a list's key groups, planted pairs
+whose deciding digit is known, and a run of the analysis on a tiny sorter."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from abacus_interp import LoopedTransformer, ModelConfig
+from abacus_interp.errors import UserError
+from abacus_interp.tasks import get_task
+from analyses import comparisons
+from analyses.comparisons.analysis import hard_lists, skip_reason
+from analyses.comparisons.decide import PATCH_GROUPS, planted_pair
+from analyses.comparisons.layout import (
+    ANSWER_GROUPS,
+    DIGIT_GROUPS,
+    ListLayout,
+    answer_masks,
+    digit_masks,
+)
+
+
+@pytest.fixture
+def task():
+    return get_task("sorting", max_numbers=3, max_digits=3, label_pool=8, random_labels=True)
+
+
+def tiny_sorter(task, **overrides):
+    cfg = dict(vocab=task.vocab, d_model=32, n_heads=2, n_layers=1, n_loops=2, max_seq_len=96, abacus_max_offset=0,
+               positional="none", rotary="abacus")
+    return LoopedTransformer(ModelConfig(**{**cfg, **overrides})).eval()
+
+
+def test_random_labels_come_from_the_whole_pool_in_letter_order(task):
+    assert task.labels == "abcdefgh" and all(c in task.vocab.symbols for c in "abcdefgh")
+    seen = set()
+    for e in task.sample(200, random.Random(0)):
+        labels = "".join(part[0] for part in e.prompt[:-1].split(","))
+        assert list(labels) == sorted(labels) and len(set(labels)) == len(labels)
+        seen |= set(labels)
+        values = [int(part[2:][::-1]) for part in e.prompt[:-1].split(",")]
+        assert e.target == "".join(lab for _, lab in sorted(zip(values, labels, strict=True), key=lambda p: p[0]))
+    assert seen == set("abcdefgh")  # 3-number lists reach every letter of an 8-letter pool
+    again = get_task("sorting", **task.config())
+    assert again.config() == task.config() and again.vocab == task.vocab
+
+
+def test_a_list_longer_than_training_uses_the_pool_and_bad_labels_are_refused(task):
+    e = task.make(5, 3, 9, 1, 7)  # 5 numbers from a task trained on up to 3
+    assert e.target == "dbaec"
+    with pytest.raises(UserError, match="label_pool"):
+        task.make(*range(9))
+    with pytest.raises(UserError, match="distinct letters"):
+        task.make(1, 2, labels="aa")
+    with pytest.raises(UserError, match="label_pool"):
+        get_task("sorting", max_numbers=5, label_pool=3)
+    plain = get_task("sorting", max_numbers=5)
+    assert plain.labels == "abcde" and "label_pool" not in plain.config()  # older configs unchanged
+
+
+def test_answer_queries_split_the_list_into_the_answer_and_the_rest():
+    layout = ListLayout.of("a:21,b:5,c:403=")  # 12, 5, 304 -> "bac"
+    assert [n.digit_pos for n in layout.numbers] == [(2, 3), (7,), (11, 12, 13)] and layout.equals == 14
+    queries, masks = answer_masks(layout, "bac", 18)
+    assert queries == [14, 15, 16]
+    where = {name: np.flatnonzero(masks[1, g].numpy()).tolist() for g, name in enumerate(ANSWER_GROUPS)}
+    # answer label 1 ("a", predicted at position 15 after "b" was written)
+    assert where["the answer's label"] == [0] and where["the answer's digits"] == [2, 3]
+    assert where["labels still to write"] == [9] and where["digits still to write"] == [11, 12, 13]
+    assert where["numbers already written"] == [5, 7] and where["answer so far"] == [15]
+    assert where[": , ="] == [1, 4, 6, 8, 10, 14] and where["other"] == []
+    assert masks[:, :-1].sum(1)[1, :16].tolist() == [1.0] * 16  # every visible key in one group
+
+
+def test_digit_queries_see_the_same_index_in_earlier_numbers_only():
+    layout = ListLayout.of("a:21,b:5,c:403=")
+    queries, masks = digit_masks(layout, 15)
+    assert queries == [2, 3, 7, 11, 12, 13]
+    row = masks[queries.index(12)]  # c's digit of index 2 (the 0 of 304)
+    same = DIGIT_GROUPS.index("same index, earlier numbers")
+    assert np.flatnonzero(row[same].numpy()).tolist() == [3]  # a's index 2; b has no index 2
+    assert np.flatnonzero(row[DIGIT_GROUPS.index("own number")].numpy()).tolist() == [11, 12]
+
+
+@pytest.mark.parametrize("index", [1, 2, 3, 4])
+def test_planted_pairs_are_decided_by_their_digit_and_swapping_it_flips_the_order(index):
+    rng = random.Random(index)
+    for _ in range(50):
+        x, y, swapped = planted_pair(4, index, rng)
+        assert len(str(x)) == len(str(y)) == 4
+        first_difference = max(i for i in range(1, 5) if str(x)[-i] != str(y)[-i])
+        assert first_difference == index
+        assert (x < y) != (swapped < x + y - swapped)
+
+
+def test_hard_lists_differ_only_in_the_units(task):
+    for e in hard_lists(task, 20, 3, 6, random.Random(0)):
+        tops = {str(v)[:-1] for v in e.operands}
+        assert len(tops) == 1 and all(len(str(v)) == 6 for v in e.operands)
+
+
+def test_run_on_a_tiny_sorter_reports_mass_that_sums_to_one_and_every_row(task):
+    model = tiny_sorter(task)
+    result = comparisons.run(model, task, config=comparisons.ComparisonsConfig.quick())
+    assert [r.label for r in result.rows][:4] == ["in distribution", "8-digit numbers", "6 numbers",
+                                                  "6 numbers of 8 digits"]
+    for reading in (result.answer_reading, result.digit_reading):
+        mass = np.asarray(reading.mass)  # [loop head group]
+        assert mass.shape[:2] == (2, 2)
+        np.testing.assert_allclose(mass.sum(-1), 1.0, atol=2e-3)  # softmax over keys, keys partitioned
+    d = result.deciding
+    assert [r.depth for r in d.rows] == [3, 2, 1] and len(d.flipped) == len(PATCH_GROUPS)
+    assert d.flipped[PATCH_GROUPS.index("digits above them")][0] is not None  # index 1 has digits above
+    assert result.findings() and set(result.figures()) == {"accuracy_rows", "answer_reading", "digit_reading",
+                                                           "knockout", "lock_in", "patching"}
+    assert result.to_dict()["deciding"]["digits"] == 3
+
+
+def test_other_runs_are_skipped_with_their_reason(task):
+    assert skip_reason(tiny_sorter(task), task) is None
+    assert "addition" in skip_reason(tiny_sorter(task), get_task("addition", max_digits=3))
