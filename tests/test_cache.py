@@ -71,16 +71,16 @@ def test_decompose_resid_sums_to_the_final_residual(injection):
     torch.testing.assert_close(stack.sum(0), final_state(cache), atol=1e-5, rtol=0)
     last = cache.n_loops - 1
     if injection == "norm_add":  # the sum restarts after the last normalisation
-        assert labels[:2] == [f"L{last}_state", f"L{last}_input"]
+        assert labels[:2] == [f"loop {last + 1} state", f"loop {last + 1} input"]
         ln_state = model.ln_state(cache[act_name("state_post", loop=last - 1)])
         torch.testing.assert_close(stack[0], ln_state, atol=1e-6, rtol=0)
         with pytest.raises(ValueError, match="norm_add"):
             cache.decompose_resid(from_loop=0)
     else:
-        assert labels[:3] == ["L0_input", "L0.0_attn_out", "L0.0_mlp_out"]
+        assert labels[:3] == ["loop 1 input", "loop 1 L0 attn_out", "loop 1 L0 mlp_out"]
         n_inputs = cache.n_loops if injection == "add" else 1
-        assert sum(label.endswith("_input") for label in labels) == n_inputs
-    assert labels[-1] == f"L{last}.{model.cfg.n_layers - 1}_mlp_out"
+        assert sum(label.endswith(" input") for label in labels) == n_inputs
+    assert labels[-1] == f"loop {last + 1} L{model.cfg.n_layers - 1} mlp_out"
     torch.testing.assert_close(stack[-1], cache[act_name("mlp_out", model.cfg.n_layers - 1, last)])
 
 
@@ -96,10 +96,10 @@ def test_decompose_resid_inside_a_loop_and_from_a_later_loop(injection):
         stack = cache.decompose_resid(loop, layer, mlp_input=mlp_input)
         torch.testing.assert_close(stack.sum(0), cache[target], atol=1e-5, rtol=0)
     stack, labels = cache.decompose_resid(from_loop=2, split_input=True, return_labels=True)
-    assert labels[:3] == ["L2_state", "L2_embed", "L2_pos_embed"] if injection != "none" else labels[0] == "L2_state"
+    assert labels[:3] == ["loop 3 state", "loop 3 embed", "loop 3 pos_embed"] if injection != "none" else labels[0] == "loop 3 state"
     torch.testing.assert_close(stack.sum(0), final_state(cache), atol=1e-5, rtol=0)
     attn_only, labels = cache.decompose_resid(mode="attn", incl_embeds=False, return_labels=True)
-    assert all(label.endswith("_attn_out") for label in labels)
+    assert all(label.endswith(" attn_out") for label in labels)
 
 
 @pytest.mark.parametrize("injection", INJECTIONS)
@@ -109,7 +109,7 @@ def test_full_resid_decomposition_sums_to_the_final_residual(injection, expand_n
     stack, labels = cache.get_full_resid_decomposition(expand_neurons=expand_neurons, return_labels=True)
     assert len(labels) == stack.shape[0] and labels[-1] == "bias"
     torch.testing.assert_close(stack.sum(0), final_state(cache), atol=1e-5, rtol=0)
-    assert "L2.1H3" in labels and (("L2.1N0" in labels) == expand_neurons)
+    assert "loop 3 L1H3" in labels and (("loop 3 L1N0" in labels) == expand_neurons)
     mid = cache.get_full_resid_decomposition(2, 1, mlp_input=True, expand_neurons=expand_neurons)
     torch.testing.assert_close(mid.sum(0), cache[act_name("resid_mid", 1, 2)], atol=1e-5, rtol=0)
 
@@ -118,7 +118,7 @@ def test_stack_head_results_sum_with_b_O_to_the_attention_output():
     model, _, _, cache = run()
     stack, labels = cache.stack_head_results(return_labels=True)
     r, k, h = cache.n_loops, model.cfg.n_layers, model.cfg.n_heads
-    assert labels[: h + 1] == ["L0.0H0", "L0.0H1", "L0.0H2", "L0.0H3", "L0.1H0"] and labels[-1] == f"L2.{k - 1}H{h - 1}"
+    assert labels[: h + 1] == ["loop 1 L0H0", "loop 1 L0H1", "loop 1 L0H2", "loop 1 L0H3", "loop 1 L1H0"] and labels[-1] == f"loop 3 L{k - 1}H{h - 1}"
     per_head = stack.reshape(r, k, h, *stack.shape[1:])  # [loop layer head batch pos d_model]
     for t in range(r):
         for layer in range(k):
@@ -128,7 +128,7 @@ def test_stack_head_results_sum_with_b_O_to_the_attention_output():
             attn_out = per_head[t, layer].sum(0) + model.blocks[layer].attn.b_O
             torch.testing.assert_close(attn_out, cache[act_name("attn_out", layer, t)], atol=1e-5, rtol=0)
     one_loop, labels = cache.stack_head_results(1, from_loop=1, return_labels=True, incl_remainder=True)
-    assert one_loop.shape[0] == k * h + 1 and labels[0] == "L1.0H0" and labels[-1] == "remainder"
+    assert one_loop.shape[0] == k * h + 1 and labels[0] == "loop 2 L0H0" and labels[-1] == "remainder"
     torch.testing.assert_close(one_loop.sum(0), cache[act_name("state_post", loop=1)], atol=1e-5, rtol=0)
     cache.compute_head_results()
     assert act_name("z", 0, 2).replace("hook_z", "hook_result") in cache
@@ -137,21 +137,21 @@ def test_stack_head_results_sum_with_b_O_to_the_attention_output():
 def test_accumulated_resid_walks_loops_and_layers_in_execution_order():
     model, _, logits, cache = run()
     stack, labels = cache.accumulated_resid(incl_mid=True, return_labels=True)
-    assert labels[:5] == ["L0_pre", "L0.0_mid", "L0.0_post", "L0.1_mid", "L0.1_post"]
-    assert labels[5] == "L1_pre" and labels[-1] == "L2.1_post"
+    assert labels[:5] == ["loop 1 pre", "loop 1 L0 mid", "loop 1 L0 post", "loop 1 L1 mid", "loop 1 L1 post"]
+    assert labels[5] == "loop 2 pre" and labels[-1] == "loop 3 L1 post"
     assert stack.shape == (cache.n_loops * (1 + 2 * model.cfg.n_layers), *final_state(cache).shape)
     raw = {
-        "L1_pre": act_name("state_pre", loop=1),
-        "L1.0_mid": act_name("resid_mid", 0, 1),
-        "L1.0_post": act_name("resid_post", 0, 1),
-        "L2.1_post": act_name("state_post", loop=2),
+        "loop 2 pre": act_name("state_pre", loop=1),
+        "loop 2 L0 mid": act_name("resid_mid", 0, 1),
+        "loop 2 L0 post": act_name("resid_post", 0, 1),
+        "loop 3 L1 post": act_name("state_post", loop=2),
     }
     for label, name in raw.items():
         torch.testing.assert_close(stack[labels.index(label)], cache[name], atol=0, rtol=0)
     # the last entry is what ln_final reads
     torch.testing.assert_close(model.ln_final(stack[-1]), cache["ln_final.hook_normalized"], atol=1e-6, rtol=0)
     partial, labels = cache.accumulated_resid(1, 1, mlp_input=True, return_labels=True)
-    assert labels == ["L0_pre", "L0.0_post", "L0.1_post", "L1_pre", "L1.0_post", "L1.1_mid"]
+    assert labels == ["loop 1 pre", "loop 1 L0 post", "loop 1 L1 post", "loop 2 pre", "loop 2 L0 post", "loop 2 L1 mid"]
     # the loop lens: ln_final recomputed per entry; the last entry gives the model's logits
     lensed = cache.accumulated_resid(apply_ln=True)
     per_entry = torch.stack([model.unembed(x) for x in cache.accumulated_resid()])
@@ -214,7 +214,7 @@ def test_logit_attrs_of_a_full_decomposition_sum_to_the_logit(injection):
 
 def test_logit_attrs_per_loop_give_each_loops_lens():
     model, tokens, _, cache = run()
-    lens = cache.logit_lens()  # the entry that closes loop t is L{t}.{K-1}_post
+    lens = cache.logit_lens()  # the entry that closes loop index t is "loop {t+1} L{K-1} post"
     k = model.cfg.n_layers
     const = (model.ln_final.b @ model.W_U_effective + model.b_U)[tokens]
     for t in range(cache.n_loops):

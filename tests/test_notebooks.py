@@ -132,7 +132,7 @@ def test_the_quickstart_shows_a_figure_within_its_first_five_cells_and_reads_the
                  and any(executor.PLOTLY_MIME in o.get("data", {}) for o in cell.outputs))
     assert first < 5
     lens = "".join(o.text for o in nb.cells[first].outputs if o.output_type == "stream")
-    assert "L0.0_post  correct-digit logit" in lens and "answer digits right 100%" in lens.splitlines()[1]
+    assert "loop 1 L0 post  correct-digit logit" in lens and "answer digits right 100%" in lens.splitlines()[1]
     prose = " ".join(cell.source for cell in nb.cells if cell.cell_type == "markdown")
     assert "the first loop computes the sum" in prose and "loop 3" not in prose
 

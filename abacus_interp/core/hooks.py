@@ -73,3 +73,29 @@ def act_name(name: str, layer: int | None = None, loop: int | None = None) -> st
     if short in _LAYER:
         return hook_name(f"hook_{short}", loop=loop, layer=layer)
     raise ValueError(f"unknown activation name {name!r}")
+
+
+# ------------------------------------------------------------------ names people read
+# Hook names, cache arguments and result arrays index loops from 0 (`loops.0` is the first
+# loop), as TransformerLens indexes layers. Everything a person reads (findings, figure
+# labels, component labels, the CLI, notebooks) counts loops from 1, the way "the block ran
+# 3 times" is said, so a digit that "locks in at loop 3" is right after three loops. Heads
+# and layers keep TransformerLens' L{layer}H{head}; inside a loop the loop comes first.
+def loop_label(loop: int) -> str:
+    """"loop 1" for loop index 0 (`loops.0`)."""
+    return f"loop {loop + 1}"
+
+
+def layer_label(layer: int, loop: int | None = None) -> str:
+    """"L0", or "loop 1 L0" for layer 0 in loop index 0."""
+    return f"L{layer}" if loop is None else f"{loop_label(loop)} L{layer}"
+
+
+def head_label(layer: int, head: int, loop: int | None = None) -> str:
+    """"L0H1", or "loop 1 L0H1" for head 1 of layer 0 in loop index 0."""
+    return f"L{layer}H{head}" if loop is None else f"{loop_label(loop)} L{layer}H{head}"
+
+
+def neuron_label(layer: int, neuron: int, loop: int | None = None) -> str:
+    """"L0N7", or "loop 1 L0N7" for neuron 7 of layer 0's MLP in loop index 0."""
+    return f"L{layer}N{neuron}" if loop is None else f"{loop_label(loop)} L{layer}N{neuron}"

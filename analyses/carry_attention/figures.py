@@ -6,6 +6,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from abacus_interp.core.hooks import head_label, layer_label, loop_label
 from abacus_interp.tasks.base import lsd_text_to_human
 from analyses._axes import label_every_row
 
@@ -46,7 +47,7 @@ def _loop_by_head_grid(n_loops: int, n_heads: int) -> go.Figure:
     return make_subplots(rows=n_loops, cols=n_heads, shared_xaxes=True, shared_yaxes=True,
                          horizontal_spacing=0.01, vertical_spacing=0.02,
                          column_titles=[f"head {h}" for h in range(n_heads)],
-                         row_titles=[f"loop {t}" for t in range(n_loops)])
+                         row_titles=[loop_label(t) for t in range(n_loops)])
 
 
 def staircase_figure(attention: AttentionStats, layer: int = 0) -> go.Figure:
@@ -101,7 +102,7 @@ def alignment_figure(attention: AttentionStats) -> go.Figure:
             score = np.asarray(entry.score, dtype=float)  # [loop layer head]
             z = score.reshape(score.shape[0], -1)
             fig.add_trace(go.Heatmap(z=z, x=_head_labels(score.shape[1], score.shape[2]),
-                                     y=[f"loop {t}" for t in range(z.shape[0])], zmin=0, zmax=1,
+                                     y=[loop_label(t) for t in range(z.shape[0])], zmin=0, zmax=1,
                                      colorscale="Viridis", showscale=(r == 0 and c == 0),
                                      hovertemplate=f"%{{y}} %{{x}}<br>score %{{z:.2f}} (chance {entry.chance:.2f})"
                                                    "<extra></extra>"),
@@ -115,7 +116,7 @@ def mass_figure(attention: AttentionStats) -> go.Figure:
     """Stacked mean attention mass per category, for every loop x layer x head (all digits)."""
     m = np.asarray(attention.mass["all"], dtype=float)  # [loop layer head cat]
     n_loops, n_layers, n_heads, _ = m.shape
-    x = [[f"loop {t}" for t in range(n_loops) for _ in range(n_layers * n_heads)],
+    x = [[loop_label(t) for t in range(n_loops) for _ in range(n_layers * n_heads)],
          [f"L{layer}H{h}" for _ in range(n_loops) for layer in range(n_layers) for h in range(n_heads)]]
     fig = go.Figure([go.Bar(x=x, y=m[..., c].reshape(-1), name=name) for c, name in enumerate(CATEGORIES)])
     fig.update_layout(barmode="stack", title="Where each head looks from the predicting position",
@@ -133,7 +134,7 @@ def ablation_figure(ablation: Ablation) -> go.Figure:
         em = np.asarray(ablation.arrays[kind].exact_match, dtype=float)
         z = (em - base).reshape(em.shape[0], -1)
         fig.add_trace(go.Heatmap(z=z, x=_head_labels(em.shape[1], em.shape[2]),
-                                 y=[f"loop {t}" for t in range(z.shape[0])], zmid=0, colorscale="RdBu",
+                                 y=[loop_label(t) for t in range(z.shape[0])], zmid=0, colorscale="RdBu",
                                  showscale=c == 0, colorbar={"title": "Δ exact match"},
                                  hovertemplate="%{y} %{x}<br>Δ exact match %{z:.3f}<extra></extra>"),
                       row=1, col=c + 1)
@@ -148,7 +149,7 @@ def ablation_subtask_figure(ablation: Ablation) -> go.Figure:
     subtasks = list(ablation.baseline.loss_by_subtask)
     z = [[r.delta_loss_by_subtask[s] if r.delta_loss_by_subtask[s] is not None else np.nan
           for s in subtasks] for r in rows]
-    y = [f"{r.kind} t{r.loop} L{r.layer}H{r.head}" for r in rows]
+    y = [f"{r.kind} {head_label(r.layer, r.head, r.loop)}" for r in rows]
     fig = go.Figure(go.Heatmap(z=z, x=subtasks, y=y, zmid=0, colorscale="RdBu_r", colorbar={"title": "Δ loss"},
                                hovertemplate="%{y}<br>%{x}: Δ loss %{z:.3f}<extra></extra>"))
     fig.update_yaxes(autorange="reversed")
@@ -164,13 +165,13 @@ def patching_figure(patching: Patching, group: str = "all") -> go.Figure:
     heads = np.asarray(g.heads, dtype=float)
     n_loops, n_layers = resid.shape[:2]
     rows = [np.asarray(g.input, dtype=float)] + [resid[t, layer] for t in range(n_loops) for layer in range(n_layers)]
-    labels = ["input"] + [f"resid t{t} L{layer}" for t in range(n_loops) for layer in range(n_layers)]
+    labels = ["input"] + [f"resid {layer_label(layer, t)}" for t in range(n_loops) for layer in range(n_layers)]
     # without per-head patching (patch_heads=False, the default) the head array is all NaN:
     # its rows would be empty, so they are left out and the title says how to get them
     patched_heads = heads.size > 0 and bool(np.isfinite(heads).any())
     if patched_heads:
         rows += [heads[t, layer, h] for t in range(n_loops) for layer in range(n_layers) for h in range(heads.shape[2])]
-        labels += [f"z t{t} L{layer}H{h}" for t in range(n_loops) for layer in range(n_layers) for h in range(heads.shape[2])]
+        labels += [f"z {head_label(layer, h, t)}" for t in range(n_loops) for layer in range(n_layers) for h in range(heads.shape[2])]
     fig = go.Figure(go.Heatmap(z=np.stack(rows), x=pos, y=labels, zmid=0, zmin=-1, zmax=1, colorscale="RdBu",
                                colorbar={"title": "restored"},
                                hovertemplate="%{y} @ %{x}<br>restored %{z:.2f}<extra></extra>"))
@@ -191,7 +192,7 @@ def carry_presence_figure(patching: Patching) -> go.Figure:
         return fig
     for name, g in patching.groups.items():
         resid = np.asarray(g.resid, dtype=float)  # [loop layer pos]
-        x = [f"t{t} L{layer}" for t in range(resid.shape[0]) for layer in range(resid.shape[1])]
+        x = [layer_label(layer, t) for t in range(resid.shape[0]) for layer in range(resid.shape[1])]
         fig.add_trace(go.Scatter(x=x, y=resid[:, :, p].reshape(-1), mode="lines+markers",
                                  name=f"{name} ({g.n_pairs})"))
     fig.add_hline(y=patching.threshold, line_dash="dash", line_color="gray")
@@ -205,7 +206,7 @@ def probes_figure(probes: Probes) -> go.Figure:
     acc = np.asarray(probes.accuracy, dtype=float)
     shuf = np.asarray(probes.shuffled_accuracy, dtype=float)
     casc = np.asarray(probes.cascade_accuracy, dtype=float)
-    x = ["input"] + [f"t{t} L{layer}" for t in range(acc.shape[0]) for layer in range(acc.shape[1])]
+    x = ["input"] + [layer_label(layer, t) for t in range(acc.shape[0]) for layer in range(acc.shape[1])]
     inp = probes.input
     fig = go.Figure()
     for name, series, first in (("probe", acc, inp.accuracy), ("shuffled labels", shuf, inp.shuffled_accuracy),

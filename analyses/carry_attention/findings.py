@@ -4,13 +4,14 @@ that was not run or found nothing gets a sentence saying so, so it never silentl
 
 from __future__ import annotations
 
+from abacus_interp.core.hooks import head_label, layer_label
 from analyses.prose import finite, limit, pct
 
 from .result import CarryAttentionResult, Harmful, HeadScore
 
 
 def _head(h: HeadScore | Harmful) -> str:
-    return f"loop {h.loop} L{h.layer}H{h.head}"
+    return head_label(h.layer, h.head, h.loop)
 
 
 def _attention(r: CarryAttentionResult) -> list[str]:
@@ -55,10 +56,10 @@ def _probes(r: CarryAttentionResult) -> str | None:
     fd = probes.first_decodable
     if fd is not None:
         sentence = (f"The carry-in is linearly decodable (probe accuracy >= {pct(probes.threshold)}) "
-                    f"from loop {fd.loop} layer {fd.layer} on ({pct(fd.accuracy)}; chance {pct(probes.chance)})")
+                    f"from {layer_label(fd.layer, fd.loop)} on ({pct(fd.accuracy)}; chance {pct(probes.chance)})")
         patch = r.patching.first_loop_carry_present if r.patching is not None else None
         if patch is not None:
-            sentence += f"; patching finds it present from loop {patch.loop} layer {patch.layer}"
+            sentence += f"; patching finds it present from {layer_label(patch.layer, patch.loop)}"
         return sentence + "."
     best = max(finite(probes.accuracy.ravel().tolist()), default=None)
     return f"No loop carries a linearly decodable carry-in above threshold (best probe accuracy {pct(best)})."

@@ -7,6 +7,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from abacus_interp.core.hooks import loop_label
 from analyses._axes import label_every_row
 from analyses.prose import metric_label
 
@@ -61,8 +62,8 @@ def figures(c: CheckpointComparison) -> dict[str, go.Figure]:
 
     vs_final = go.Figure()
     for t in range(c.a.n_loops):
-        vs_final.add_trace(go.Scatter(x=c.a.steps, y=c.a.cka[t, :, -1], name=f"loop {t} vs final", mode="lines+markers"))
-        vs_final.add_trace(go.Scatter(x=c.a.steps[1:], y=np.diagonal(c.a.cka[t], 1), name=f"loop {t} vs previous",
+        vs_final.add_trace(go.Scatter(x=c.a.steps, y=c.a.cka[t, :, -1], name=f"{loop_label(t)} vs final", mode="lines+markers"))
+        vs_final.add_trace(go.Scatter(x=c.a.steps[1:], y=np.diagonal(c.a.cka[t], 1), name=f"{loop_label(t)} vs previous",
                                       mode="lines", line_dash="dot"))
     vs_final.update_layout(title=f"linear CKA of the state after each loop (final = step {c.a.steps[-1]})",
                            xaxis_title="step", yaxis_title="CKA", yaxis_range=[0, 1.05])
@@ -73,7 +74,7 @@ def figures(c: CheckpointComparison) -> dict[str, go.Figure]:
             "moved_most": _moved_bar(c.moved)}
     if c.b is not None:
         figs["cka_runs"] = _heatmaps(c.cross_cka, c.a.steps, c.b.steps, "CKA between runs", "run A step", "run B step")
-        matched = go.Figure([go.Scatter(x=c.a.steps, y=c.matched_cka[t], name=f"loop {t}", mode="lines+markers")
+        matched = go.Figure([go.Scatter(x=c.a.steps, y=c.matched_cka[t], name=loop_label(t), mode="lines+markers")
                              for t in range(len(c.matched_cka))])
         matched.update_layout(title="CKA of run A vs run B at the nearest step", xaxis_title="step",
                               yaxis_title="CKA", yaxis_range=[0, 1.05])
@@ -89,10 +90,10 @@ def _heatmaps(mats, y_steps, x_steps, title, y_title, x_title) -> go.Figure:
     fig = go.Figure([go.Heatmap(z=m, x=labels_x, y=labels_y, zmin=0, zmax=1, colorscale="Viridis", visible=t == last,
                                 colorbar_title="CKA", hovertemplate="x %{x}<br>y %{y}<br>CKA %{z:.3f}<extra></extra>")
                      for t, m in enumerate(mats)])
-    buttons = [dict(label=f"loop {t}", method="update",
-                    args=[{"visible": [i == t for i in range(len(mats))]}, {"title": f"{title}, loop {t}"}])
+    buttons = [dict(label=loop_label(t), method="update",
+                    args=[{"visible": [i == t for i in range(len(mats))]}, {"title": f"{title}, {loop_label(t)}"}])
                for t in range(len(mats))]
-    fig.update_layout(title=f"{title}, loop {last}", xaxis_title=x_title, yaxis_title=y_title,
+    fig.update_layout(title=f"{title}, {loop_label(last)}", xaxis_title=x_title, yaxis_title=y_title,
                       xaxis_type="category", yaxis_type="category",
                       updatemenus=[dict(buttons=buttons, active=last, x=1.0, y=1.15, xanchor="right")])
     return label_every_row(fig)

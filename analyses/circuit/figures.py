@@ -7,6 +7,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
+from abacus_interp.core.hooks import loop_label
 from analyses._axes import percent_ticks
 
 COLORS = qualitative.Plotly
@@ -104,7 +105,7 @@ def circuit_graph(result) -> go.Figure:
         hovertext=[n for n, _, _ in points], hoverinfo="text", name="nodes (gray: outside the circuit)"))
     fig.update_xaxes(title_text="loop (each column one pass of the shared block; the state node enters it)",
                      tickmode="array", tickvals=[t + 0.35 for t in range(result.n_loops)] + [result.n_loops],
-                     ticktext=[f"loop {t}" for t in range(result.n_loops)] + ["logits"], showgrid=False, zeroline=False)
+                     ticktext=[loop_label(t) for t in range(result.n_loops)] + ["logits"], showgrid=False, zeroline=False)
     fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False)
     fig.update_layout(
         title=f"The circuit across loops: {result.circuit_edges} of {result.total_edges} edges, "

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from abacus_interp.core.hooks import loop_label
 from analyses.prose import pct, times
+
+from .graph import readable
 
 
 def _r(value: float | None) -> str:
@@ -47,7 +50,7 @@ def circuit_findings(result) -> list[str]:
 
 
 def _edge(e) -> str:
-    return f"{e.source} -> {e.target}" + (f" ({e.channel})" if e.channel else "")
+    return f"{readable(e.source)} -> {readable(e.target)}" + (f" ({e.channel})" if e.channel else "")
 
 
 def circuit_story(result) -> str | None:
@@ -60,11 +63,11 @@ def circuit_story(result) -> str | None:
         for name, loop in ((e.source, e.source_loop), (e.target, e.target_loop)):
             if loop is not None and not name.startswith("state"):
                 by_loop.setdefault(loop, set()).add(name.split("@")[0])
-    parts = [f"loop {t}: {', '.join(sorted(names))}" for t, names in sorted(by_loop.items())]
+    parts = [f"{loop_label(t)}: {', '.join(sorted(names))}" for t, names in sorted(by_loop.items())]
     crossing = [e for e in circuit if e.target.startswith("state")]
-    carried = sorted({e.target for e in crossing}, key=lambda s: int(s.split("@")[1]))
+    carried = [readable(s) for s in sorted({e.target for e in crossing}, key=lambda s: int(s.split("@")[1]))]
     from_input = sum(e.source == "input" for e in circuit)
-    logits = ", ".join(sorted(e.source for e in circuit if e.target == "logits")) or "nothing"
+    logits = ", ".join(readable(s) for s in sorted(e.source for e in circuit if e.target == "logits")) or "nothing"
     text = "Components in the circuit by loop: " + ("; ".join(parts) if parts else "none") + ". "
     reads = head_reads(circuit)
     if reads:
@@ -92,4 +95,4 @@ def head_reads(circuit) -> list[str]:
             loops.add(e.target_loop)
             channels.add(e.channel)
     return [f"{head} reads {source} ({', '.join(sorted(channels, key='qkv'.index))}) in loop{'s' if len(loops) > 1 else ''} "
-            f"{', '.join(str(t) for t in sorted(loops))}" for (head, source), (loops, channels) in sorted(found.items())]
+            f"{', '.join(str(t + 1) for t in sorted(loops))}" for (head, source), (loops, channels) in sorted(found.items())]

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from abacus_interp.core.hooks import loop_label
 from abacus_interp.errors import UserError
 
 KINDS = ("input", "state", "head", "mlp", "logits")
@@ -51,6 +52,15 @@ class Node:
         if self.kind == "head":
             return f"L{self.layer}H{self.head}@{self.loop}"
         return f"MLP{self.layer}@{self.loop}"
+
+
+def readable(name: str) -> str:
+    """A node's name as findings print it, loops counted from 1 like every label a person reads
+    (`core.hooks.loop_label`): "L0H1@2" -> "loop 3 L0H1", "state@1" -> "loop 2 state"."""
+    if "@" not in name:
+        return name
+    component, loop = name.split("@")
+    return f"{loop_label(int(loop))} {component}"
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from abacus_interp.core.hooks import loop_label
 from analyses._axes import label_every_row
 from analyses.multiplication.figures import knockout
 
@@ -32,7 +33,7 @@ def accuracy_rows(result) -> go.Figure:
 
 def reading(r) -> go.Figure:
     mass = np.asarray(r.mass)  # [loop head group]
-    rows = [f"loop {t + 1} {h}" for t in range(mass.shape[0]) for h in r.heads]
+    rows = [f"{loop_label(t)} {h}" for t in range(mass.shape[0]) for h in r.heads]
     z = mass.reshape(-1, mass.shape[-1])
     fig = go.Figure(go.Heatmap(z=z, x=list(r.groups), y=rows, colorscale="Blues", zmin=0, zmax=1,
                                text=[[f"{v:.0%}" for v in row] for row in z], texttemplate="%{text}"))
@@ -55,7 +56,7 @@ def lock_in(d) -> go.Figure:
 
 def patching(d) -> go.Figure:
     z = np.array([[np.nan if v is None else v for v in row] for row in d.flipped])
-    fig = go.Figure(go.Heatmap(z=z, x=[f"loop {t + 1}" for t in range(d.n_loops)], y=list(d.patch_groups),
+    fig = go.Figure(go.Heatmap(z=z, x=[loop_label(t) for t in range(d.n_loops)], y=list(d.patch_groups),
                                colorscale="Reds", zmin=0, zmax=1,
                                text=[["" if np.isnan(v) else f"{v:.0%}" for v in row] for row in z],
                                texttemplate="%{text}", colorbar={"title": "flipped"}))

@@ -6,6 +6,7 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
+from abacus_interp.core.hooks import loop_label
 from abacus_interp.tasks import task_from_config
 from abacus_interp.tasks.base import lsd_text_to_human
 from analyses._axes import integer_ticks, percent_ticks
@@ -158,7 +159,7 @@ def orbit(d: FixedPointSummary) -> go.Figure:
         name = (lsd_text_to_human(problem) if digit_task else problem) + (
             f" (chain {item.longest_chain})" if item.longest_chain is not None else "")
         fig.add_trace(go.Scatter(x=x, y=y, mode="lines+markers", name=name, line={"color": color},
-                                 text=[f"loop {t + 1}" for t in range(len(x))], hovertemplate="%{text}"))
+                                 text=[loop_label(t) for t in range(len(x))], hovertemplate="%{text}"))
         fig.add_trace(go.Scatter(x=[x[0]], y=[y[0]], mode="markers", marker={"symbol": "circle-open", "size": 14,
                                  "color": color}, showlegend=False, hoverinfo="skip"))
         fig.add_trace(go.Scatter(x=[x[-1]], y=[y[-1]], mode="markers", marker={"symbol": "x", "size": 12,

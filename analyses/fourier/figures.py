@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
+from abacus_interp.core.hooks import layer_label
 from analyses._axes import label_every_row
 
 from .progress import phase_spans
@@ -176,7 +177,7 @@ def clock_pizza_figure(table, cp: ClockPizza) -> go.Figure:
 
 
 def loops_figure(per_loop: tuple[NeuronsPerLoop, ...]) -> go.Figure:
-    labels = [f"loop {s.loop} / layer {s.layer}" for s in per_loop]
+    labels = [layer_label(s.layer, s.loop) for s in per_loop]
     fig = go.Figure(go.Bar(x=labels, y=[s.share_single_frequency for s in per_loop], marker_color="teal"))
     fig.update_layout(title="Single-frequency neurons per loop", yaxis_title="share of neurons", yaxis_range=[0, 1])
     return fig

@@ -3,6 +3,7 @@ typed summary; the short one the report shows is `findings.py`."""
 
 from __future__ import annotations
 
+from abacus_interp.core.hooks import layer_label
 from analyses.prose import num, times
 
 from .paper import PAPER, applies, phase_ranges_text
@@ -108,7 +109,7 @@ def details(d: ModularSummary | Base10Summary) -> list[str]:
         sizes = ", ".join(f"{k}: {v}" for k, v in (n.cluster_sizes or {}).items())
         out.append(f"{single_frequency_sentence(n, with_paper)}; clusters {{{sizes}}}.")
     for s in d.neurons_per_loop or ():
-        out.append(f"Loop {s.loop} layer {s.layer}: {s.share_single_frequency:.0%} single-frequency neurons.")
+        out.append(f"{layer_label(s.layer, s.loop).capitalize()}: {s.share_single_frequency:.0%} single-frequency neurons.")
     if d.logit_fit is not None:
         out.append(f"cos(w_k(a+b-c)) over the key frequencies explains {d.logit_fit.fraction_explained:.0%} of the "
                    f"logit variance.")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from abacus_interp.core.hooks import loop_label
 from analyses._axes import label_every_row
 from analyses.multiplication.figures import knockout
 
@@ -33,7 +34,7 @@ def grid(result) -> go.Figure:
 
 def column_reading(reading) -> go.Figure:
     mass = np.asarray(reading.mass)  # [loop head group]
-    rows = [f"loop {t + 1} {h}" for t in range(mass.shape[0]) for h in reading.heads]
+    rows = [f"{loop_label(t)} {h}" for t in range(mass.shape[0]) for h in reading.heads]
     z = mass.reshape(-1, mass.shape[-1])
     fig = go.Figure(go.Heatmap(z=z, x=list(reading.groups), y=rows, colorscale="Blues", zmin=0, zmax=1,
                                text=[[f"{v:.0%}" for v in row] for row in z], texttemplate="%{text}"))

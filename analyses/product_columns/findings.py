@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from abacus_interp.core.hooks import loop_label
 from analyses.prose import limit, pct
 
 
@@ -25,7 +26,7 @@ def product_columns_findings(result) -> list[str]:
         for head in reading.heads:
             group, mass = reading.main_group(t, head)
             reads.append(f"{head} {group} ({mass:.0%})")
-        per_loop.append(f"loop {t}: " + ", ".join(reads))
+        per_loop.append(f"{loop_label(t - 1)}: " + ", ".join(reads))
     out.append(f"Where each head reads most ({reading.label}, n={reading.n_problems}: {result.inside}): "
                + "; ".join(per_loop) + ".")
     k = result.knockout

@@ -1,6 +1,7 @@
 """Per-head and per-neuron writes to the residual stream of a looped run.
 
-Heads are labelled `L{t}.{l}H{h}` and neurons `L{t}.{l}N{n}` (loop t, layer l), ordered
+Heads are labelled "loop 1 L0H3" and neurons "loop 1 L0N7" (`core.hooks.head_label`: loops
+counted from 1 in labels, from 0 in the `loop=` arguments), ordered
 (loop, layer, head): a stack of one whole run reshapes to [loop, layer, head, ...].
 `get_full_resid_decomposition` adds the injected input, the carried state and the biases, so
 its stack sums to the residual, as `decompose_resid`'s does.
@@ -14,7 +15,7 @@ from jaxtyping import Float
 from torch import Tensor
 from transformer_lens.utilities import Slice, SliceInput
 
-from ..hooks import hook_name
+from ..hooks import head_label, hook_name, layer_label, neuron_label
 from .index import Stack, as_slice
 from .residual import ResidualStream
 
@@ -58,7 +59,7 @@ class HeadsAndNeurons(ResidualStream):
         from_loop: int | None = None,
     ) -> Stack | tuple[Stack, list[str]]:
         """Every head's output (z @ W_O, no b_O) in the blocks before (loop, layer), from
-        `from_loop` on (default: as decompose_resid), labelled `L{t}.{l}H{h}`, ordered
+        `from_loop` on (default: as decompose_resid), labelled `head_label(l, h, t)`, ordered
         (loop, layer, head): a stack of one whole run reshapes to [loop, layer, head, ...].
         `incl_remainder` adds the target residual minus the heads' sum."""
         loop, layer = self._norm_loop(loop), self._norm_layer(layer)
@@ -67,7 +68,7 @@ class HeadsAndNeurons(ResidualStream):
         parts, labels = [], []
         for t, li in self._blocks(start, loop, layer):
             parts.append(self._heads(t, li, pos_slice))
-            labels += [f"L{t}.{li}H{h}" for h in range(self._cfg.n_heads)]
+            labels += [head_label(li, h, t) for h in range(self._cfg.n_heads)]
         stack = torch.cat(parts) if parts else self._stack([], pos_slice)
         if incl_remainder:
             target = pos_slice.apply(self._target(loop, layer, False), dim=-2)
@@ -88,14 +89,14 @@ class HeadsAndNeurons(ResidualStream):
         from_loop: int | None = None,
     ) -> Stack | tuple[Stack, list[str]]:
         """Every MLP neuron's write (post[n] * W_out[n], no b_out) in the blocks before
-        (loop, layer), labelled `L{t}.{l}N{n}`. Memory: d_mlp x d_model per position and block."""
+        (loop, layer), labelled `neuron_label(l, n, t)`. Memory: d_mlp x d_model per position and block."""
         loop, layer = self._norm_loop(loop), self._norm_layer(layer)
         start = self._start(loop, from_loop)
         pos_slice = as_slice(pos_slice)
         parts, labels = [], []
         for t, li in self._blocks(start, loop, layer):
             parts.append(self._neurons(t, li, pos_slice))
-            labels += [f"L{t}.{li}N{n}" for n in range(self._cfg.d_mlp)]
+            labels += [neuron_label(li, n, t) for n in range(self._cfg.d_mlp)]
         stack = torch.cat(parts) if parts else self._stack([], pos_slice)
         if apply_ln:
             stack = self.apply_ln_to_stack(stack, loop, layer, False, pos_slice, has_batch_dim=self.has_batch_dim)
@@ -115,9 +116,9 @@ class HeadsAndNeurons(ResidualStream):
         split_input: bool = False,
     ) -> Stack | tuple[Stack, list[str]]:
         """The residual entering (loop, layer) split into every head and neuron (or MLP layer
-        with expand_neurons=False), in execution order: `L{from_loop}_state` (if the start is
-        after loop 0), per loop `L{t}_input`, then per block `L{t}.{l}H{h}` and `L{t}.{l}N{n}`
-        (or `L{t}.{l}_mlp_out`), and last `bias`: every b_O (and b_out when neurons are
+        with expand_neurons=False), in execution order: "loop {from_loop+1} state" (if the start is
+        after loop 0), per loop "loop {t+1} input", then per block "loop {t+1} L{l}H{h}" and "loop {t+1} L{l}N{n}"
+        (or "loop {t+1} L{l} mlp_out"), and last `bias`: every b_O (and b_out when neurons are
         expanded) of the blocks covered. Sums to the residual."""
         loop, layer = self._norm_loop(loop), self._norm_layer(layer)
         start = self._start(loop, from_loop)
@@ -137,17 +138,17 @@ class HeadsAndNeurons(ResidualStream):
                 parts.append(self._stack(inputs, pos_slice))
                 labels += names
             parts.append(self._heads(t, li, pos_slice))
-            labels += [f"L{t}.{li}H{h}" for h in range(self._cfg.n_heads)]
+            labels += [head_label(li, h, t) for h in range(self._cfg.n_heads)]
             bias = bias + self.model.blocks[li].attn.b_O.detach()
             if mlp_input and (t, li) == (loop, layer):
                 continue
             if expand_neurons:
                 parts.append(self._neurons(t, li, pos_slice))
-                labels += [f"L{t}.{li}N{n}" for n in range(self._cfg.d_mlp)]
+                labels += [neuron_label(li, n, t) for n in range(self._cfg.d_mlp)]
                 bias = bias + self.model.blocks[li].mlp.b_out.detach()
             else:
                 parts.append(self._stack([self._lookup(hook_name("hook_mlp_out", loop=t, layer=li))], pos_slice))
-                labels.append(f"L{t}.{li}_mlp_out")
+                labels.append(f"{layer_label(li, t)} mlp_out")
         if loop not in done_inputs:
             inputs, names = self._input(loop, split_input)
             parts.append(self._stack(inputs, pos_slice))

@@ -26,7 +26,7 @@ from torch import Tensor
 from transformer_lens import ActivationCache
 from transformer_lens.utilities import Slice, SliceInput
 
-from ..hooks import act_name, hook_name
+from ..hooks import act_name, hook_name, loop_label
 
 if TYPE_CHECKING:
     from abacus_interp.core.model import LoopedTransformer
@@ -142,8 +142,8 @@ class LoopCacheIndex(ActivationCache):
         if start < earliest:
             raise ValueError(
                 f"from_loop={from_loop}: with input_injection='norm_add' the state is LayerNormed "
-                f"between loops, so a residual in loop {loop} is a sum of components from loop "
-                f"{loop} on only (its `L{loop}_state` entry is ln_state of the previous loop's output)"
+                f"between loops, so a residual in loop={loop} is a sum of components from that loop on only "
+                f"(its '{loop_label(loop)} state' entry is ln_state of the previous loop's output)"
             )
         return start
 
