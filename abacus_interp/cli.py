@@ -203,6 +203,10 @@ def _beyond_trained_length(task, example, run) -> str | None:
         return None
     min_digits = trained.get("min_digits", 1)
     # a digit task's --lengths scores that one length (a --grid 1..5000 would be 25 million cells)
+    if task.name == "sorting":  # no grid: the report's comparisons section scores longer numbers
+        return (f"a number has {longest} digits but {run} was trained on numbers of {min_digits}..{max_digits} "
+                f"digits; past that range answers may be wrong, and how often they are right is what the "
+                f"comparisons section of `abacus-interp report {run} --out DIR` measures")
     measure = f"--lengths {longest}" if task.has_digit_grid else f"--grid 1..{longest}"
     return (
         f"an operand has {longest} digits but {run} was trained on operands of {min_digits}..{max_digits} "

@@ -10,7 +10,10 @@ first, and it sits depth = length - m + 1 places from the top, where a compariso
 * Patching: the corrupted pair swaps the two digits at index m, which flips the order. The
   state entering loop t at one group of positions is copied from the clean run into the
   corrupted run; "flipped" is the share of pairs whose first label then follows the clean
-  run. A group that flips the answer in loop t carries the decision into that loop.
+  run, over the pairs the model tells apart (right on the clean pair and giving the other
+  label on the swapped one: elsewhere a flip says nothing). A group that flips the answer in
+  loop t carries the decision into that loop. LSD-first and causal, the digits above the
+  deciding one come after it and can have read it: their state may carry the decision too.
 """
 
 from __future__ import annotations
@@ -44,8 +47,8 @@ class DecidingDigit:
     rows: tuple[DecidingRow, ...]
     fit: LinearFit  # lock-in loop against depth, one point per right pair
     patch_groups: tuple[str, ...]
-    flipped: tuple[tuple[float | None, ...], ...]  # [group][loop]; None where no pair has the group
-    unpatched_flipped: float  # the corrupted run alone already gives the clean answer (near 0)
+    flipped: tuple[tuple[float | None, ...], ...]  # [group][loop]; None where no told-apart pair has the group
+    n_told_apart: int  # pairs the patching reads: right on the clean pair, the other label on the swapped one
 
     def strongest_patch(self) -> tuple[str, int, float]:
         """The (group, 1-based loop) whose patch flips most pairs, and that share."""
@@ -94,9 +97,9 @@ def _lock_in(model, states, equals: int, first, n_loops: int) -> tuple[torch.Ten
     return lens[:, -1], (n_loops - trailing + 1).float()
 
 
-def _flips(model, corrupted, states, positions: list[int], equals: int, first, n_loops: int) -> list[int]:
-    """Per loop t: how many corrupted pairs give the clean first label when the state entering
-    loop t at `positions` is the clean run's."""
+def _flips(model, corrupted, states, positions: list[int], equals: int, first, n_loops: int) -> torch.Tensor:
+    """[loop pair]: whether the corrupted pair gives the clean first label when the state
+    entering loop t at `positions` is the clean run's."""
     out = []
     for t in range(n_loops):
         name = hook_name("hook_state_pre", loop=t)
@@ -107,8 +110,8 @@ def _flips(model, corrupted, states, positions: list[int], equals: int, first, n
             return state
 
         logits = model.run_with_hooks(corrupted, n_loops=n_loops, fwd_hooks=[(name, patch)])
-        out.append(int((logits[:, equals].argmax(-1) == first).sum()))
-    return out
+        out.append(logits[:, equals].argmax(-1) == first)
+    return torch.stack(out)
 
 
 def _position_groups(digits: int, index: int) -> list[list[int]]:
@@ -132,7 +135,6 @@ def deciding_digit(model, task, cfg) -> DecidingDigit:
     rows, points = [], []
     flipped = torch.zeros(len(PATCH_GROUPS), n_loops)
     seen = torch.zeros(len(PATCH_GROUPS), 1)
-    unpatched, total = 0, 0
     for index in range(1, digits + 1):
         rng = random.Random(f"comparisons deciding {cfg.seed} {index}")
         pairs = [planted_pair(digits, index, rng) for _ in range(cfg.n_pairs)]
@@ -147,13 +149,14 @@ def deciding_digit(model, task, cfg) -> DecidingDigit:
         points += [(depth, float(v)) for v in lock[right]]
         rows.append(DecidingRow(index=index, depth=depth, n=len(clean), exact_match=float(right.float().mean()),
                                 lock_in=float(lock[right].mean()) if right.any() else None))
-        unpatched += int((model(corrupted, n_loops=n_loops)[:, equals].argmax(-1) == first).sum())
-        total += len(clean)
+        told_apart = right & (model(corrupted, n_loops=n_loops)[:, equals].argmax(-1) != first)  # [pair]
+        if not told_apart.any():
+            continue
         for g, positions in enumerate(_position_groups(digits, index)):
             if positions:
-                seen[g] += len(clean)
-                flipped[g] += torch.tensor(_flips(model, corrupted, states, positions, equals, first, n_loops),
-                                           dtype=torch.float)
+                seen[g] += int(told_apart.sum())
+                flips = _flips(model, corrupted, states, positions, equals, first, n_loops)  # [loop pair]
+                flipped[g] += flips[:, told_apart].sum(1).float()
     rate = flipped / seen.clamp(min=1)
     return DecidingDigit(
         label=f"planted pairs of two {digits}-digit numbers equal above the deciding digit",
@@ -162,4 +165,4 @@ def deciding_digit(model, task, cfg) -> DecidingDigit:
         patch_groups=PATCH_GROUPS,
         flipped=tuple(tuple(None if seen[g] == 0 else round(float(v), 4) for v in rate[g])
                       for g in range(len(PATCH_GROUPS))),
-        unpatched_flipped=unpatched / max(total, 1))
+        n_told_apart=int(seen[0]))

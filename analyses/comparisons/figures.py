@@ -61,6 +61,7 @@ def patching(d) -> go.Figure:
                                text=[["" if np.isnan(v) else f"{v:.0%}" for v in row] for row in z],
                                texttemplate="%{text}", colorbar={"title": "flipped"}))
     fig.update_yaxes(autorange="reversed")
-    fig.update_layout(title=f"Patching the clean state entering a loop into the swapped pair ({d.label}): "
-                            "share of answers that follow the clean pair")
+    fig.update_layout(title=f"Patching the clean state entering a loop into the swapped pair: share of answers that "
+                            f"follow the clean pair<br><sup>{d.label}; the {d.n_told_apart} pairs the model tells "
+                            "apart</sup>")
     return label_every_row(fig)

@@ -13,11 +13,22 @@ def comparisons_findings(result) -> list[str]:
            + "; ".join(f"{r.label} {pct(r.exact_match)} (n={r.n})" for r in beyond) + "."]
     d = result.deciding
     per_depth = ", ".join(f"depth {r.depth}: {pct(r.exact_match)}" for r in d.rows)
-    group, loop, share = d.strongest_patch()
-    out.append(f"On {d.label} (n={d.rows[0].n} per depth), the first label is right at {per_depth}; it locks in "
-               f"against the depth of the deciding digit with {d.fit.describe('loops per place')}. Copying the "
-               f"clean pair's state into the swapped pair flips the answer most from {group} entering loop {loop} "
-               f"({pct(share)} of pairs; unpatched, {pct(d.unpatched_flipped)}).")
+    group, loop, share = d.strongest_patch() if d.n_told_apart else (None, None, None)
+    sentence = (f"On {d.label} (n={d.rows[0].n} per depth), the first label is right at {per_depth}; it locks in "
+                f"against the depth of the deciding digit with {d.fit.describe('loops per place')}.")
+    if d.n_told_apart:
+        sentence += (f" Copying the clean pair's state into the swapped pair flips the answer most from {group} "
+                     f"entering loop {loop} ({pct(share)} of the {d.n_told_apart} pairs it tells apart).")
+    reliable = 0  # the deepest depth down to which every deciding digit is read >= 95% of the time
+    for r in sorted(d.rows, key=lambda r: r.depth):
+        if r.exact_match < 0.95:
+            break
+        reliable = r.depth
+    if reliable < d.digits:
+        sentence += (f" It tells two {d.digits}-digit numbers apart reliably (>= 95%) only when they differ within "
+                     f"their top {reliable} digit{'s' if reliable != 1 else ''}: it compares leading digits, not "
+                     "every digit, which is why lists of close numbers fail.")
+    out.append(sentence)
     a, g = result.answer_reading, result.digit_reading
     loop, head, mass = a.top_reader("the answer's label")
     d_loop, d_head, d_mass = g.top_reader("same index, earlier numbers")
