@@ -28,6 +28,7 @@ RUNS = {
     "06_extrapolation.ipynb": ("extrap-add",),
     "07_multiplication.ipynb": ("extrap-mul",),
     "08_circuits.ipynb": ("extrap-add",),
+    "09_sorting.ipynb": ("extrap-sort",),
 }
 
 
