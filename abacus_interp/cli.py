@@ -273,12 +273,27 @@ def cmd_summary(args) -> int:
 
 def cmd_report(args) -> int:
     from analyses.report import build_report
+    from analyses.report.sections import ReportSizes
 
     path = build_report(args.run, args.out, compare=args.compare, ablation=args.ablation,
-                        architectures=args.architectures, device=args.device, step=args.step)
+                        architectures=args.architectures, device=args.device, step=args.step,
+                        sizes=ReportSizes.fast() if args.fast else None, sections=_sections(args.skip))
     print(report_digest(json.loads((Path(path).parent / "report.json").read_text())))
     print(f"report written to {path}")
     return 0
+
+
+def _sections(skip: str | None) -> list[str] | None:
+    """Every report section but the comma-separated keys of `--skip` (None: all of them)."""
+    if not skip:
+        return None
+    from analyses.report.sections import SECTIONS
+
+    keys = [s.key for s in SECTIONS]
+    unknown = sorted({k.strip() for k in skip.split(",")} - set(keys))
+    if unknown:
+        raise UserError(f"--skip {skip}: unknown sections {unknown}; choose from {', '.join(keys)}")
+    return [k for k in keys if k not in {k.strip() for k in skip.split(",")}]
 
 
 def report_digest(report: dict, per_section: int = 1) -> str:
@@ -416,6 +431,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="checkpoint step of the model to report on (default: latest); the analyses over "
                         "training still read every checkpoint")
     p.add_argument("--out", required=True)
+    p.add_argument("--fast", action="store_true",
+                   help="the carry wave and the circuit at a smaller sample (each finding states its n): a first "
+                        "look, as `make demo` writes")
+    p.add_argument("--skip", metavar="SECTION,...",
+                   help="sections to leave out, listed as not requested (e.g. circuit, the slowest)")
     _add_device_option(p)
     p.set_defaults(func=cmd_report)
 

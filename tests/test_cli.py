@@ -362,3 +362,24 @@ def test_train_help_lists_every_preset():
     help_text = subprocess.run([sys.executable, "-m", "abacus_interp.cli", "train", "--help"], capture_output=True,
                                text=True, cwd=Path(__file__).resolve().parents[1]).stdout
     assert not [name for name in PRESETS if name not in help_text]
+
+
+def test_report_skip_leaves_sections_out_by_name_and_refuses_unknown_ones():
+    from abacus_interp.cli import _sections
+    from abacus_interp.errors import UserError
+    from analyses.report.sections import SECTIONS
+
+    assert _sections(None) is None
+    kept = _sections("circuit, fourier")
+    assert "circuit" not in kept and "fourier" not in kept and len(kept) == len(SECTIONS) - 2
+    with pytest.raises(UserError, match="unknown sections"):
+        _sections("circuits")
+
+
+def test_fast_report_sizes_shrink_only_the_two_slowest_analyses():
+    from analyses.report.sections import ReportSizes
+
+    fast, full = ReportSizes.fast(), ReportSizes()
+    changed = {k for k in full.analyses if fast.analyses[k] != full.analyses[k]}
+    assert changed == {"circuit", "carry_wave"} and fast.evaluation == full.evaluation
+    assert fast.analyses["carry_wave"].n_problems < full.analyses["carry_wave"].n_problems

@@ -121,7 +121,7 @@ def build_report(
             key = analysis.key
             bar.set_postfix_str(key)
             if sections is not None and key not in sections:
-                entries[key] = _entry(analysis, "omitted", reason="not requested (sections=...)")
+                entries[key] = _entry(analysis, "omitted", reason="not requested (--skip or sections=...): a report without --skip runs it")
                 continue
             unmet = next((k for k in analysis.requires if k not in done), None)
             if unmet is not None:

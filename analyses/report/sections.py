@@ -54,6 +54,23 @@ class ReportSizes:
         return cls(evaluation=dict(evaluation.settings), max_eval_loops=evaluation.max_loops,
                    analyses={a.key: a.Config.quick() for a in ANALYSES})
 
+    @classmethod
+    def fast(cls) -> ReportSizes:
+        """The two slowest analyses at a smaller sample, for a first look (`make demo`,
+        `abacus-interp report --fast`); each finding still states its n, and the evaluation,
+        whose numbers open the page, keeps its sizes. Measured on demo-add's report (2 cores):
+        87 s at the default sizes, the circuit 36 s and the carry wave 29 s of it; with these
+        the carry wave took 9 s and the circuit 21 s (its node check, one patched pass per
+        node, costs 14 s at any number of pairs: `--skip circuit` leaves it out)."""
+        analyses = {a.key: a.Config() for a in ANALYSES}
+        smaller = {
+            "circuit": dict(n_pairs=32, n_patch_pairs=8, n_held_out=32, edge_effects=False),
+            "carry_wave": dict(n_problems=24, length_multiples=(1, 2, 4, 10), path_multiples=(1, 4)),
+        }
+        for key, fields in smaller.items():
+            analyses[key] = dataclasses.replace(analyses[key], **fields)
+        return cls(analyses=analyses)
+
     def config_for(self, analysis: Analysis) -> Any:
         """The config `analysis` runs with: a registered analysis's from `analyses`, the
         evaluation's from `evaluation` and `max_eval_loops` (the names report.json records),
