@@ -268,8 +268,10 @@ def test_cli_report_prints_the_path(tmp_path, tmp_path_factory, monkeypatch, cap
 
     calls = {}
 
-    def fake(run, out, compare=None, ablation=None, architectures=None, device="auto", step=None):
-        calls.update(run=run, out=out, compare=compare, ablation=ablation, architectures=architectures)
+    def fake(run, out, compare=None, ablation=None, architectures=None, device="auto", step=None, sizes=None,
+             sections=None):
+        calls.update(run=run, out=out, compare=compare, ablation=ablation, architectures=architectures,
+                     sizes=sizes, sections=sections)
         Path(out).mkdir(parents=True, exist_ok=True)
         (Path(out) / "index.html").write_text("<html></html>")
         report = {"run": run, "sections": {
@@ -282,7 +284,7 @@ def test_cli_report_prints_the_path(tmp_path, tmp_path_factory, monkeypatch, cap
     monkeypatch.setattr("analyses.report.build_report", fake)
     assert cli.main(["report", "some/run", "--compare", "other/run", "--out", str(tmp_path / "r")]) == 0
     assert calls == {"run": "some/run", "out": str(tmp_path / "r"), "compare": "other/run", "ablation": None,
-                     "architectures": None}
+                     "architectures": None, "sizes": None, "sections": None}
     printed = capsys.readouterr().out
     # the digest: two evaluation findings, one per other analysis that ran, then the path
     assert "[Accuracy] in 100%" in printed and "[Accuracy] out 0%" in printed and "third" not in printed

@@ -178,14 +178,14 @@ def _patching(heads: np.ndarray) -> Patching:
 
 def test_patching_without_head_patching_shows_no_empty_head_rows():
     fig = patching_figure(_patching(np.full((6, 1, 4, 7), np.nan)))
-    assert list(fig.data[0].y) == ["input"] + [f"resid t{t} L0" for t in range(6)]  # 7 rows, not 31
+    assert list(fig.data[0].y) == ["input"] + [f"resid loop {t + 1} L0" for t in range(6)]  # 7 rows, not 31
     assert not np.isnan(np.asarray(fig.data[0].z, dtype=float)).all(axis=1).any()
     assert "heads were not patched" in fig.layout.title.text and "patch_heads=True" in fig.layout.title.text
 
 
 def test_patching_with_head_patching_keeps_one_row_per_loop_and_head():
     fig = patching_figure(_patching(np.full((6, 1, 4, 7), 0.25)))
-    assert len(fig.data[0].y) == 1 + 6 + 24 and fig.data[0].y[-1] == "z t5 L0H3"
+    assert len(fig.data[0].y) == 1 + 6 + 24 and fig.data[0].y[-1] == "z loop 6 L0H3"
     assert "not patched" not in fig.layout.title.text
 
 
@@ -249,7 +249,7 @@ def test_the_subtask_ablation_heatmap_labels_every_head_row():
                  for t in range(6) for h in range(4))
     ablation = SimpleNamespace(table=rows, baseline=SimpleNamespace(loss_by_subtask=subtasks))
     fig = ablation_subtask_figure(ablation)
-    labels = [f"zero t{r.loop} L0H{r.head}" for r in rows]
+    labels = [f"zero loop {r.loop + 1} L0H{r.head}" for r in rows]
     assert list(fig.layout.yaxis.tickvals) == labels and list(fig.layout.yaxis.ticktext) == labels
     assert list(fig.layout.xaxis.tickvals) == list(subtasks)
 
