@@ -275,9 +275,13 @@ def cmd_report(args) -> int:
     from analyses.report import build_report
     from analyses.report.sections import ReportSizes
 
+    # only what was asked for: build_report's own defaults hold otherwise (a caller that wraps
+    # it with other sizes, as benchmarks/fuzz_cli.py does, keeps them)
+    chosen = {"sizes": ReportSizes.fast()} if args.fast else {}
+    if args.skip:
+        chosen["sections"] = _sections(args.skip)
     path = build_report(args.run, args.out, compare=args.compare, ablation=args.ablation,
-                        architectures=args.architectures, device=args.device, step=args.step,
-                        sizes=ReportSizes.fast() if args.fast else None, sections=_sections(args.skip))
+                        architectures=args.architectures, device=args.device, step=args.step, **chosen)
     print(report_digest(json.loads((Path(path).parent / "report.json").read_text())))
     print(f"report written to {path}")
     return 0
