@@ -1,5 +1,6 @@
 """Attention split by key group, head by head and loop by loop, and knockouts of one head's
-access to one group: the computation the carry-wave and multiplication analyses share.
+access to one group: the computation the carry-wave, multiplication, product-columns and
+comparisons analyses share (their heatmaps: `_head_group_figures`).
 
 Each analysis says what its key groups are: a batch builder yields (tokens, queries, masks),
 `queries` [row 2] the (batch row, position) of every answer query and `masks` [row group key]
@@ -46,6 +47,31 @@ def group_attention_mass(model, batches: Batches, n_loops: int, n_groups: int) -
         model.run_with_hooks(tokens, n_loops=n_loops, fwd_hooks=hooks)
     mean = totals / max(n_rows, 1)
     return mean.reshape(n_loops, cfg.n_layers * cfg.n_heads, n_groups), n_rows
+
+
+@dataclass(frozen=True)
+class GroupReading:
+    """Mean attention mass of one kind of query on each key group, per loop and head."""
+
+    label: str  # the sample
+    n_problems: int
+    n_rows: int  # (problem, query) pairs averaged over
+    heads: tuple[str, ...]
+    groups: tuple[str, ...]  # the last is "other", what no named group holds
+    mass: tuple[tuple[tuple[float, ...], ...], ...]  # [loop][head][group]
+    queries: str = "answer queries"  # which positions read
+
+    def main_group(self, loop: int, head: str) -> tuple[str, float]:
+        """The group `head` reads most in `loop` (1-based), and its mass ("other" left out)."""
+        row = np.asarray(self.mass[loop - 1][self.heads.index(head)])
+        best = int(np.argmax(row[:-1]))
+        return self.groups[best], float(row[best])
+
+    def top_reader(self, group: str) -> tuple[int, str, float]:
+        """The (loop, head) that puts the most mass on `group` (loop 1-based), and that mass."""
+        mass = np.asarray(self.mass)[:, :, self.groups.index(group)]  # [loop head]
+        t, h = np.unravel_index(int(np.argmax(mass)), mass.shape)
+        return int(t) + 1, self.heads[int(h)], float(mass[t, h])
 
 
 @dataclass(frozen=True)

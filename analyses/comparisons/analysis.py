@@ -14,7 +14,6 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 
 from abacus_interp.core.scoring import score_examples
@@ -22,7 +21,7 @@ from abacus_interp.core.tokens import encode_batch
 from abacus_interp.errors import UserError
 from abacus_interp.evaluation.common import fits_context, section_rng
 from abacus_interp.jsonsafe import to_json
-from analyses._head_groups import Knockout, group_attention_mass, head_names
+from analyses._head_groups import GroupReading, Knockout, group_attention_mass, head_names
 from analyses._head_groups import knockout as knock_out_groups
 from analyses.common import resolve
 from analyses.contract import configure
@@ -55,38 +54,13 @@ class AccuracyRow:
 
 
 @dataclass(frozen=True)
-class Reading:
-    """Mean attention mass of one kind of query on each key group, per loop and head."""
-
-    queries: str  # which positions read
-    label: str  # the sample
-    n_problems: int
-    n_rows: int  # (list, query) pairs averaged over
-    heads: tuple[str, ...]
-    groups: tuple[str, ...]
-    mass: tuple[tuple[tuple[float, ...], ...], ...]  # [loop][head][group]
-
-    def main_group(self, loop: int, head: str) -> tuple[str, float]:
-        """The group `head` reads most in `loop` (1-based), and its mass ("other" left out)."""
-        row = np.asarray(self.mass[loop - 1][self.heads.index(head)])
-        best = int(np.argmax(row[:-1]))
-        return self.groups[best], float(row[best])
-
-    def top_reader(self, group: str) -> tuple[int, str, float]:
-        """The (loop, head) that puts the most mass on `group`, and that mass."""
-        mass = np.asarray(self.mass)[:, :, self.groups.index(group)]  # [loop head]
-        t, h = np.unravel_index(int(np.argmax(mass)), mass.shape)
-        return int(t) + 1, self.heads[int(h)], float(mass[t, h])
-
-
-@dataclass(frozen=True)
 class ComparisonsResult:
     trained_numbers: tuple[int, int]
     trained_digits: tuple[int, int]
     n_loops: int
     rows: tuple[AccuracyRow, ...]
-    answer_reading: Reading
-    digit_reading: Reading
+    answer_reading: GroupReading
+    digit_reading: GroupReading
     knockout: Knockout
     deciding: DecidingDigit
 
@@ -167,10 +141,10 @@ def _batches(vocab, examples, masks_of):
         yield batch.tokens, torch.tensor(queries), torch.cat(masks)
 
 
-def _reading(model, batches, n_problems, queries: str, label: str, groups) -> Reading:
+def _reading(model, batches, n_problems, queries: str, label: str, groups) -> GroupReading:
     mean, n_rows = group_attention_mass(model, batches, model.cfg.n_loops, len(groups))
     mass = tuple(tuple(tuple(round(float(v), 4) for v in head) for head in loop) for loop in mean)
-    return Reading(queries=queries, label=label, n_problems=n_problems, n_rows=n_rows,
+    return GroupReading(queries=queries, label=label, n_problems=n_problems, n_rows=n_rows,
                    heads=head_names(model.cfg), groups=groups, mass=mass)
 
 

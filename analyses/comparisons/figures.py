@@ -7,12 +7,12 @@ import plotly.graph_objects as go
 
 from abacus_interp.core.hooks import loop_label
 from analyses._axes import label_every_row
-from analyses.multiplication.figures import knockout
+from analyses._head_group_figures import group_reading, knockout
 
 
 def comparisons_figures(result) -> dict[str, go.Figure]:
-    return {"accuracy_rows": accuracy_rows(result), "answer_reading": reading(result.answer_reading),
-            "digit_reading": reading(result.digit_reading), "knockout": knockout(result.knockout),
+    return {"accuracy_rows": accuracy_rows(result), "answer_reading": group_reading(result.answer_reading),
+            "digit_reading": group_reading(result.digit_reading), "knockout": knockout(result.knockout),
             "lock_in": lock_in(result.deciding), "patching": patching(result.deciding)}
 
 
@@ -28,18 +28,6 @@ def accuracy_rows(result) -> go.Figure:
     d0, d1 = result.trained_digits
     fig.update_layout(title=f"Held-out lists ({result.n_loops} loops; trained on {lo}-{hi} numbers of {d0}-{d1} "
                             "digits; blue: uniform, in distribution)", height=120 + 40 * len(rows))
-    return label_every_row(fig)
-
-
-def reading(r) -> go.Figure:
-    mass = np.asarray(r.mass)  # [loop head group]
-    rows = [f"{loop_label(t)} {h}" for t in range(mass.shape[0]) for h in r.heads]
-    z = mass.reshape(-1, mass.shape[-1])
-    fig = go.Figure(go.Heatmap(z=z, x=list(r.groups), y=rows, colorscale="Blues", zmin=0, zmax=1,
-                               text=[[f"{v:.0%}" for v in row] for row in z], texttemplate="%{text}"))
-    fig.update_yaxes(autorange="reversed")
-    fig.update_layout(title=f"Attention of the {r.queries} by key group, per loop and head ({r.label}, "
-                            f"n={r.n_problems})", height=140 + 30 * len(rows))
     return label_every_row(fig)
 
 

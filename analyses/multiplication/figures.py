@@ -6,6 +6,7 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 
 from analyses._axes import integer_ticks, label_every_row, log_ticks, percent_ticks
+from analyses._head_group_figures import knockout
 
 COLORS = qualitative.Plotly
 
@@ -73,15 +74,4 @@ def head_reading(reading) -> go.Figure:
     fig.update_layout(title=f"Attention of the answer positions by key group ({reading.label}, "
                             f"mean over loops {len(reading.mass) // 2 + 1}-{len(reading.mass)})",
                       height=120 + 32 * len(labels))
-    return label_every_row(fig)
-
-
-def knockout(result) -> go.Figure:
-    fig = go.Figure(go.Heatmap(z=result.exact_match, x=list(result.heads), y=list(result.groups), colorscale="RdBu",
-                               zmin=0, zmax=1, text=[[f"{v:.0%}" for v in row] for row in result.exact_match],
-                               texttemplate="%{text}"))
-    fig.update_yaxes(autorange="reversed")
-    fig.update_layout(title=f"Exact match with one head forbidden one key group in every loop "
-                            f"({result.label}, n={result.n_problems}, {result.n_loops} loops; "
-                            f"none forbidden: {result.baseline:.0%})")
     return label_every_row(fig)

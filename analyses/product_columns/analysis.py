@@ -22,7 +22,6 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 
 from abacus_interp.core.scoring import score_examples
@@ -31,7 +30,7 @@ from abacus_interp.errors import UserError
 from abacus_interp.evaluation.common import section_rng
 from abacus_interp.evaluation.grid import cell_fits
 from abacus_interp.jsonsafe import to_json
-from analyses._head_groups import Knockout, group_attention_mass, head_names
+from analyses._head_groups import GroupReading, Knockout, group_attention_mass, head_names
 from analyses._head_groups import knockout as knock_out_groups
 from analyses.common import resolve
 from analyses.contract import configure
@@ -112,30 +111,12 @@ class GridCell:
 
 
 @dataclass(frozen=True)
-class ColumnReading:
-    """Mean attention mass of the answer queries on each key group, per loop and head."""
-
-    label: str  # the sample
-    n_problems: int
-    n_rows: int  # (problem, answer token) pairs averaged over
-    heads: tuple[str, ...]
-    groups: tuple[str, ...]
-    mass: tuple[tuple[tuple[float, ...], ...], ...]  # [loop][head][group]
-
-    def main_group(self, loop: int, head: str) -> tuple[str, float]:
-        """The group `head` reads most in `loop` (1-based), and its mass ("other" left out)."""
-        row = np.asarray(self.mass[loop - 1][self.heads.index(head)])
-        best = int(np.argmax(row[:-1]))
-        return self.groups[best], float(row[best])
-
-
-@dataclass(frozen=True)
 class ProductColumnsResult:
     trained_digits: int
     n_loops: int
     grid: tuple[GridCell, ...]  # uniform N x M, 1 .. trained + beyond each
     inside: str  # why the reading and the knockouts use the cell they use
-    reading: ColumnReading
+    reading: GroupReading
     knockout: Knockout
 
     def cell(self, digits_a: int, digits_b: int) -> GridCell | None:
@@ -194,7 +175,7 @@ def run(model_or_run, task=None, *, config: ProductColumnsConfig | None = None, 
     batches = list(_masks(task.vocab, sample, n, 64))  # read by the attention split and the knockouts alike
     mean, n_rows = group_attention_mass(model, batches, n_loops, len(names) + len(UNION_GROUPS))
     mass = tuple(tuple(tuple(round(float(v), 4) for v in head[: len(names)]) for head in loop) for loop in mean)
-    reading = ColumnReading(label=label, n_problems=len(sample), n_rows=n_rows, heads=head_names(model.cfg),
+    reading = GroupReading(label=label, n_problems=len(sample), n_rows=n_rows, heads=head_names(model.cfg),
                             groups=names, mass=mass)
     knocked = knock_out_groups(model, batches, len(sample), n_loops, label,
                                ["a_i", "b_i", *UNION_GROUPS], (*names, *UNION_GROUPS))

@@ -5,13 +5,12 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from abacus_interp.core.hooks import loop_label
 from analyses._axes import label_every_row
-from analyses.multiplication.figures import knockout
+from analyses._head_group_figures import group_reading, knockout
 
 
 def product_columns_figures(result) -> dict[str, go.Figure]:
-    return {"grid": grid(result), "column_reading": column_reading(result.reading),
+    return {"grid": grid(result), "column_reading": group_reading(result.reading),
             "knockout": knockout(result.knockout)}
 
 
@@ -29,16 +28,4 @@ def grid(result) -> go.Figure:
     fig.update_yaxes(title_text="digits of a (multiplicand)", autorange="reversed")
     fig.update_layout(title=f"Uniform N x M products: exact match per cell (n={n} each, {result.n_loops} loops; "
                             f"trained up to {result.trained_digits} x {result.trained_digits})")
-    return label_every_row(fig)
-
-
-def column_reading(reading) -> go.Figure:
-    mass = np.asarray(reading.mass)  # [loop head group]
-    rows = [f"{loop_label(t)} {h}" for t in range(mass.shape[0]) for h in reading.heads]
-    z = mass.reshape(-1, mass.shape[-1])
-    fig = go.Figure(go.Heatmap(z=z, x=list(reading.groups), y=rows, colorscale="Blues", zmin=0, zmax=1,
-                               text=[[f"{v:.0%}" for v in row] for row in z], texttemplate="%{text}"))
-    fig.update_yaxes(autorange="reversed")
-    fig.update_layout(title=f"Attention of the answer queries by key group, per loop and head ({reading.label}, "
-                            f"n={reading.n_problems})", height=140 + 30 * len(rows))
     return label_every_row(fig)
