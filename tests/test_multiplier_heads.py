@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from abacus_interp import ModelConfig
-from abacus_interp.core.attention import attention_mask, number_ordinal
+from abacus_interp.core.attention import HeadKinds, attention_mask, number_ordinal
 from abacus_interp.core.decoding import naive_generate
 from abacus_interp.core.hooks import act_name
 from abacus_interp.core.positions import abacus_indices
@@ -103,7 +103,7 @@ PROMPTS_LEFT_PADDED = PROBLEMS  # prompts of different lengths: decoding left-pa
 def test_two_kind_mask_is_per_head_and_padding_stays_hidden():
     index = torch.tensor([[0, 1, 2, 0, 1, 0, 1, 2, 3]])
     valid = torch.tensor([[False, True, True, True, True, True, True, True, True]])
-    mask = attention_mask(valid, 9, 9, "cpu", index, window=1, heads=(3, 1, False))
+    mask = attention_mask(valid, 9, 9, "cpu", index, window=1, heads=HeadKinds(3, multiplier_heads=1, fixed_multiplier=False))
     assert mask.shape == (1, 3, 9, 9)
     assert not mask[0, :, 1:, 0].any()  # the padding key is hidden from every real query
     assert torch.equal(mask[0, 0], mask[0, 1])  # the two local heads share one mask
@@ -117,7 +117,7 @@ def test_fixed_multiplier_heads_read_one_digit_each_whatever_the_offset():
     index = torch.tensor([[1, 2, 0, 1, 2, 3, 0, 1, 2, 3, 4]])
     for offset in (0, 7):
         shifted = torch.where(index > 0, index + offset, index)
-        mask = attention_mask(None, 11, 11, "cpu", shifted, window=None, heads=(5, 3, True))
+        mask = attention_mask(None, 11, 11, "cpu", shifted, window=None, heads=HeadKinds(5, multiplier_heads=3))
         for j in range(3):
             seen = mask[0, 2 + j, 10].nonzero().squeeze(-1).tolist()
             assert seen == [3 + j], (offset, j, seen)  # its digit only: the head copies it

@@ -59,6 +59,31 @@ class KVEntry:
     v: Float[Tensor, "batch pos head d_head"]
 
 
+@dataclass(frozen=True)
+class HeadKinds:
+    """Which keys each head of a layer may see, where heads differ (`ModelConfig.offset_heads`,
+    `multiplier_heads`). Heads are ordered by kind: first the offset heads (head h sees only
+    the digits exactly `offsets[h]` below its query on the Abacus index), then the windowed
+    heads (the window, as every head of a one-kind model), then the multiplier heads (only the
+    multiplier of `a*b`; with `fixed_multiplier`, multiplier head j only its digit j)."""
+
+    n_heads: int
+    offsets: tuple[int, ...] = ()
+    multiplier_heads: int = 0
+    fixed_multiplier: bool = True
+
+    @classmethod
+    def of(cls, cfg: ModelConfig) -> HeadKinds | None:
+        """The kinds of `cfg`'s heads, or None when every head is of the one kind."""
+        if not cfg.offset_heads and not cfg.multiplier_heads:
+            return None
+        return cls(cfg.n_heads, tuple(cfg.offset_heads), cfg.multiplier_heads, cfg.multiplier_select == "fixed")
+
+    @property
+    def windowed_heads(self) -> int:
+        return self.n_heads - len(self.offsets) - self.multiplier_heads
+
+
 def attention_mask(
     key_valid: Bool[Tensor, "batch key_pos"] | None,
     n_query: int,
@@ -66,19 +91,17 @@ def attention_mask(
     device,
     index: Int[Tensor, "batch key_pos"] | None = None,
     window: int | None = None,
-    heads: tuple[int, int, bool] | None = None,
+    heads: HeadKinds | None = None,
 ) -> Bool[Tensor, "batch head_or_1 query_pos key_pos"] | None:
     """Causal mask for queries that are the last `n_query` of `n_key` positions, also hiding
     padding keys and, with `window`, every key whose Abacus `index` differs from the query's
     by more than `window`. A query always sees itself, so no softmax row is empty (no NaN).
     None means "plain causal with no padding", which SDPA handles without a mask.
 
-    `heads=(n_heads, multiplier_heads, fixed)` gives heads of two kinds
-    (`ModelConfig.multiplier_heads`): the mask is then per head, the first heads seeing what is
-    described above minus the multiplier's digits, the last `multiplier_heads` seeing only the
-    multiplier's digits (with `fixed`, multiplier head j only the multiplier's digit j)."""
-    two_kinds = heads is not None and heads[1] > 0
-    if not two_kinds and key_valid is None and window is None and n_query == n_key:
+    With `heads` (heads of several kinds, `HeadKinds`) the mask is per head: the windowed
+    heads see what is described above (minus the multiplier's digits where there are
+    multiplier heads), offset and multiplier heads see only their own keys."""
+    if heads is None and key_valid is None and window is None and n_query == n_key:
         return None
     key_pos = torch.arange(n_key, device=device)
     query_pos = torch.arange(n_key - n_query, n_key, device=device)
@@ -93,8 +116,8 @@ def attention_mask(
             raise ValueError("a window on the Abacus index needs the index of every position")
         query_index = index[:, -n_query:, None]  # [batch query 1]
         near = (query_index - index[:, None, :]).abs() <= window  # [batch query key]
-    if two_kinds:
-        return _two_kind_mask(visible, near, itself[None], index, *heads)
+    if heads is not None:
+        return _per_head_mask(visible, near, itself[None], index, heads)
     if key_valid is None and window is None:
         return causal[None, None]
     if near is not None:
@@ -111,19 +134,36 @@ def number_ordinal(index: Int[Tensor, "batch pos"]) -> Int[Tensor, "batch pos"]:
     return torch.where(is_digit, starts.long().cumsum(dim=1), torch.zeros_like(index))
 
 
-def _two_kind_mask(visible, near, itself, index, n_heads: int, multiplier_heads: int, fixed: bool):
+def _per_head_mask(visible, near, itself, index, heads: HeadKinds):
     """The per-head mask of `attention_mask(..., heads=...)`, from its causal-and-valid keys
     `visible` [1 or batch, query key], the window `near` (None: no window) and `itself`."""
     if index is None:
-        raise ValueError("multiplier heads need the Abacus index of every position")
+        raise ValueError("heads of several kinds need the Abacus index of every position")
+    batch, n_query = index.shape[0], itself.shape[-2]
     multiplier = (number_ordinal(index) == 2)[:, None, :]  # [batch 1 key]
-    local = visible & ~multiplier if near is None else visible & ~multiplier & near
+    readable = visible & ~multiplier if heads.multiplier_heads else visible.expand(batch, -1, -1)
+    windowed = readable if near is None else readable & near
+    kinds = []
+    if heads.offsets:
+        # offset head h: the digits (and answer slots) whose index is exactly offsets[h] below
+        # the query's, so it hands the MLP one column (a_(i-d), say) at any number length
+        distance = index[:, -n_query:, None] - index[:, None, :]  # [batch query key]
+        digit = (index > 0)[:, None, :]  # [batch 1 key]
+        kinds += [((readable & digit & (distance == d)) | itself)[:, None] for d in heads.offsets]
+    kinds.append((windowed | itself)[:, None].expand(-1, heads.windowed_heads, -1, -1))
+    if heads.multiplier_heads:
+        kinds.append(_multiplier_mask(visible, multiplier, itself, index, heads))
+    return torch.cat(kinds, dim=1)  # [batch head query key]
+
+
+def _multiplier_mask(visible, multiplier, itself, index, heads: HeadKinds):
+    """The multiplier heads' part of the per-head mask: [batch multiplier_heads query key]."""
     reads_multiplier = (visible & multiplier)[:, None]  # [batch 1 query key]
-    if fixed:  # multiplier head j: the multiplier's digit j (units = 0) only
+    if heads.fixed_multiplier:  # multiplier head j: the multiplier's digit j (units = 0) only
         # every number of a sequence starts at the same index (offset + 1): subtract it
         first = index.masked_fill(index == 0, torch.iinfo(index.dtype).max).amin(dim=1, keepdim=True)  # [batch 1]
         digit = (index - first)[:, None, None, :]  # [batch 1 1 key]: 0 for b_0
-        head_digit = torch.arange(multiplier_heads, device=index.device)[None, :, None, None]  # [1 head 1 1]
+        head_digit = torch.arange(heads.multiplier_heads, device=index.device)[None, :, None, None]  # [1 head 1 1]
         reads_multiplier = reads_multiplier & (digit == head_digit)  # [batch head query key]
         # the query itself only where the head's digit is absent (a shorter multiplier): where
         # it is present the head copies it whole, instead of learning to ignore its own query
@@ -131,11 +171,7 @@ def _two_kind_mask(visible, near, itself, index, n_heads: int, multiplier_heads:
         fallback = itself[:, None] & ~reads_multiplier.any(-1, keepdim=True)  # [batch head query key]
     else:
         fallback = itself[:, None]
-    n_local = n_heads - multiplier_heads
-    return torch.cat([
-        (local | itself)[:, None].expand(-1, n_local, -1, -1),
-        (reads_multiplier | fallback).expand(-1, multiplier_heads, -1, -1),
-    ], dim=1)  # [batch head query key]
+    return (reads_multiplier | fallback).expand(index.shape[0], heads.multiplier_heads, -1, -1)
 
 
 @dataclass(frozen=True)
@@ -196,8 +232,7 @@ class AttentionContext:
                 f"this model attends by Abacus index (rotary={cfg.rotary!r}, abacus_window={cfg.abacus_window}): "
                 f"pass index=model.attention_index(tokens) for all {n_key} positions (got {got})"
             )
-        heads = (cfg.n_heads, cfg.multiplier_heads, cfg.multiplier_select == "fixed") if cfg.multiplier_heads else None
-        mask = attention_mask(key_valid, n_query, n_key, device, index, cfg.abacus_window, heads)
+        mask = attention_mask(key_valid, n_query, n_key, device, index, cfg.abacus_window, HeadKinds.of(cfg))
         rotary = None
         if cfg.rotary == "abacus":
             rotary = Rotary.of(index[:, -n_query:], cfg.d_head, cfg.rotary_base)

@@ -1,0 +1,96 @@
+"""Offset heads (`ModelConfig.offset_heads`): head h reads only the digits exactly
+offsets[h] below its query on the Abacus index, whatever the offset and the length, beside
+windowed and multiplier heads; both attention paths and cached decoding agree, and a
+checkpoint round-trips the field."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from abacus_interp import ModelConfig
+from abacus_interp.core.attention import HeadKinds, attention_mask, number_ordinal
+from abacus_interp.core.decoding import naive_generate
+from abacus_interp.core.hooks import act_name
+from abacus_interp.core.positions import abacus_indices
+from abacus_interp.core.tokens import Vocab
+from abacus_interp.errors import UserError
+
+MUL_VOCAB = Vocab(tuple("0123456789*="))
+# 6 heads: offset heads reading 0, 1 and 2 below, one windowed head, two multiplier heads
+THREE_KINDS = dict(vocab=MUL_VOCAB, n_heads=6, d_head=8, positional="none", rotary="abacus", abacus_window=2,
+                   offset_heads=(0, 1, 2), multiplier_heads=2, init_std=0.3)
+PROBLEMS = ["4321*987=", "15*62=", "987654321*3=", "1*1="]
+
+
+def test_each_offset_head_sees_one_distance_below_and_itself(tiny_model):
+    model = tiny_model(**THREE_KINDS)
+    tokens = model.to_tokens(["4321*98=79312", "15*62=76766"])
+    index = abacus_indices(tokens, model.digit_ids)  # [batch pos]
+    multiplier = number_ordinal(index) == 2  # [batch pos]
+    n = tokens.shape[1]
+    causal = torch.ones(n, n, dtype=torch.bool).tril()
+    itself = torch.eye(n, dtype=torch.bool)
+    distance = index[:, :, None] - index[:, None, :]  # [batch query key]
+    readable = causal & (index > 0)[:, None, :] & ~multiplier[:, None, :]
+    _, cache = model.run_with_cache(tokens, n_loops=2)
+    for loop in range(2):
+        pattern = cache[act_name("pattern", 0, loop=loop)]  # [batch head query key]
+        for head, d in enumerate((0, 1, 2)):
+            sees = (readable & (distance == d)) | itself
+            assert (pattern[:, head][~sees] == 0).all()
+            assert (pattern[:, head][sees] > 0).all()
+    # the last answer digit of the first problem (position 12, Abacus index 5): its offset-2
+    # head reads the multiplicand's and the answer's digits of index 3 (positions 2 and 10)
+    pattern = cache[act_name("pattern", 0, loop=0)]
+    assert (pattern[0, 2, 12] > 0).nonzero().squeeze(-1).tolist() == [2, 10, 12]
+
+
+def test_offset_heads_read_the_same_column_whatever_the_abacus_offset():
+    index = torch.tensor([[1, 2, 3, 0, 1, 2, 0, 1, 2, 3, 4]])  # a of 3 digits, b of 2, answer of 4
+    for offset in (0, 9):
+        shifted = torch.where(index > 0, index + offset, index)
+        mask = attention_mask(None, 11, 11, "cpu", shifted, window=1, heads=HeadKinds(5, (0, 1), 2))
+        assert mask.shape == (1, 5, 11, 11)
+        # answer digit 3 (position 9): offset 0 reads a_3 (position 2), offset 1 reads a_2 and
+        # answer digit 2; neither sees the multiplier, which is the multiplier heads' alone
+        assert mask[0, 0, 9].nonzero().squeeze(-1).tolist() == [2, 9]
+        assert mask[0, 1, 9].nonzero().squeeze(-1).tolist() == [1, 8, 9]
+        assert not mask[0, :3, 9, 4:6].any() and mask[0, 3:, 9, 4:6].any()
+
+
+@pytest.mark.parametrize("backend", ["sdpa", "explicit"])
+def test_attention_paths_agree_with_offset_heads(tiny_model, backend):
+    tokens = tiny_model(vocab=MUL_VOCAB).to_tokens(["4321*987=79312", "15*62751=76766", "9*9=81"])
+    explicit = tiny_model(**THREE_KINDS, attention_backend="explicit")
+    other = tiny_model(**THREE_KINDS, attention_backend=backend)
+    other.load_state_dict(explicit.state_dict())
+    torch.testing.assert_close(other(tokens, 4), explicit(tokens, 4), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("n_loops", [1, 3])
+def test_cached_decoding_equals_naive_decoding_with_offset_heads(tiny_model, n_loops):
+    model = tiny_model(**THREE_KINDS)
+    cached = model.generate(PROBLEMS, n_loops=n_loops, max_new_tokens=6)
+    naive = naive_generate(model, PROBLEMS, n_loops=n_loops, max_new_tokens=6)
+    assert cached == naive
+
+
+def test_offset_heads_without_multiplier_heads_see_every_number():
+    # on addition every number's digit at that index is read: both operands' and the answer's
+    index = torch.tensor([[1, 2, 0, 1, 2, 0, 1, 2, 3]])
+    mask = attention_mask(None, 9, 9, "cpu", index, window=None, heads=HeadKinds(2, (0,)))
+    assert mask[0, 0, 7].nonzero().squeeze(-1).tolist() == [1, 4, 7]
+    assert mask[0, 1, 7, :8].all()  # the other head (no window): every key before it
+
+
+def test_offset_head_config_checks_and_round_trip():
+    cfg = ModelConfig(**{**THREE_KINDS, "d_model": 48})
+    assert cfg.attends_by_index and cfg.offset_heads == (0, 1, 2)
+    assert ModelConfig.from_dict(cfg.to_dict()) == cfg
+    assert ModelConfig.from_dict({**cfg.to_dict(), "offset_heads": [0, 1, 2]}).offset_heads == (0, 1, 2)
+    assert "offset_heads" not in ModelConfig(vocab=MUL_VOCAB, d_model=32, n_heads=4).to_dict()
+    with pytest.raises(UserError, match="more than n_heads=6"):
+        ModelConfig(**{**THREE_KINDS, "offset_heads": (0, 1, 2, 3, 4)})
+    with pytest.raises(UserError, match="list of integers"):
+        ModelConfig(**{**THREE_KINDS, "offset_heads": (0, True)})
