@@ -124,9 +124,13 @@ class SortingTask(Task):
         for _ in range(n):
             count = rng.randint(lo_n, hi_n)
             values = [random_with_digits(rng, rng.randint(lo_d, hi_d)) for _ in range(count)]
-            labels = "".join(sorted(rng.sample(self.labels, count))) if self.random_labels else None
-            out.append(self.make(*values, labels=labels))
+            out.append(self.make(*values, labels=self.draw_labels(count, rng)))
         return out
+
+    def draw_labels(self, count: int, rng: random.Random) -> str | None:
+        """The labels of a list of `count` numbers as training draws them: with random_labels
+        `count` distinct letters of the pool in letter order, else None (a, b, c, ...)."""
+        return "".join(sorted(rng.sample(self.labels, count))) if self.random_labels else None
 
     def parse(self, completion: str) -> str | None:
         """The label string if it is made only of this task's labels, else None."""

@@ -88,12 +88,8 @@ def hard_lists(task, n: int, count: int, digits: int, rng: random.Random):
     for _ in range(n):
         top = rng.randrange(10 ** (digits - 1), 10**digits) // 10 * 10
         values = [top + rng.randrange(10) for _ in range(count)]
-        out.append(task.make(*values, labels=_labels(task, count, rng)))
+        out.append(task.make(*values, labels=task.draw_labels(count, rng)))
     return out
-
-
-def _labels(task, count: int, rng: random.Random) -> str | None:
-    return "".join(sorted(rng.sample(task.labels, count))) if task.random_labels else None
 
 
 def accuracy_rows(model, task, cfg: ComparisonsConfig) -> tuple[AccuracyRow, ...]:
