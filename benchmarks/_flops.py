@@ -29,7 +29,7 @@ def layer_flops_per_token(cfg, seq_len: float) -> float:
     """Forward FLOPs of one layer application for one token: the Q, K, V and output
     projections, the MLP, and attention scores and values over `seq_len` keys."""
     d_attn = cfg.n_heads * cfg.d_head
-    projections = 4 * cfg.d_model * d_attn + 2 * cfg.d_model * cfg.d_mlp  # multiply-adds
+    projections = 4 * cfg.d_model * d_attn + cfg.mlp_matrices * cfg.d_model * cfg.d_mlp  # multiply-adds
     attention = 2 * seq_len * d_attn  # q.k for every key, then the weighted sum of values
     return 2 * (projections + attention)
 

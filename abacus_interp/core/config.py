@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from ..errors import UserError
 from .tokens import Vocab
 
-ACTIVATIONS = ("gelu", "relu")
+ACTIVATIONS = ("gelu", "relu", "swiglu")
 NORMS = ("pre", "none")
 INJECTIONS = ("add", "norm_add", "none")
 POSITIONALS = ("abacus", "learned", "none")
@@ -52,6 +52,10 @@ class ModelConfig:
     # Hook capacity: HookPoint sets exist for loops 0..max_loops-1, so a user can run (and
     # cache) deeper than training. None: 4 * n_loops.
     max_loops: int | None = None
+    # The MLP's nonlinearity. "swiglu": a gated MLP, silu(x W_gate) * (x W_in) (Shazeer 2020),
+    # one more d_model x d_mlp matrix. A gate multiplies two linear readings of the state, so
+    # one unit can form a product such as a_i * b_j outright, where a GELU MLP has to tabulate
+    # it; answer digit i of N x k multiplication needs the sum of k such products.
     activation: str = "gelu"
     # "pre": LayerNorm before attention and MLP and before the unembedding (McLeish et al.);
     # "none": no normalisation at all (Nanda et al.'s grokking model).
@@ -248,6 +252,16 @@ class ModelConfig:
 
     def attach_device(self, device) -> None:
         object.__setattr__(self, "_device", str(device))
+
+    @property
+    def gated_mlp(self) -> bool:
+        """True when the MLP has a gate (W_gate) beside W_in."""
+        return self.activation == "swiglu"
+
+    @property
+    def mlp_matrices(self) -> int:
+        """How many d_model x d_mlp matrices one MLP applies per token (FLOPs count them)."""
+        return 3 if self.gated_mlp else 2
 
     @property
     def attends_by_index(self) -> bool:

@@ -8,7 +8,7 @@ hook points are therefore named
     loops.{t}.hook_state_pre / hook_state_post       the state entering / leaving loop t
     loops.{t}.blocks.{l}.hook_resid_pre ...          layer l of the block, in loop t
     loops.{t}.blocks.{l}.attn.hook_pattern ...       its attention (q, k, v, z, attn_scores)
-    loops.{t}.blocks.{l}.mlp.hook_pre / hook_post    its MLP neurons
+    loops.{t}.blocks.{l}.mlp.hook_pre / hook_post    its MLP neurons (a gated MLP: also hook_pre_linear)
     ln_final.hook_normalized                         the final norm
 
 `hook_name` turns (component, loop, layer) into such a name: it is the only code that builds
@@ -40,9 +40,10 @@ def hook_name(component: str, *, loop: int | None = None, layer: int | None = No
 
 # TransformerLens' spellings of the short names, and this package's own older ones
 _ALIASES = {"attn": "pattern", "scores": "attn_scores", "pre_mlp": "mlp_pre", "post_mlp": "mlp_post",
+            "pre_linear": "mlp_pre_linear",
             "normalized": "ln_final", "ln_final.hook_normalized": "ln_final"}
 _ATTENTION = ("q", "k", "v", "z", "attn_scores", "pattern")
-_MLP = ("mlp_pre", "mlp_post")
+_MLP = ("mlp_pre", "mlp_pre_linear", "mlp_post")
 _LAYER = ("resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out")
 
 

@@ -44,9 +44,11 @@ DEFAULT_COMPILE_BACKEND = "inductor"
 
 
 class MLPHooks(nn.Module):
-    def __init__(self):
+    def __init__(self, gated: bool = False):
         super().__init__()
-        self.hook_pre = HookPoint()  # [batch pos d_mlp]
+        self.hook_pre = HookPoint()  # [batch pos d_mlp]: before the activation (a gated MLP: the gate's)
+        if gated:  # named as TransformerLens names a gated MLP's hooks
+            self.hook_pre_linear = HookPoint()  # [batch pos d_mlp]: x W_in + b_in, which the gate scales
         self.hook_post = HookPoint()  # [batch pos d_mlp]
 
 
@@ -59,18 +61,28 @@ class MLP(nn.Module):
         self.b_out = nn.Parameter(torch.zeros(cfg.d_model))
         nn.init.normal_(self.W_in, std=cfg.init_std)
         nn.init.normal_(self.W_out, std=cfg.init_std)
-        self.act = F.gelu if cfg.activation == "gelu" else F.relu
+        self.gated = cfg.gated_mlp
+        if self.gated:
+            self.W_gate = nn.Parameter(torch.empty(cfg.d_model, cfg.d_mlp))
+            self.b_gate = nn.Parameter(torch.zeros(cfg.d_mlp))
+            nn.init.normal_(self.W_gate, std=cfg.init_std)
+        self.act = {"gelu": F.gelu, "relu": F.relu, "swiglu": F.silu}[cfg.activation]
 
     def forward(self, x: Float[Tensor, "batch pos d_model"], hooks: MLPHooks) -> Float[Tensor, "batch pos d_model"]:
-        pre = hooks.hook_pre(x @ self.W_in + self.b_in)  # [batch pos d_mlp]
-        post = hooks.hook_post(self.act(pre))  # [batch pos d_mlp]
+        if self.gated:
+            gate = hooks.hook_pre(x @ self.W_gate + self.b_gate)  # [batch pos d_mlp]
+            linear = hooks.hook_pre_linear(x @ self.W_in + self.b_in)  # [batch pos d_mlp]
+            post = hooks.hook_post(self.act(gate) * linear)  # [batch pos d_mlp]
+        else:
+            pre = hooks.hook_pre(x @ self.W_in + self.b_in)  # [batch pos d_mlp]
+            post = hooks.hook_post(self.act(pre))  # [batch pos d_mlp]
         return post @ self.W_out + self.b_out
 
 
 class BlockHooks(nn.Module):
     """Per-loop hook points of one layer of the looped block."""
 
-    def __init__(self):
+    def __init__(self, gated_mlp: bool = False):
         super().__init__()
         self.hook_resid_pre = HookPoint()  # [batch pos d_model]
         self.hook_attn_out = HookPoint()  # [batch pos d_model]
@@ -78,7 +90,7 @@ class BlockHooks(nn.Module):
         self.hook_mlp_out = HookPoint()  # [batch pos d_model]
         self.hook_resid_post = HookPoint()  # [batch pos d_model]
         self.attn = AttentionHooks()
-        self.mlp = MLPHooks()
+        self.mlp = MLPHooks(gated_mlp)
 
 
 class Block(nn.Module):
@@ -106,10 +118,10 @@ class Block(nn.Module):
 
 
 class LoopHooks(nn.Module):
-    def __init__(self, n_layers: int):
+    def __init__(self, n_layers: int, gated_mlp: bool = False):
         super().__init__()
         self.hook_state_pre = HookPoint()  # [batch pos d_model]
-        self.blocks = nn.ModuleList([BlockHooks() for _ in range(n_layers)])
+        self.blocks = nn.ModuleList([BlockHooks(gated_mlp) for _ in range(n_layers)])
         self.hook_state_post = HookPoint()  # [batch pos d_model]
 
 
@@ -122,7 +134,7 @@ class LoopedTransformer(ArithmeticModel):
         if cfg.input_injection == "norm_add":
             self.ln_state = LayerNorm(cfg)
         self.build_readout()
-        self.loops = nn.ModuleList([LoopHooks(cfg.n_layers) for _ in range(cfg.max_loops)])
+        self.loops = nn.ModuleList([LoopHooks(cfg.n_layers, cfg.gated_mlp) for _ in range(cfg.max_loops)])
         self.finish_setup()
         # every HookPoint of each loop, so run_loops can tell cheaply whether one is hooked
         self._hook_points_of_loop = tuple(

@@ -32,7 +32,7 @@ def block_flops_per_token(cfg, seq_len: int) -> int:
     d, h, e, m = cfg.d_model, cfg.n_heads, cfg.d_head, cfg.d_mlp
     qkvo = 2 * 4 * d * h * e
     attention_mix = 2 * 2 * h * e * seq_len // 2  # scores and mixing, causal: half the keys on average
-    mlp = 2 * 2 * d * m
+    mlp = 2 * cfg.mlp_matrices * d * m
     return cfg.n_layers * (qkvo + attention_mix + mlp)
 
 

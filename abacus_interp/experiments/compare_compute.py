@@ -8,7 +8,7 @@ elementwise and left out (a few percent at these widths). Per token, forward:
   and the scores and their weighted sum, 2 * 2 * n_ctx * (n_heads * d_head), every query
   against all n_ctx keys of its sequence (a masked dense product computes the masked half
   too); n_ctx is the run's mean sequence length (real tokens per training sequence);
-* an MLP: 2 * 2 * d_model * d_mlp;
+* an MLP: 2 * 2 * d_model * d_mlp (2 * 3 * ... gated: ModelConfig.mlp_matrices);
 * an LSTM layer (lstm family, and ReTran's in place of the MLP): x W_ih and h W_hh,
   2 * 2 * d_model * 4 * d_model;
 * a readout (unembedding): 2 * d_model * d_vocab.
@@ -70,7 +70,7 @@ def layer_flops(cfg: ModelConfig, n_ctx: float) -> float:
     """Forward FLOPs per token of one application of one layer of the model's family."""
     d, inner = cfg.d_model, cfg.n_heads * cfg.d_head
     attention = 2 * 4 * d * inner + 2 * 2 * n_ctx * inner
-    mlp = 2 * 2 * d * cfg.d_mlp
+    mlp = 2 * cfg.mlp_matrices * d * cfg.d_mlp
     lstm = 2 * 2 * d * 4 * d
     return {"looped": attention + mlp, "lstm": lstm, "retran": attention + lstm}[cfg.family]
 
