@@ -5,6 +5,7 @@ checkpoint round-trips the field."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -94,3 +95,29 @@ def test_offset_head_config_checks_and_round_trip():
         ModelConfig(**{**THREE_KINDS, "offset_heads": (0, 1, 2, 3, 4)})
     with pytest.raises(UserError, match="list of integers"):
         ModelConfig(**{**THREE_KINDS, "offset_heads": (0, True)})
+
+
+def test_the_multiplication_analysis_names_offset_heads_and_finds_their_column():
+    """The query predicting answer digit i sits at Abacus index i (the slot of digit i - 1, or
+    "=" for the units), so an offset -1 head sees a_i and nothing else but itself, and an
+    offset 0 head a_(i-1) and the slot below: the reading must put every bit of their mass there."""
+    from abacus_interp.core.families import build_model
+    from abacus_interp.tasks import MultiplicationTask
+    from analyses import multiplication
+    from analyses.multiplication import MultiplicationConfig
+
+    task = MultiplicationTask(max_digits=3, max_multiplier_digits=2, answer_format="slots")
+    cfg = ModelConfig(vocab=task.vocab, answer_slots=True, d_model=32, n_heads=4, n_layers=1, n_loops=2,
+                      max_loops=16, max_seq_len=64, halt_tol=1e-3, positional="none", rotary="abacus",
+                      abacus_window=2, offset_heads=(-1, 0), multiplier_heads=2, init_std=0.3)
+    result = multiplication.run(build_model(cfg).eval(), task, config=MultiplicationConfig.quick())
+    reading = result.heads_trained
+    assert reading.kinds == ("offset -1", "offset +0", "multiplier", "multiplier")
+    assert reading.labelled("L0H0") == "L0H0 (offset -1)"
+    mass = np.asarray(reading.mass)  # [loop head group]
+    group = reading.groups.index
+    np.testing.assert_allclose(mass[:, 0, [group("a_i"), group("query itself")]].sum(-1), 1.0, atol=1e-4)
+    np.testing.assert_allclose(mass[:, 1, [group("a_(i-1)"), group("answer slot below"), group("query itself")]].sum(-1),
+                               1.0, atol=1e-4)
+    assert mass[:, 0, group("a_i")].min() > 0.05  # a_i is really read, not only the query itself
+    assert any("Offset heads: L0H0 (offset -1) " in f for f in result.findings())

@@ -83,6 +83,13 @@ class HeadKinds:
     def windowed_heads(self) -> int:
         return self.n_heads - len(self.offsets) - self.multiplier_heads
 
+    def kind_of(self, head: int) -> str:
+        """Head `head`'s kind in words: "offset +1" (reads the digits one index below its
+        query; "offset -1": one above), "windowed" or "multiplier"."""
+        if head < len(self.offsets):
+            return f"offset {self.offsets[head]:+d}"
+        return "multiplier" if head >= self.n_heads - self.multiplier_heads else "windowed"
+
 
 def attention_mask(
     key_valid: Bool[Tensor, "batch key_pos"] | None,

@@ -67,7 +67,7 @@ def delayed_carry(result) -> go.Figure:
 
 def head_reading(reading) -> go.Figure:
     settled = reading.settled()  # [head group]
-    labels = [f"{h} (multiplier)" if h in reading.multiplier_heads else h for h in reading.heads]
+    labels = [reading.labelled(h) for h in reading.heads]
     fig = go.Figure(go.Heatmap(z=settled, x=list(reading.groups), y=labels, colorscale="Blues", zmin=0, zmax=1,
                                text=[[f"{v:.0%}" for v in row] for row in settled], texttemplate="%{text}"))
     fig.update_yaxes(autorange="reversed")

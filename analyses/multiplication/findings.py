@@ -49,6 +49,10 @@ def _heads_sentence(result) -> str:
         group, mass = reading.main_group(head)
         reads.append(f"{head} {group} ({mass:.0%})")
     sentence = f"Multiplier heads ({reading.label}, settled loops): " + ", ".join(reads) + "."
+    offset = [h for h, kind in zip(reading.heads, reading.kinds, strict=True) if kind.startswith("offset")]
+    if offset:
+        sentence += " Offset heads: " + ", ".join(
+            f"{reading.labelled(h)} {group} ({mass:.0%})" for h in offset for group, mass in [reading.main_group(h)]) + "."
     if knocked.baseline < 0.5:  # a knockout cannot show what a head is needed for when little is right
         return sentence + (f" Knockouts not read: only {knocked.baseline:.0%} of {knocked.label} are right "
                            f"after {knocked.n_loops} loops without one.")

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from abacus_interp.core.attention import number_ordinal
+from abacus_interp.core.attention import HeadKinds, number_ordinal
 from abacus_interp.core.tokens import encode_batch
 from analyses._head_groups import Knockout, group_attention_mass, head_names
 from analyses._head_groups import knockout as knock_out_groups
@@ -86,6 +86,13 @@ class HeadReading:
     multiplier_heads: tuple[str, ...]  # the heads that see only the multiplier
     groups: tuple[str, ...]  # GROUP_NAMES
     mass: tuple[tuple[tuple[float, ...], ...], ...]  # [loop][head][group]
+    # each head's kind in `heads` order ("offset -1", "windowed", "multiplier"), () when every
+    # head is of one kind (`HeadKinds.kind_of`)
+    kinds: tuple[str, ...] = ()
+
+    def labelled(self, head: str) -> str:
+        """`head` with its kind, "L0H0 (offset -1)", or alone in a model of one kind."""
+        return f"{head} ({self.kinds[self.heads.index(head)]})" if self.kinds else head
 
     def settled(self) -> np.ndarray:
         """[head group] mass averaged over the last half of the loops read."""
@@ -108,8 +115,10 @@ def head_reading(model, examples, n_loops: int, label: str, batch_size: int = 64
     mass = tuple(tuple(tuple(round(float(v), 4) for v in head) for head in loop) for loop in mean)
     multiplier = tuple(f"L{layer}H{h}" for layer in range(cfg.n_layers)
                        for h in range(cfg.n_heads - cfg.multiplier_heads, cfg.n_heads))
+    kinds = HeadKinds.of(cfg)
+    described = () if kinds is None else tuple(kinds.kind_of(h) for _ in range(cfg.n_layers) for h in range(cfg.n_heads))
     return HeadReading(label=label, n_problems=len(examples), n_rows=n_rows, heads=head_names(cfg),
-                       multiplier_heads=multiplier, groups=GROUP_NAMES, mass=mass)
+                       multiplier_heads=multiplier, groups=GROUP_NAMES, mass=mass, kinds=described)
 
 
 def knockout(model, examples, n_loops: int, label: str, groups: Sequence[str], batch_size: int = 64) -> Knockout:
