@@ -249,3 +249,17 @@ def test_the_shipped_multiplier_extrapolates_by_one_digit_and_refuses_longer_mul
     assert main(["solve", str(SHIPPED), "123*4567"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "up to 3 digits" in err[0]
+
+
+def test_digit_accuracy_counts_the_products_each_column_sums():
+    """Column i of a D-digit times a k-digit product sums a_(i-j) * b_j over the j that exist:
+    for 3 x 2 digits, 1, 2, 2, 1 products and then the top carry digit alone."""
+    from analyses.multiplication.analysis import _digit_accuracy
+
+    model, task = _tiny_multiplier()
+    examples = task.sample_cell(8, random.Random(0), 3, 2)
+    d = _digit_accuracy(model, examples, 3, 2, loops=2)
+    assert d.products == (1, 2, 2, 1, 0)[: len(d.right)] and len(d.right) >= 4
+    assert all(0.0 <= r <= 1.0 for r in d.right) and d.n_problems == 8
+    first = d.first_below()
+    assert first is None or d.right[first] < 0.99

@@ -86,6 +86,25 @@ class DelayedProduct:
 
 
 @dataclass(frozen=True)
+class DigitAccuracy:
+    """How often each answer digit is right (logit lens after `loops`) on uniform N x k
+    products: where an N x k multiplier fails. Column i sums `products[i]` partial products
+    a_(i-j) * b_j and a carry, so the digit where accuracy first drops says how many products
+    the model can add."""
+
+    label: str  # e.g. "uniform, 5 x 2 digits"
+    multiplier_digits: int
+    n_problems: int
+    loops: int
+    right: tuple[float, ...]  # per answer digit, units = 0
+    products: tuple[int, ...]  # per answer digit: partial products its column sums
+
+    def first_below(self, bar: float = 0.99) -> int | None:
+        """The lowest answer digit right less than `bar` of the time (None: every one)."""
+        return next((i for i, r in enumerate(self.right) if r < bar), None)
+
+
+@dataclass(frozen=True)
 class MultiplicationResult:
     trained_digits: int  # N, the multiplicand's trained length
     multiplier_digits: tuple[int, ...]  # the k the run was trained on
@@ -102,6 +121,7 @@ class MultiplicationResult:
     heads_trained: HeadReading | None
     heads_far: HeadReading | None
     knockout: Knockout | None
+    by_digit: tuple[DigitAccuracy, ...] = ()  # one per k, at the trained multiplicand length
 
     def to_dict(self) -> dict:
         return to_json(self)
@@ -161,6 +181,8 @@ def run(model_or_run, task=None, *, config: MultiplicationConfig | None = None, 
 
     delayed = _delayed(model, task, far, k_hi, [s for s in cfg.switch_loops if s < cfg.horizon], cfg.horizon,
                        section_rng(seed, "multiplication delayed carry", far))
+    by_digit = tuple(_digit_accuracy(model, _uniform(task, n_trained, k, cfg.n_problems, seed), n_trained, k,
+                                     cfg.horizon) for k in ks)
     heads_trained = heads_far = knocked = None
     if model.cfg.multiplier_heads:
         head_loops = min(cfg.head_loops, cfg.horizon)
@@ -174,7 +196,8 @@ def run(model_or_run, task=None, *, config: MultiplicationConfig | None = None, 
     return MultiplicationResult(trained_digits=n_trained, multiplier_digits=ks, horizon=cfg.horizon,
                                 inside_multiplier_digits=k_hi, inside=inside,
                                 accuracy=accuracy, lock_in=tuple(fits), halting=halting, delayed=delayed,
-                                heads_trained=heads_trained, heads_far=heads_far, knockout=knocked)
+                                heads_trained=heads_trained, heads_far=heads_far, knockout=knocked,
+                                by_digit=by_digit)
 
 
 def skip_reason(model, task) -> str | None:
@@ -191,6 +214,19 @@ def skip_reason(model, task) -> str | None:
         return ("the analysis runs multiplicands 4x the trained length, past this model's position table "
                 f"(positional={model.cfg.positional!r}): it was not built to extrapolate in length")
     return None
+
+
+def _digit_accuracy(model, examples, digits: int, k: int, loops: int) -> DigitAccuracy:
+    correct = per_loop_correct(model, examples, loops)[1]  # per problem: [loop answer_digit]
+    n_answer = max(c.shape[1] for c in correct)
+    right = []
+    for i in range(n_answer):
+        at_i = [bool(c[-1, i]) for c in correct if c.shape[1] > i]  # the EOS slot of shorter answers left out
+        right.append(round(sum(at_i) / len(at_i), 4))
+    # column i of a D-digit times a k-digit number sums a_(i-j) * b_j over 0 <= j < k, 0 <= i - j < D
+    products = tuple(max(0, min(i, k - 1) - max(0, i - digits + 1) + 1) for i in range(n_answer))
+    return DigitAccuracy(label=f"uniform, {digits} x {k} digits", multiplier_digits=k, n_problems=len(examples),
+                         loops=loops, right=tuple(right), products=products)
 
 
 def _uniform(task, digits: int, k: int, n: int, seed: int):

@@ -17,10 +17,27 @@ def multiplication_figures(result) -> dict[str, go.Figure]:
         "lock_in_by_reach": lock_in_by_reach(result),
         "delayed_carry": delayed_carry(result),
     }
+    if result.by_digit:
+        figures["by_digit"] = by_digit(result)
     if result.heads_far is not None and result.knockout is not None:
         figures["head_reading"] = head_reading(result.heads_far)
         figures["knockout"] = knockout(result.knockout)
     return figures
+
+
+def by_digit(result) -> go.Figure:
+    fig = go.Figure()
+    for i, d in enumerate(result.by_digit):
+        fig.add_trace(go.Scatter(x=list(range(len(d.right))), y=list(d.right), mode="lines+markers",
+                                 name=f"x {d.multiplier_digits} digits", line={"color": COLORS[i % len(COLORS)]},
+                                 text=[f"column sums {p} product{'s' if p != 1 else ''}" for p in d.products],
+                                 hovertemplate="digit %{x}: %{y:.0%} right<br>%{text}"))
+    d0 = result.by_digit[0]
+    fig.update_xaxes(title_text="answer digit (units = 0)", dtick=1)
+    fig.update_yaxes(title_text="right (logit lens)", range=[0, 1.02], tickformat=".0%")
+    fig.update_layout(title=f"Each answer digit of uniform products ({d0.label.split(', ')[1].split(' x ')[0]}-digit "
+                            f"multiplicands, n={d0.n_problems} per multiplier length, after {d0.loops} loops)")
+    return fig
 
 
 def accuracy_by_length(result) -> go.Figure:

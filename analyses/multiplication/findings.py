@@ -19,6 +19,8 @@ def multiplication_findings(result) -> list[str]:
                    f"digits, adaptive loops: " + "; ".join(parts) + ".")
     if out:  # where the inside below is read, said once after the accuracy it is chosen from
         out[-1] += f" ({result.inside[0].upper()}{result.inside[1:]}.)"
+    if result.by_digit and out:  # where the accuracy above is lost, in the same finding
+        out[-1] += " " + _by_digit_sentence(result.by_digit)
     if result.heads_far is not None and result.knockout is not None:
         out.append(_heads_sentence(result))
     fits = []
@@ -36,6 +38,20 @@ def multiplication_findings(result) -> list[str]:
     out.append(f"Delayed carry ({d.patch.corrupted} for s loops, then {d.patch.clean}; the products differ in "
                f"{len(d.digits)} digits): {clean}; median lock-in after the switch {lags or 'n/a'} loops.")
     return limit(out)
+
+
+def _by_digit_sentence(by_digit) -> str:
+    parts = []
+    for d in by_digit:
+        digits = " ".join(f"{r:.0%}" for r in d.right)
+        first = d.first_below()
+        where = ("every digit >= 99%" if first is None else
+                 f"first below 99% at digit {first}, whose column sums {d.products[first]} product"
+                 f"{'s' if d.products[first] != 1 else ''} and a carry")
+        parts.append(f"x {d.multiplier_digits}: {digits} ({where})")
+    d0 = by_digit[0]
+    return (f"Each answer digit right, units first (uniform products of {d0.label.split(', ')[1].split(' x ')[0]}-digit "
+            f"multiplicands, n={d0.n_problems} each, logit lens after {d0.loops} loops): " + "; ".join(parts) + ".")
 
 
 def _slope_sentence(x, y) -> str:
