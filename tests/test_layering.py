@@ -116,3 +116,50 @@ def test_every_library_folder_is_a_package():
     """setuptools' find_packages ships only folders with an __init__.py."""
     folders = {p.parent for p in (ROOT / "abacus_interp").rglob("*.py")} | {p.parent for p in (ROOT / "analyses").rglob("*.py")}
     assert sorted(str(f.relative_to(ROOT)) for f in folders if not (f / "__init__.py").exists()) == []
+
+
+def _import_graph() -> dict[Path, set[Path]]:
+    """file -> the files of abacus_interp/ and analyses/ it imports, lazy imports included
+    (`from pkg import name` imports pkg/__init__.py, and pkg/name.py where that is a module)."""
+    files = [p for folder in ("abacus_interp", "analyses") for p in (ROOT / folder).rglob("*.py")]
+    module_file = {}
+    for p in files:
+        parts = list(p.relative_to(ROOT).with_suffix("").parts)
+        module_file[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = p
+    graph: dict[Path, set[Path]] = {p: set() for p in files}
+    for p in files:
+        package = list(p.relative_to(ROOT).parts[:-1])
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = ".".join(package[: len(package) - node.level + 1]) if node.level else ""
+                module = ".".join(part for part in (base, node.module or "") if part)
+                names = [module, *(f"{module}.{alias.name}" for alias in node.names)]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            graph[p].update(module_file[n] for n in names if n in module_file and module_file[n] != p)
+    return graph
+
+
+def test_no_import_circles_even_lazily():
+    """Every file stands above what it imports: no two files of the library or the analyses
+    import each other, directly or round a loop, not even inside a function."""
+    graph = _import_graph()
+    state: dict[Path, str] = {}
+    circles: list[str] = []
+
+    def visit(node: Path, path: list[Path]) -> None:
+        state[node] = "open"
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                loop = path[path.index(nxt):] + [nxt]
+                circles.append(" -> ".join(str(p.relative_to(ROOT)) for p in loop))
+            elif nxt not in state:
+                visit(nxt, path + [nxt])
+        state[node] = "done"
+
+    for start in sorted(graph):
+        if start not in state:
+            visit(start, [start])
+    assert not circles, "import circles:\n" + "\n".join(circles)

@@ -89,7 +89,7 @@ class EvalReport:
     def figures(self) -> dict[str, Any]:
         """Plotly figures keyed by section (never shown): grid, loops, lengths, edge_cases,
         carry, perplexity, splits, whichever the report has."""
-        from abacus_interp.evaluation import figures
+        from abacus_interp.evaluation.figures import report_figures
 
-        return figures.report_figures(self)
+        return report_figures(self)
 

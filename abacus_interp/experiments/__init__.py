@@ -3,6 +3,7 @@ resumable (a finished directory is only read).
 
     ablation         one factor of a recipe at a time; exact match against operand length
     compare          one run per model family and size; accuracy against parameters, length and compute
+    compare_cells    where a comparison's evaluated cells are stored, and reading their evaluations
     compare_eval     how a comparison cell is evaluated (held-out problems, by length, carry-balanced)
     compare_compute  training FLOPs and the learning curve of a cell
     compare_inside   which cells are a comparison's winners, and what was found inside them

@@ -25,7 +25,9 @@ from typing import Any
 
 from .. import checkpoints as ckpt
 from ..errors import UserError, check_output_dir
-from .compare_eval import CellEvaluation, cell_curve, evaluate_cell
+from .compare_cells import cell_dirs, read_evaluation
+from .compare_eval import cell_curve, evaluate_cell
+from .compare_inside import read_inside
 
 logger = logging.getLogger(__name__)
 
@@ -258,31 +260,6 @@ def run_comparison(
     return summarise(spec, out, findings=findings)
 
 
-def cell_dirs(spec: ComparisonSpec, out: Path) -> list[tuple[Contender, Path]]:
-    """(contender, directory) of every evaluated cell under out/cells, in the spec's order,
-    each cell's first run before its other seeds (ascending)."""
-    found = []
-    for contender in spec.contenders:
-        seeds = [replace(contender, seed=int(p.name.rsplit("-seed", 1)[1]))
-                 for p in (out / "cells").glob(f"{contender.base_cell}-seed*") if p.name.rsplit("-seed", 1)[1].isdigit()]
-        for c in [contender, *sorted(seeds, key=lambda c: c.seed)]:
-            if (out / "cells" / c.cell / "evaluation.json").exists():
-                found.append((c, out / "cells" / c.cell))
-    return found
-
-
-def read_evaluation(cell_dir: Path) -> CellEvaluation:
-    """A cell's evaluation.json; one written before learning curves existed gets its curve,
-    compute and seed from the metrics.jsonl and config.json beside it (and is rewritten)."""
-    evaluation = CellEvaluation.from_dict(json.loads((cell_dir / "evaluation.json").read_text()))
-    if evaluation.curve is None and (cell_dir / "metrics.jsonl").exists():
-        compute, curve = cell_curve(cell_dir, evaluation.params)
-        seed = ckpt.read_run_config(cell_dir)["train"]["seed"]
-        evaluation = replace(evaluation, compute=compute, curve=curve, seed=seed)
-        ckpt.write_json(cell_dir / "evaluation.json", evaluation.to_dict())
-    return evaluation
-
-
 def summarise(spec: ComparisonSpec, out: str | Path,
               findings: Callable[[dict[str, Any]], list[str]] | None = None) -> dict[str, Any]:
     """`comparison.json` from the evaluated cells under `out/cells/` (in the spec's order):
@@ -291,8 +268,6 @@ def summarise(spec: ComparisonSpec, out: str | Path,
     `findings` what `findings(data)` says of them (the CLI passes the report's,
     `analyses.report.architectures.findings`: the library writes no sentences); without it
     they are empty."""
-    from .compare_inside import read_inside
-
     out = Path(out)
     cells, seeds = [], []
     for contender, cell_dir in cell_dirs(spec, out):

@@ -3,8 +3,9 @@ and the best GPT cell of a comparison.
 
 This module holds what the comparison reads: which cells are the winners and the stored
 findings (`out/inside.json`). Producing them runs the report's sections, which the library
-may not import, so that half lives in `analyses.report.inside` (with the sentences the
-comparison's findings make of them) and the CLI hands it to `run_comparison`.
+may not import, so that half lives in `analyses.report.inside` (and the sentences the
+comparison's findings make of them in `analyses.report.architectures.inside`) and the CLI
+hands it to `run_comparison`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import checkpoints as ckpt
+from .compare_cells import cell_dirs, read_evaluation
 
 logger = logging.getLogger(__name__)
 
@@ -39,8 +41,6 @@ class InsideFinding:
 def winners(spec, out: Path) -> list[tuple[str, str, Path]]:
     """(family, cell, directory) of the most accurate evaluated cell (first seed) of each
     family in WINNER_FAMILIES; ties go to the lower held-out loss."""
-    from .compare import cell_dirs, read_evaluation
-
     best: dict[str, tuple[float, float, str, Path]] = {}
     for contender, cell_dir in cell_dirs(spec, out):
         if contender.family not in WINNER_FAMILIES or contender.seed != 0:

@@ -23,9 +23,10 @@ import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+# the module itself, not `from abacus_interp.tasks import ...`: the package's __init__ imports this file
+import abacus_interp.tasks.expression_grammar as grammar_mod
 from abacus_interp.core.tokens import Vocab
 from abacus_interp.errors import UserError
-from abacus_interp.tasks import expression_grammar as grammar_mod
 from abacus_interp.tasks.base import (
     DIGIT_SYMBOLS,
     Example,

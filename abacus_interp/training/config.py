@@ -12,7 +12,7 @@ from typing import Any
 from ..core.config import ModelConfig, check_field_types
 from ..errors import UserError
 from ..tasks import get_task
-from .decay import WEIGHT_DECAY_RULES
+from .decay_rules import WEIGHT_DECAY_RULES
 
 SCHEDULES = ("cosine", "linear", "constant")
 PROGRESSIVE = ("none", "mcleish", "mix")
@@ -29,7 +29,7 @@ class TrainConfig:
     batch_size: int | None = 128
     lr: float = 1e-3
     weight_decay: float = 0.01
-    # Which parameters weight decay acts on, chosen by name (training/decay.py lists the
+    # Which parameters weight decay acts on, chosen by name (training/decay_rules.py lists the
     # names of each): "all" (Nanda et al.: AdamW over every parameter, biases included);
     # "matrices" (the W_* weights only: no bias, no LayerNorm); "matrices_and_qkv_biases",
     # the default: the W_* and attention's b_Q, b_K, b_V. That is what every run before this

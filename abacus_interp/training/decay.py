@@ -1,10 +1,6 @@
 """Which parameters weight decay acts on, chosen by parameter name (`train.weight_decay_on`),
-and the AdamW that applies it.
-
-Names, not tensor shapes: a rule on rank would decay the per-head attention biases b_Q, b_K
-and b_V (stored [head, d_head]) and call them matrices. The patterns match the names
-`model.named_parameters()` gives in every family: W_E, W_pos, blocks.0.attn.W_Q,
-blocks.0.mlp.b_in, layers.0.lstm.W_ih, ln_final.w, ...
+and the AdamW that applies it. The rules themselves (name patterns, and why names rather than
+shapes) are in `decay_rules.py`, which the config reads too.
 """
 
 from __future__ import annotations
@@ -15,19 +11,10 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
+from .decay_rules import WEIGHT_DECAY_RULES
+
 if TYPE_CHECKING:
     from .config import TrainConfig
-
-# the weight matrices: embeddings (W_E, W_pos), attention (W_Q, W_K, W_V, W_O), MLP (W_in,
-# W_out), unembedding (W_U) and the LSTM cells' input and recurrent weights (W_ih, W_hh)
-_MATRIX = r"(.*\.)?W_[A-Za-z]+"
-_QKV_BIAS = r"(.*\.)?attn\.b_[QKV]"
-
-WEIGHT_DECAY_RULES: dict[str, tuple[str, ...]] = {
-    "all": (r".*",),
-    "matrices": (_MATRIX,),
-    "matrices_and_qkv_biases": (_MATRIX, _QKV_BIAS),
-}
 
 
 def is_decayed(name: str, rule: str) -> bool:

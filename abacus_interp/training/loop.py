@@ -25,6 +25,9 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+# the module itself, not `from . import distributed`: the package's __init__ imports this file
+import abacus_interp.training.distributed as dist_utils
+
 from .. import checkpoints as ckpt
 from ..core.config import ModelConfig
 from ..core.families import build_model
@@ -34,7 +37,6 @@ from ..core.scoring import next_token_loss, score_examples
 from ..core.scoring import readout_ids as scoring_readout_ids
 from ..errors import UserError, check_output_dir
 from ..evaluation.heldout import heldout_sets
-from . import distributed as dist_utils
 from .config import RunConfig
 from .data import BatchSource, ShardWeights, scored_positions, shard_rows
 from .decay import build_optimizer

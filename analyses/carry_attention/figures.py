@@ -1,4 +1,8 @@
-"""Plotly figures of a carry-attention result, built from its typed numbers alone (never shown)."""
+"""Plotly figures of a carry-attention result, built from its typed numbers alone (never shown).
+
+The result types are read, not imported: result.py imports this module when `figures()` is
+called, so `r` is a `CarryAttentionResult` and each part (`attention`, `example`, `ablation`,
+`patching`, `probes`) the field of that name, unannotated."""
 
 from __future__ import annotations
 
@@ -11,10 +15,9 @@ from abacus_interp.tasks.base import lsd_text_to_human
 from analyses._axes import label_every_row
 
 from .attention_stats import CATEGORIES
-from .result import Ablation, AttentionStats, CarryAttentionResult, ExamplePattern, Patching, Probes
 
 
-def figures(r: CarryAttentionResult) -> dict[str, go.Figure]:
+def figures(r) -> dict[str, go.Figure]:
     """Every figure of the sections that ran, keyed by name; one staircase and example pattern
     per layer when there are several."""
     out: dict[str, go.Figure] = {}
@@ -50,7 +53,7 @@ def _loop_by_head_grid(n_loops: int, n_heads: int) -> go.Figure:
                          row_titles=[loop_label(t) for t in range(n_loops)])
 
 
-def staircase_figure(attention: AttentionStats, layer: int = 0) -> go.Figure:
+def staircase_figure(attention, layer: int = 0) -> go.Figure:
     """Mean attention from the position predicting answer digit i (rows) to every token slot
     (columns), one panel per loop (rows) and head (columns)."""
     s = np.asarray(attention.staircase, dtype=float)[:, layer]  # [loop head digit slot]
@@ -69,7 +72,7 @@ def staircase_figure(attention: AttentionStats, layer: int = 0) -> go.Figure:
     return label_every_row(fig)
 
 
-def pattern_figure(example: ExamplePattern, layer: int = 0) -> go.Figure:
+def pattern_figure(example, layer: int = 0) -> go.Figure:
     """Full attention pattern of one problem: one panel per loop (rows) and head (columns)."""
     p = np.asarray(example.pattern, dtype=float)[:, layer]  # [loop head q k]
     n_loops, n_heads = p.shape[:2]
@@ -88,7 +91,7 @@ def pattern_figure(example: ExamplePattern, layer: int = 0) -> go.Figure:
     return label_every_row(fig)
 
 
-def alignment_figure(attention: AttentionStats) -> go.Figure:
+def alignment_figure(attention) -> go.Figure:
     """Aligned-digit and carry-source scores per loop x head, by carry group (a group none of
     whose rows has an aligned digit is left out)."""
     groups = [g for g in attention.groups if attention.alignment[g] is not None]
@@ -112,7 +115,7 @@ def alignment_figure(attention: AttentionStats) -> go.Figure:
     return label_every_row(fig)
 
 
-def mass_figure(attention: AttentionStats) -> go.Figure:
+def mass_figure(attention) -> go.Figure:
     """Stacked mean attention mass per category, for every loop x layer x head (all digits)."""
     m = np.asarray(attention.mass["all"], dtype=float)  # [loop layer head cat]
     n_loops, n_layers, n_heads, _ = m.shape
@@ -124,7 +127,7 @@ def mass_figure(attention: AttentionStats) -> go.Figure:
     return fig
 
 
-def ablation_figure(ablation: Ablation) -> go.Figure:
+def ablation_figure(ablation) -> go.Figure:
     """Change in exact match when one head is ablated in one loop, per kind."""
     kinds = ablation.kinds
     fig = make_subplots(rows=1, cols=len(kinds), shared_yaxes=True,
@@ -143,7 +146,7 @@ def ablation_figure(ablation: Ablation) -> go.Figure:
     return label_every_row(fig)
 
 
-def ablation_subtask_figure(ablation: Ablation) -> go.Figure:
+def ablation_subtask_figure(ablation) -> go.Figure:
     """Change in per-sub-task loss for every ablation (rows) and sub-task (columns)."""
     rows = ablation.table
     subtasks = list(ablation.baseline.loss_by_subtask)
@@ -157,7 +160,7 @@ def ablation_subtask_figure(ablation: Ablation) -> go.Figure:
     return label_every_row(fig)
 
 
-def patching_figure(patching: Patching, group: str = "all") -> go.Figure:
+def patching_figure(patching, group: str = "all") -> go.Figure:
     """Fraction of the logit difference restored per site (rows) and position (columns)."""
     g = patching.groups[group]
     pos = list(patching.positions)
@@ -183,7 +186,7 @@ def patching_figure(patching: Patching, group: str = "all") -> go.Figure:
     return label_every_row(fig)
 
 
-def carry_presence_figure(patching: Patching) -> go.Figure:
+def carry_presence_figure(patching) -> go.Figure:
     """Restored fraction when patching the predicting position's residual after each loop
     (empty when "pred" was not among the patched positions)."""
     p = patching.positions.index("pred") if "pred" in patching.positions else None
@@ -201,7 +204,7 @@ def carry_presence_figure(patching: Patching) -> go.Figure:
     return fig
 
 
-def probes_figure(probes: Probes) -> go.Figure:
+def probes_figure(probes) -> go.Figure:
     """Held-out probe accuracy for carry-in per loop/layer, with the shuffled-label control."""
     acc = np.asarray(probes.accuracy, dtype=float)
     shuf = np.asarray(probes.shuffled_accuracy, dtype=float)

@@ -1,20 +1,21 @@
 """The carry analysis in sentences, read from its typed result: the top alignment and
 carry-source heads, the most harmful ablation and where the carry-in becomes decodable. A part
-that was not run or found nothing gets a sentence saying so, so it never silently disappears."""
+that was not run or found nothing gets a sentence saying so, so it never silently disappears.
+
+`r` is a `CarryAttentionResult` and `h` one of its `HeadScore` or `Harmful` rows, read and not
+imported: result.py imports this module when `findings()` is called."""
 
 from __future__ import annotations
 
 from abacus_interp.core.hooks import head_label, layer_label
 from analyses.prose import finite, limit, pct
 
-from .result import CarryAttentionResult, Harmful, HeadScore
 
-
-def _head(h: HeadScore | Harmful) -> str:
+def _head(h) -> str:
     return head_label(h.layer, h.head, h.loop)
 
 
-def _attention(r: CarryAttentionResult) -> list[str]:
+def _attention(r) -> list[str]:
     if r.attention is None:
         return ["Attention statistics were not computed (the attention section was not run)."]
     out = []
@@ -35,7 +36,7 @@ def _attention(r: CarryAttentionResult) -> list[str]:
     return out
 
 
-def _ablation(r: CarryAttentionResult) -> str | None:
+def _ablation(r) -> str | None:
     ab = r.ablation
     if ab is None:
         return "No head was ablated (the ablation section was not run)."
@@ -49,7 +50,7 @@ def _ablation(r: CarryAttentionResult) -> str | None:
             "any single head.")
 
 
-def _probes(r: CarryAttentionResult) -> str | None:
+def _probes(r) -> str | None:
     probes = r.probes
     if probes is None:
         return "The carry-in was not probed (the probes section was not run)."
@@ -65,5 +66,5 @@ def _probes(r: CarryAttentionResult) -> str | None:
     return f"No loop carries a linearly decodable carry-in above threshold (best probe accuracy {pct(best)})."
 
 
-def findings(r: CarryAttentionResult) -> list[str]:
+def findings(r) -> list[str]:
     return limit([*_attention(r), _ablation(r), _probes(r)])

@@ -336,7 +336,3 @@ def _wave(example, p_correct: np.ndarray) -> WaveProblem:
 
 def _mean(values: list[bool]) -> float | None:
     return sum(values) / len(values) if values else None
-
-
-def slope_text(fit: LinearFit) -> str:
-    return fit.describe("loops per link")

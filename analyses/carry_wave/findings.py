@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from analyses.prose import LinearFit
 
-from .analysis import slope_text
-
 
 def carry_wave_findings(result) -> list[str]:
     acc, n = result.accuracy, result.trained_digits
@@ -148,3 +146,7 @@ def _line(fit: LinearFit) -> str:
         return "a constant number of"
     r2 = "" if fit.r2 is None else f", R^2 {fit.r2:.2f}"
     return f"{fit.intercept:.1f} + {fit.slope:.2f} k (n={fit.n}{r2})"
+
+
+def slope_text(fit: LinearFit) -> str:
+    return fit.describe("loops per link")

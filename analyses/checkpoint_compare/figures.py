@@ -1,5 +1,8 @@
 """Plotly figures of a `CheckpointComparison`: loss and exact match over training, CKA
-between checkpoints, parameter speeds, and what moved most."""
+between checkpoints, parameter speeds, and what moved most.
+
+The result types are read, not imported: result.py imports this module when `figures()` is
+called, so `c` is a `CheckpointComparison` and `moved` its `Moved`, unannotated."""
 
 from __future__ import annotations
 
@@ -12,10 +15,9 @@ from analyses._axes import label_every_row
 from analyses.prose import metric_label
 
 from .config import SIGNALS
-from .result import CheckpointComparison, Moved
 
 
-def figures(c: CheckpointComparison) -> dict[str, go.Figure]:
+def figures(c) -> dict[str, go.Figure]:
     runs = [("A", c.a)] + ([("B", c.b)] if c.b else [])
     marks = c.change_steps
 
@@ -99,7 +101,7 @@ def _heatmaps(mats, y_steps, x_steps, title, y_title, x_title) -> go.Figure:
     return label_every_row(fig)
 
 
-def _moved_bar(moved: Moved) -> go.Figure:
+def _moved_bar(moved) -> go.Figure:
     rank_by = moved.rank_by
     rows = moved.parameters[::-1]
     fig = go.Figure(go.Bar(x=[getattr(r, rank_by) for r in rows], y=[r.name for r in rows], orientation="h",

@@ -1,5 +1,8 @@
 """The findings of a checkpoint comparison, read from its typed result. A part that could not
-be measured gets a sentence saying so, so a missing part never silently drops its finding."""
+be measured gets a sentence saying so, so a missing part never silently drops its finding.
+
+`c` is a `CheckpointComparison`, read and not imported: result.py imports this module when
+`findings()` is called."""
 
 from __future__ import annotations
 
@@ -8,15 +11,13 @@ from collections.abc import Iterable
 
 from analyses.prose import first_step_at, limit, num, pct
 
-from .result import CheckpointComparison
-
 
 def _values(xs: Iterable[float]) -> list[float | None]:
     """Floats with NaN as None, as `first_step_at` and `num` read them."""
     return [float(x) if math.isfinite(x) else None for x in xs]
 
 
-def findings(c: CheckpointComparison) -> list[str]:
+def findings(c) -> list[str]:
     """Up to four sentences: where the chosen signal changed fastest, the last loop's state
     against the final checkpoint, exact match over training, what moved most; with a second
     run, how alike the two runs' final states are (second)."""

@@ -17,10 +17,10 @@ from abacus_interp.tasks.base import Example
 from analyses.common import resolve
 from analyses.contract import configure
 
-from . import figures as _figures
 from .collect import Collected, collect, model_spectrum
 from .config import FixedPointConfig
 from .dynamics import quantiles
+from .figures import all_figures
 from .findings import findings
 from .path_independence import path_independence
 from .problems import CLASSES, as_examples, balanced_problems, chain_lengths
@@ -88,7 +88,7 @@ class FixedPointResult:
     def figures(self) -> dict[str, Any]:
         """Plotly figures (never shown): step_sizes, logit_lens, lock_in, exact_match,
         halting, orbit, contraction and path_independence (the last two when computed)."""
-        return _figures.all_figures(self.summary)
+        return all_figures(self.summary)
 
     def findings(self) -> list[str]:
         return findings(self.summary)

@@ -1,8 +1,14 @@
 """Plotly figures of a Fourier result, built from its typed numbers (never shown). Every figure carries
-the detected phases: shaded spans on the step axis of the curves, a note on the snapshots."""
+the detected phases: shaded spans on the step axis of the curves, a note on the snapshots.
+
+The summary's types (result.py) are read, not imported: result.py imports this module when
+`figures()` is called. `d` is a `ModularSummary` or a `Base10Summary` (told apart by `kind`),
+and each other argument the part of it that it is named after (`phases`, `n` the neurons,
+`fit` the logit fit, `cp` the clock-or-pizza check, `per_loop` the neurons per loop)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -12,21 +18,11 @@ from abacus_interp.core.hooks import layer_label
 from analyses._axes import label_every_row
 
 from .progress import phase_spans
-from .result import (
-    Base10Summary,
-    ClockPizza,
-    LogitFit,
-    ModularSummary,
-    Neurons,
-    NeuronsPerLoop,
-    Phases,
-    series_dict,
-)
 
 PHASE_RGB = {"memorisation": (99, 110, 250), "circuit_formation": (0, 204, 150), "cleanup": (239, 85, 59)}
 
 
-def phase_note(phases: Phases | None) -> str:
+def phase_note(phases) -> str:
     if phases is None:
         return "phases: not detected (no checkpoint series)"
     spans = phase_spans(phases)
@@ -35,7 +31,7 @@ def phase_note(phases: Phases | None) -> str:
     return "phases: " + ", ".join(f"{n.replace('_', ' ')} {a:,}-{b:,}" for n, a, b in spans)
 
 
-def mark_phases(fig: go.Figure, phases: Phases | None, on_steps: bool) -> go.Figure:
+def mark_phases(fig: go.Figure, phases, on_steps: bool) -> go.Figure:
     """Shade the phases on a step axis, or write them on a line under the title of a snapshot figure.
 
     The phase names go into the legend (a swatch of each shade, with its steps), not onto the
@@ -64,7 +60,7 @@ def _key_colours(n: int, key: list[int]) -> list[str]:
     return ["crimson" if k in key else "lightslategrey" for k in range(1, n + 1)]
 
 
-def embed_figure(d: ModularSummary) -> go.Figure:
+def embed_figure(d) -> go.Figure:
     key, shares = list(d.key_frequencies), list(d.embed_frequency_shares)
     ks = list(range(1, len(shares) + 1))
     fig = go.Figure(go.Bar(x=ks, y=shares, marker_color=_key_colours(len(ks), key), name="W_E",
@@ -77,7 +73,7 @@ def embed_figure(d: ModularSummary) -> go.Figure:
     return fig
 
 
-def components_figure(d: ModularSummary) -> go.Figure:
+def components_figure(d) -> go.Figure:
     norms = list(d.embed_component_norms)
     p = d.p
     names = ["const"] + [f"{'cos' if i % 2 else 'sin'} {(i + 1) // 2}" for i in range(1, p)]
@@ -87,7 +83,7 @@ def components_figure(d: ModularSummary) -> go.Figure:
     return fig
 
 
-def neurons_figure(n: Neurons) -> go.Figure:
+def neurons_figure(n) -> go.Figure:
     fig = go.Figure(go.Scatter(
         x=list(n.dominant_frequency), y=list(n.fraction_explained), mode="markers",
         marker={"size": 5, "color": ["crimson" if s else "grey" for s in n.single_frequency], "opacity": 0.6},
@@ -100,7 +96,7 @@ def neurons_figure(n: Neurons) -> go.Figure:
     return fig
 
 
-def clusters_figure(n: Neurons) -> go.Figure:
+def clusters_figure(n) -> go.Figure:
     sizes = n.cluster_sizes
     fig = go.Figure(go.Bar(x=[str(k) for k in sizes], y=list(sizes.values()), marker_color="crimson"))
     fig.update_layout(title=f"Neuron clusters by frequency ({n.n_single_frequency} of {n.n_neurons} neurons, "
@@ -131,7 +127,7 @@ def neuron_fourier_figure(coef, p: int) -> go.Figure:
     return label_every_row(fig)
 
 
-def logit_fit_figure(fit: LogitFit) -> go.Figure:
+def logit_fit_figure(fit) -> go.Figure:
     coefs = fit.coefficients
     ks = [int(k) for k in coefs]
     fig = go.Figure(go.Bar(x=ks, y=[coefs[k] for k in coefs],
@@ -167,7 +163,7 @@ def progress_figures(series: dict[str, Any]) -> dict[str, go.Figure]:
     }
 
 
-def clock_pizza_figure(table, cp: ClockPizza) -> go.Figure:
+def clock_pizza_figure(table, cp) -> go.Figure:
     z = table.tolist() if hasattr(table, "tolist") else table
     fig = go.Figure(go.Heatmap(z=z, colorscale="Viridis", colorbar={"title": "correct logit"}))
     fig.update_layout(title=f"Correct logit by (a+b, a-b): gradient symmetricity {cp.gradient_symmetricity:.2f}, "
@@ -176,14 +172,14 @@ def clock_pizza_figure(table, cp: ClockPizza) -> go.Figure:
     return label_every_row(fig)
 
 
-def loops_figure(per_loop: tuple[NeuronsPerLoop, ...]) -> go.Figure:
+def loops_figure(per_loop) -> go.Figure:
     labels = [layer_label(s.layer, s.loop) for s in per_loop]
     fig = go.Figure(go.Bar(x=labels, y=[s.share_single_frequency for s in per_loop], marker_color="teal"))
     fig.update_layout(title="Single-frequency neurons per loop", yaxis_title="share of neurons", yaxis_range=[0, 1])
     return fig
 
 
-def base10_figures(d: Base10Summary) -> dict[str, go.Figure]:
+def base10_figures(d) -> dict[str, go.Figure]:
     b = d.base10
     fig = go.Figure(go.Bar(x=[f"{p:.3g}" for p in b.periods], y=list(b.shares),
                            marker_color=["crimson" if k in (1, 2, 5) else "grey" for k in b.frequencies]))
@@ -198,9 +194,9 @@ def base10_figures(d: Base10Summary) -> dict[str, go.Figure]:
     return out
 
 
-def all_figures(d: ModularSummary | Base10Summary, arrays: dict[str, Any]) -> dict[str, go.Figure]:
+def all_figures(d, arrays: dict[str, Any]) -> dict[str, go.Figure]:
     phases = d.phases
-    if isinstance(d, Base10Summary):
+    if d.kind == "base10":  # a Base10Summary
         figs = base10_figures(d)
         return {k: mark_phases(f, phases, on_steps=k.endswith("series")) for k, f in figs.items()}
     figs: dict[str, go.Figure] = {"embed_fourier": embed_figure(d), "embed_components": components_figure(d)}
@@ -220,3 +216,8 @@ def all_figures(d: ModularSummary | Base10Summary, arrays: dict[str, Any]) -> di
     out = {k: mark_phases(f, phases, on_steps=False) for k, f in figs.items()}
     out.update({k: mark_phases(f, phases, on_steps=True) for k, f in steps_figs.items()})
     return out
+
+
+def series_dict(series) -> dict[str, Any]:
+    """The `ProgressSeries` as name -> values, for plotting curves by name."""
+    return dataclasses.asdict(series)

@@ -1,14 +1,16 @@
 """The grokking analysis in sentences, read from its typed summary: phases, key frequencies,
 single-frequency neurons, the logit fit and the restricted/excluded losses, beside Nanda et
 al.'s numbers when the summary carries them (`paper`, p = 113). A part that could not be
-measured gets a sentence saying so instead of silently dropping out."""
+measured gets a sentence saying so instead of silently dropping out.
+
+`d` is a `ModularSummary` or a `Base10Summary` (told apart by `kind`) and `paper` its `Paper`,
+read and not imported: result.py imports this module when `findings()` is called."""
 
 from __future__ import annotations
 
 from analyses.prose import limit, num, pct, times
 
 from .progress import CLEANUP_WINDOW, SHARE_FLAT, WEIGHTS_FLAT, cleanup_check
-from .result import Base10Summary, ModularSummary, Paper
 from .summary import half_fall_clause, training_pairs_clause
 
 
@@ -16,7 +18,7 @@ def _k(step: int) -> str:
     return f"{step / 1000:g}k" if step else "0"
 
 
-def _phases(d: ModularSummary, paper: Paper | None, src: str) -> str:
+def _phases(d, paper, src: str) -> str:
     ph = d.phases
     if ph is None:
         return "The grokking phases were not detected: there is no series of checkpoints to read them from."
@@ -34,7 +36,7 @@ def _phases(d: ModularSummary, paper: Paper | None, src: str) -> str:
     return f"The model did not grok: {why[0][0].lower() + why[0][1:]}" if why else "The model did not grok."
 
 
-def _keys(d: ModularSummary, paper: Paper | None, src: str) -> str | None:
+def _keys(d, paper, src: str) -> str | None:
     keys, shares = list(d.key_frequencies or ()), d.embed_frequency_shares or ()
     if not keys:
         return (f"No key frequencies: no frequency holds {pct(d.key_threshold)} of the residue embeddings' "
@@ -55,7 +57,7 @@ def _keys(d: ModularSummary, paper: Paper | None, src: str) -> str | None:
     return sentence + "."
 
 
-def _neurons_and_fit(d: ModularSummary, paper: Paper | None, src: str) -> str | None:
+def _neurons_and_fit(d, paper, src: str) -> str | None:
     parts = []
     n = d.neurons
     if n is not None and n.share_single_frequency is not None and n.n_neurons:
@@ -81,7 +83,7 @@ def _neurons_and_fit(d: ModularSummary, paper: Paper | None, src: str) -> str | 
     return sentence[0].upper() + sentence[1:] + "."
 
 
-def _cleanup(d: ModularSummary) -> str | None:
+def _cleanup(d) -> str | None:
     """Whether the run trained until cleanup was over (CleanupCheck's criterion)."""
     check = cleanup_check(d.progress) if d.progress is not None else None
     if check is None:
@@ -95,7 +97,7 @@ def _cleanup(d: ModularSummary) -> str | None:
     return f"Cleanup is not over at the last checkpoint: {moved}; train longer to see where it ends."
 
 
-def _losses(d: ModularSummary) -> str | None:
+def _losses(d) -> str | None:
     fl = d.final_losses
     if fl is None or fl.restricted_loss is None or fl.excluded_loss is None:
         return None
@@ -112,11 +114,11 @@ def _losses(d: ModularSummary) -> str | None:
     return sentence + "."
 
 
-def findings(d: ModularSummary | Base10Summary) -> list[str]:
+def findings(d) -> list[str]:
     """Grokking phases, key frequencies, single-frequency neurons and the logit fit, and the
     restricted/excluded loss on the training pairs, each beside Nanda et al.'s value when the
     summary carries it (`paper`, p = 113). A digit model's base-10 view is its details."""
-    if isinstance(d, Base10Summary):
+    if d.kind == "base10":  # a Base10Summary
         return limit(list(d.details))
     paper = d.paper
     src = paper.source if paper is not None else "the paper"

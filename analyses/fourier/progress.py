@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -43,9 +42,6 @@ from .circuit import (
     residue_ids,
     restricted_and_excluded,
 )
-
-if TYPE_CHECKING:  # the result module imports diagnose, which imports this one
-    from .result import Phases
 
 PHASES = ("memorisation", "circuit_formation", "cleanup")
 
@@ -278,8 +274,9 @@ def phases_from(curves: dict) -> dict:
     return out
 
 
-def phase_spans(phases: Phases) -> list[tuple[str, int, int]]:
-    """(name, start, end) of each detected phase, for shading figures."""
+def phase_spans(phases) -> list[tuple[str, int, int]]:
+    """(name, start, end) of each detected phase, for shading figures. `phases` is the result's
+    `Phases` (result.py, which imports diagnose, which imports this module)."""
     bounds = [0, phases.memorisation_end, phases.circuit_formation_end, phases.cleanup_end]
     spans = []
     for name, start, end in zip(PHASES, bounds[:-1], bounds[1:], strict=True):

@@ -11,7 +11,6 @@ and the base-10 view of a digit model (`Base10Summary`).
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -277,8 +276,3 @@ class FourierResult:
         from .figures import all_figures
 
         return all_figures(self.summary, self.arrays)
-
-
-def series_dict(series: ProgressSeries) -> dict[str, Any]:
-    """The series as name -> values, for plotting curves by name."""
-    return dataclasses.asdict(series)

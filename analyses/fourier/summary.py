@@ -1,5 +1,9 @@
 """The long account of a Fourier result in sentences (`FourierResult.details`), read from its
-typed summary; the short one the report shows is `findings.py`."""
+typed summary; the short one the report shows is `findings.py`.
+
+The summary's types are read, not imported (the findings, which result.py imports on use,
+read this module): `d` is a `ModularSummary` or a `Base10Summary` (told apart by `kind`), and
+`ph`, `n`, `fl` and `rv` its phases, neurons, final losses and restricted-vs-test parts."""
 
 from __future__ import annotations
 
@@ -7,14 +11,13 @@ from abacus_interp.core.hooks import layer_label
 from analyses.prose import num, times
 
 from .paper import PAPER, applies, phase_ranges_text
-from .result import Base10Summary, FinalLosses, ModularSummary, Neurons, Phases, RestrictedVsTest
 
 
 def _steps(v) -> str:
     return "-" if v is None else f"{v:,}"
 
 
-def phase_sentence(ph: Phases | None) -> str | None:
+def phase_sentence(ph) -> str | None:
     if ph is None:
         return None
     m, c, e = ph.memorisation_end, ph.circuit_formation_end, ph.cleanup_end
@@ -35,7 +38,7 @@ def paper_phases() -> str:
     return f"{PAPER['source']}: {phase_ranges_text()}"
 
 
-def single_frequency_sentence(n: Neurons, with_paper: bool) -> str:
+def single_frequency_sentence(n, with_paper: bool) -> str:
     """The single-frequency neuron count over all neurons (the paper's denominator)."""
     text = (f"{n.n_single_frequency}/{n.n_neurons} = {n.share_single_frequency:.1%} of the MLP neurons "
             f"are single-frequency (>= {n.threshold:.0%} of their variance at '=' from one frequency)")
@@ -45,13 +48,13 @@ def single_frequency_sentence(n: Neurons, with_paper: bool) -> str:
     return text
 
 
-def training_pairs_clause(fl: FinalLosses) -> str:
+def training_pairs_clause(fl) -> str:
     """Restricted and excluded loss on the training pairs, beside the unablated loss."""
     return (f"On the training pairs, keeping only the key frequencies gives loss {num(fl.restricted_loss)} "
             f"(unablated {num(fl.full_loss_train)}) and removing them {num(fl.excluded_loss)}")
 
 
-def half_fall_clause(rv: RestrictedVsTest | None) -> str | None:
+def half_fall_clause(rv) -> str | None:
     """When the restricted loss was halfway from its peak to its minimum (log10 scale),
     against the same point of the test loss; None when either is unknown."""
     if rv is None or rv.restricted_half_fall_step is None or rv.test_half_fall_step is None:
@@ -61,7 +64,7 @@ def half_fall_clause(rv: RestrictedVsTest | None) -> str | None:
     return f"it was halfway from peak to minimum on a log10 scale at step {r_step:,}, {when} the test loss (step {t_step:,})"
 
 
-def restricted_sentence(fl: FinalLosses, rv: RestrictedVsTest | None) -> str:
+def restricted_sentence(fl, rv) -> str:
     """Restricted and excluded loss on the training pairs, and how far the restricted loss
     fell from its post-memorisation peak (a linear ratio), with its log-scale half point."""
     text = training_pairs_clause(fl)
@@ -74,7 +77,7 @@ def restricted_sentence(fl: FinalLosses, rv: RestrictedVsTest | None) -> str:
     return text + (f"; {half}" if half else "")
 
 
-def _base10_details(d: Base10Summary) -> list[str]:
+def _base10_details(d) -> list[str]:
     b, ps = d.base10, d.base10.period_shares
     out = [f"Digit embeddings: {b.share_10_5_2:.0%} of their non-constant energy lies at periods 10, 5 "
            f"and 2 ({ps['10']:.0%}, {ps['5']:.0%}, {ps['2']:.0%}); 56% would be a random embedding's "
@@ -87,10 +90,10 @@ def _base10_details(d: Base10Summary) -> list[str]:
     return out
 
 
-def details(d: ModularSummary | Base10Summary) -> list[str]:
+def details(d) -> list[str]:
     """Every measure of the result in a sentence (the long account; `findings` is the short one).
     A part that was not measured (None) has no sentence here; the findings say what is missing."""
-    if isinstance(d, Base10Summary):
+    if d.kind == "base10":  # a Base10Summary
         return _base10_details(d)
     out: list[str] = []
     key, shares = list(d.key_frequencies or ()), d.embed_frequency_shares or ()

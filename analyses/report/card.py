@@ -8,13 +8,14 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+# the sibling modules themselves, not `from . import`: the package's __init__ imports this one
+import analyses.report.findings as F
+import analyses.report.html as H
 from abacus_interp.jsonsafe import from_json, json_safe, to_json
 from analyses._axes import log_ticks
 from analyses.contract import Result, RunContext
 from analyses.prose import metric_label
 
-from . import findings as F
-from . import html as H
 from .result import Built, Curve, ModelCard, NoSizes
 
 

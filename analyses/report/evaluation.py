@@ -7,11 +7,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+# the sibling modules themselves, not `from . import`: the package's __init__ imports this one
+import analyses.report.findings as F
+import analyses.report.html as H
 from abacus_interp.jsonsafe import from_json, to_json
 from analyses.contract import Result, RunContext
 
-from . import findings as F
-from . import html as H
 from .result import Built, EdgeCases, Evaluation
 
 

@@ -8,10 +8,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+# the sibling modules themselves, not `from . import`: the package's __init__ imports this one
+import analyses.report.html as H
 from abacus_interp.errors import MissingPathError
 from analyses.contract import Result, RunContext
 
-from . import html as H
 from .result import Built, NoSizes
 
 

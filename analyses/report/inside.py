@@ -54,17 +54,3 @@ def inspect_winners(spec, out: Path, progress: bool = False) -> list[InsideFindi
     ckpt.write_json(Path(out) / "inside.json", [asdict(f) for f in result])
     return result
 
-
-def inside_sentences(rows: list[dict]) -> list[str]:
-    """comparison.json's `inside` rows -> one sentence per (winner, section)."""
-    out = []
-    for f in (InsideFinding(**{**row, "findings": tuple(row["findings"])}) for row in rows):
-        who = f"the best {'looped' if f.family == 'looped' else 'GPT'} cell, {f.cell}"
-        if f.status == "ok":
-            stated = " ".join(f.findings) if f.findings else "the section ran and stated no finding."
-            out.append(f"Inside {who} ({f.title}): {stated}")
-        elif f.status == "omitted":
-            out.append(f"{f.title} cannot run for {who}: {f.reason.rstrip('.')}.")
-        else:
-            out.append(f"{f.title} failed for {who} ({f.reason}); see {f.report}.")
-    return out

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
+# the sibling modules themselves, not `from . import`: the package's __init__ imports this one
+import analyses.report.html as H
 from abacus_interp.jsonsafe import from_json
 from analyses.prose import pct
 
-from . import html as H
 from .findings import decoding_label
 from .result import EdgeCase, Evaluation, Grid
 

@@ -18,7 +18,6 @@ the residual at any point (`resid_pre`, `_target`).
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 import torch
 from jaxtyping import Float, Int
@@ -27,9 +26,6 @@ from transformer_lens import ActivationCache
 from transformer_lens.utilities import Slice, SliceInput
 
 from ..hooks import act_name, hook_name, loop_label
-
-if TYPE_CHECKING:
-    from abacus_interp.core.model import LoopedTransformer
 
 _LOOP_KEY = re.compile(r"^loops\.(\d+)\.")
 _UNROLLED_KEY = re.compile(r"^blocks\.(\d+)\.(.+)$")
@@ -48,13 +44,15 @@ def as_slice(pos_slice: Slice | SliceInput) -> Slice:
 
 class LoopCacheIndex(ActivationCache):
     """The lookup layer of `LoopActivationCache`: keys, loop and layer arithmetic, and the
-    residual at any (loop, layer). `n_loops` is how many loops the run used (`run_with_cache`
-    passes it; otherwise it is read off the cached names)."""
+    residual at any (loop, layer). `model` is the `LoopedTransformer` that ran (left
+    unannotated: core/model.py imports this package, so this one does not import it back).
+    `n_loops` is how many loops the run used (`run_with_cache` passes it; otherwise it is
+    read off the cached names)."""
 
     def __init__(
         self,
         cache_dict: dict[str, Tensor],
-        model: LoopedTransformer,
+        model,
         has_batch_dim: bool = True,
         n_loops: int | None = None,
     ):

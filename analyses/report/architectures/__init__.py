@@ -3,9 +3,11 @@ figures. The comparison itself (specs, cells, training, evaluation, learning cur
 library's `abacus_interp.experiments.compare`; `abacus-interp compare` hands `findings` to its
 `run_comparison`, and the report's architectures section draws the figures.
 
-    summary.py   accuracy and loss, equal parameters, length bands; accuracy figures
+    common.py    family labels and colours, a cell's label, the significance rule (shared by the rest)
+    summary.py   accuracy and loss, equal parameters, length bands; accuracy figures; every finding
     curves.py    learning curves against training FLOPs: equal compute, compute to reach, still rising
     seeds.py     cells trained at more than one seed
+    inside.py    what the report's sections found inside the winners
 """
 
 from .summary import findings

@@ -15,7 +15,7 @@ from plotly.subplots import make_subplots
 
 from abacus_interp.experiments.compare_compute import CurvePoint
 
-from .summary import FAMILY_COLORS, SIGNIFICANCE, label
+from .common import FAMILY_COLORS, SIGNIFICANCE, label
 
 SIZE_SYMBOLS = {"S": "circle", "M": "square", "L": "diamond"}
 LOSS_DROP = 0.05  # a held-out loss still falling by more than 5% over the last quarter of the steps is rising

@@ -7,8 +7,8 @@ from collections import defaultdict
 from itertools import combinations
 from typing import Any
 
+from .common import SIGNIFICANCE, label
 from .curves import gap_in_se
-from .summary import SIGNIFICANCE, label
 
 
 def runs_by_cell(data: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:

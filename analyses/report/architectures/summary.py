@@ -10,17 +10,14 @@ import math
 from typing import Any
 
 import plotly.graph_objects as go
-from plotly.colors import qualitative
 
-FAMILY_LABELS = {"looped": "Looped", "gpt": "GPT", "lstm": "LSTM", "retran": "ReTran"}  # compare.FAMILIES
-FAMILY_COLORS = {family: qualitative.Plotly[i] for i, family in enumerate(FAMILY_LABELS)}
+from .common import FAMILY_COLORS, FAMILY_LABELS, SIGNIFICANCE, label
+from .curves import equal_compute_sentences, gap_in_se, reach_sentences, rising_sentences
+from .inside import inside_sentences
+from .seeds import seed_sentences
+
 SIZE_DASH = {"S": "solid", "M": "dash", "L": "dot"}
 COMPARABLE_PARAMS = 1.5  # two cells within this ratio of parameters count as equal-sized
-SIGNIFICANCE = 2.0  # standard errors an exact-match gap must exceed to rank two cells
-
-
-def label(cell: dict[str, Any]) -> str:
-    return f"{FAMILY_LABELS[cell['family']]}-{cell['size']}"
 
 
 def _pct(x: float | None) -> str:
@@ -63,8 +60,6 @@ def clearly_more_accurate(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 def gap_se(a: dict[str, Any], b: dict[str, Any]) -> float:
     """a's exact match minus b's in standard errors of the difference (curves.gap_in_se)."""
-    from .curves import gap_in_se
-
     return gap_in_se(a["exact_match"], a["n_test"], b["exact_match"], b["n_test"])
 
 
@@ -104,11 +99,8 @@ def equal_parameter_sentences(cells: list[dict[str, Any]]) -> list[str]:
 def findings(data: dict[str, Any]) -> list[str]:
     """Every sentence of a comparison: accuracy and loss, at equal parameters, at equal compute
     (curves), by length, over seeds (seeds) and inside the winners
-    (analyses.report.inside). `data` is comparison.json's content."""
-    from ..inside import inside_sentences
-    from .curves import equal_compute_sentences, reach_sentences, rising_sentences
-    from .seeds import seed_sentences
-
+    (inside.py, from the rows analyses.report.inside stores). `data` is comparison.json's
+    content."""
     cells = data["cells"]
     if not cells:
         return []
