@@ -5,9 +5,12 @@
 
 Each runs top to bottom (nbclient) in notebooks/, against the shipped runs in checkpoints/,
 on one thread, with this checkout's packages first on the path. Figures are stored as plotly
-JSON only (the `plotly_mimetype` renderer: no copy of plotly.js in any output), without their
-theme, each with a text/plain line naming it for viewers that do not draw plotly; a figure
-whose JSON is over FIGURE_LIMIT bytes keeps only that line. tqdm's warning about a missing
+JSON (the `plotly_mimetype` renderer: no copy of plotly.js in any output) without their theme,
+with a PNG of the figure beside it (`static_images.py`, headless Chromium) for viewers that do
+not draw plotly, and a text/plain line naming it; a figure whose JSON is over FIGURE_LIMIT
+bytes keeps only its image and that line.
+
+    python notebooks/execute.py --images-only NAME   # add the missing images, run nothing tqdm's warning about a missing
 ipywidgets is dropped. The metadata records a hash of the code cells, so
 tests/test_notebooks.py can tell a notebook whose code changed after its outputs were made.
 """
@@ -21,6 +24,9 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from static_images import add_static_images  # noqa: E402  (beside this script, not a package)
 
 NOTEBOOKS = Path(__file__).resolve().parent
 ROOT = NOTEBOOKS.parent
@@ -82,6 +88,7 @@ def execute(path: Path) -> float:
     started = time.perf_counter()
     client.execute()
     elapsed = time.perf_counter() - started
+    add_static_images(nb)  # from the whole figure, theme included, before its JSON is shrunk
     shrink_figures(nb)
     drop_environment_notes(nb)
     nb.metadata["abacus_interp"] = {"code_sha256": code_hash(nb)}
@@ -89,7 +96,20 @@ def execute(path: Path) -> float:
     return elapsed
 
 
+def add_images_only(path: Path) -> int:
+    """Add the missing images to a notebook's stored figures without running it (the code
+    hash is unchanged: the outputs are the same outputs, with their pictures)."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    rendered = add_static_images(nb)
+    nbformat.write(nb, path)
+    return rendered
+
+
 def main(names: list[str]) -> int:
+    images_only = "--images-only" in names
+    names = [n for n in names if n != "--images-only"]
     # the kernel inherits these: the shipped runs, this checkout's code, one thread (tiny
     # models run faster on one), figures as JSON without plotly.js
     os.environ.pop("ABACUS_INTERP_RUN", None)
@@ -100,7 +120,10 @@ def main(names: list[str]) -> int:
         if not path.exists():
             print(f"error: {path} does not exist; pass names such as 01_quickstart.ipynb", file=sys.stderr)
             return 2
-        print(f"{path.name}: executed in {execute(path):.1f} s, {path.stat().st_size // 1000} kB")
+        if images_only:
+            print(f"{path.name}: {add_images_only(path)} images added, {path.stat().st_size // 1000} kB")
+        else:
+            print(f"{path.name}: executed in {execute(path):.1f} s, {path.stat().st_size // 1000} kB")
     return 0
 
 

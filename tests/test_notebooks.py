@@ -6,6 +6,7 @@ trains it."""
 
 from __future__ import annotations
 
+import base64
 import importlib.util
 import json
 import time
@@ -66,8 +67,15 @@ def test_notebook_ships_with_small_outputs_of_its_current_code(name):
     assert figures, f"{name}: no figure is stored"
     for fig in figures:  # figure JSON only: no page with plotly.js, no theme
         assert len(json.dumps(fig)) <= executor.FIGURE_LIMIT and "template" not in fig.get("layout", {})
+    # every figure has its static image beside it, for viewers that do not draw plotly
+    drawn = [o for o in outputs if str(o.get("data", {}).get("text/plain", "")).startswith("plotly figure")]
+    assert len(drawn) >= len(figures)
+    for output in drawn:
+        assert base64.b64decode(output.data.get("image/png", ""))[:8] == b"\x89PNG\r\n\x1a\n", \
+            f"{name}: a figure without its static image; run `python notebooks/execute.py --images-only {name}`"
     assert not [o for o in outputs if "text/html" in o.get("data", {})]
-    assert (NOTEBOOKS / name).stat().st_size < 150_000
+    # the images are most of it (20-220 kB each); a copy of plotly.js alone would be 3.6 MB
+    assert (NOTEBOOKS / name).stat().st_size < 450_000
     text = json.dumps([o for o in outputs])
     assert str(ROOT) not in text and "site-packages" not in text  # nothing about the machine that ran it
 
@@ -150,3 +158,23 @@ def test_a_problem_named_in_the_text_is_the_one_the_next_cell_solves(name):
             continue
         for named in re.findall(r"`(\d+ ?[+*] ?\d+)`", text.source):
             assert named.replace(" ", "") in solved, f"{name}: the text names {named}, the cell solves {solved}"
+
+
+def test_a_static_image_is_rendered_from_the_figure_json():
+    spec = importlib.util.spec_from_file_location("static_images", NOTEBOOKS / "static_images.py")
+    images = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(images)
+    chromium = images.find_chromium()
+    if chromium is None:
+        pytest.skip("headless Chromium is not installed (Debian: apt-get install chromium)")
+    import plotly.graph_objects as go
+
+    figure = go.Figure(go.Bar(x=[1, 2, 3], y=[3, 1, 2]), layout={"height": 300}).to_plotly_json()
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(outputs=[nbformat.v4.new_output(
+        "display_data", data={images.PLOTLY_MIME: figure, "text/plain": "plotly figure"})])])
+    assert images.add_static_images(nb, chromium) == 1
+    png = base64.b64decode(nb.cells[0].outputs[0].data["image/png"])
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    assert (width, height) == (images.WIDTH, 300)  # the figure's own height
+    assert images.add_static_images(nb, chromium) == 0  # an output that has its image keeps it
