@@ -1,4 +1,4 @@
-"""`abacus-interp` command line: train, eval, solve, summary, report.
+"""`abacus-interp` command line: train, eval, solve, summary, report, ablate, compare.
 
 The CLI prints; the library only logs. Every user error (`abacus_interp.errors.UserError`)
 ends with a one-line message that says what to do, and exit status 2, and so does an OSError

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import json
@@ -383,3 +384,13 @@ def test_fast_report_sizes_shrink_only_the_two_slowest_analyses():
     changed = {k for k in full.analyses if fast.analyses[k] != full.analyses[k]}
     assert changed == {"circuit", "carry_wave"} and fast.evaluation == full.evaluation
     assert fast.analyses["carry_wave"].n_problems < full.analyses["carry_wave"].n_problems
+
+
+def test_the_help_names_every_command():
+    from abacus_interp.cli import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    assert set(commands) >= {"train", "eval", "solve", "summary", "report", "ablate", "compare"}
+    for command in commands:
+        assert command in parser.description, f"--help's first line omits {command}"
