@@ -1,8 +1,9 @@
 """Model FLOPs of the looped transformer and model FLOPs utilisation (MFU), for the benchmarks.
 
-Convention (PaLM, Chowdhery et al. 2022): 2 FLOPs per multiply-add of every matmul the model
-needs, attention scores and values over the whole sequence (no discount for the causal
-mask), embeddings and norms not counted; a training step is 3x its forward pass. Work a
+Convention (PaLM, Chowdhery et al. 2022; `abacus_interp.core.flops`, shared with the model card
+and the comparison): 2 FLOPs per multiply-add of every matmul the model needs, attention scores
+and values over the whole sequence (no discount for the causal mask), embeddings and norms not
+counted; a training step is 3x its forward pass. Work a
 step does not need (padding positions) is not counted, so MFU reads low when batches
 carry much padding. A looped model applies its layers once per loop, so the count is per
 layer application, times the loops a step runs with gradient.
@@ -21,45 +22,23 @@ from dataclasses import dataclass
 
 import torch
 
+from abacus_interp.core.flops import forward_flops_per_token, training_flops_per_token
+
 # dense (no 2:4 sparsity) bf16 tensor-core peaks, TFLOP/s
 BF16_PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0}
 
 
-def layer_flops_per_token(cfg, seq_len: float) -> float:
-    """Forward FLOPs of one layer application for one token: the Q, K, V and output
-    projections, the MLP, and attention scores and values over `seq_len` keys."""
-    d_attn = cfg.n_heads * cfg.d_head
-    projections = 4 * cfg.d_model * d_attn + cfg.mlp_matrices * cfg.d_model * cfg.d_mlp  # multiply-adds
-    attention = 2 * seq_len * d_attn  # q.k for every key, then the weighted sum of values
-    return 2 * (projections + attention)
-
-
 def forward_flops(cfg, tokens: float, seq_len: float, loop_applications: float | None = None, readouts: float = 1) -> float:
     """Forward FLOPs for `tokens` tokens of sequences `seq_len` long, through
-    `loop_applications` loops (default: the trained depth) and `readouts` unembeddings."""
-    loops = cfg.n_loops if loop_applications is None else loop_applications
-    per_token = loops * cfg.n_layers * layer_flops_per_token(cfg, seq_len) + readouts * 2 * cfg.d_model * cfg.d_vocab
-    return tokens * per_token
-
-
-def training_loop_applications(train_cfg, n_loops: int) -> tuple[float, float]:
-    """(loops run with gradient, readouts) per training step, in expectation over the random
-    depths of the progressive losses, as `training.loop.training_losses` runs them."""
-    if train_cfg.progressive == "mcleish":
-        # full depth, then k ~ U{1..R-n} more loops from the state after n ~ U{0..R-1}:
-        # E[k] = (R + 3) / 4; the n loops are read off the full-depth pass
-        return n_loops + (n_loops + 3) / 4, 2
-    if train_cfg.progressive == "mix":
-        lo, hi = train_cfg.mix_depths or (1, n_loops)
-        depths = range(lo, hi + 1)
-        deepest = sum(max(n_loops, r) for r in depths) / len(depths)
-        return deepest, 2 - sum(r == n_loops for r in depths) / len(depths)
-    return n_loops, 1
+    `loop_applications` loops (default: the trained depth) and `readouts` unembeddings
+    (`core.flops`, the count the model card and the comparison print too)."""
+    return tokens * forward_flops_per_token(cfg, seq_len, loop_applications, readouts)
 
 
 def training_step_flops(run_cfg, tokens: float, seq_len: float) -> float:
-    loops, readouts = training_loop_applications(run_cfg.train, run_cfg.model.n_loops)
-    return 3 * forward_flops(run_cfg.model, tokens, seq_len, loops, readouts)
+    """Forward and backward FLOPs of one training step over `tokens` real tokens."""
+    train = run_cfg.train
+    return tokens * training_flops_per_token(run_cfg.model, seq_len, train.progressive, train.mix_depths)
 
 
 @dataclass(frozen=True)

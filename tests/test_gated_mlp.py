@@ -10,10 +10,9 @@ import torch.nn.functional as F
 from abacus_interp import ModelConfig, act_name, load_model
 from abacus_interp.checkpoints import save_checkpoint, write_json
 from abacus_interp.core.decoding import naive_generate
-from abacus_interp.core.summary import block_flops_per_token, parameter_summary
+from abacus_interp.core.flops import layer_flops_per_token
+from abacus_interp.core.summary import parameter_summary
 from abacus_interp.core.tokens import Vocab
-from abacus_interp.experiments.compare_compute import layer_flops
-from benchmarks._flops import layer_flops_per_token
 
 GATED = dict(activation="swiglu", d_mlp=40, init_std=0.3)
 
@@ -63,10 +62,13 @@ def test_the_gate_counts_as_mlp_parameters_and_flops(tiny_model):
     d, m, layers = gated.cfg.d_model, gated.cfg.d_mlp, gated.cfg.n_layers
     extra = parameter_summary(gated)["parameters"]["mlp"] - parameter_summary(plain)["parameters"]["mlp"]
     assert extra == layers * (d * m + m)  # W_gate and b_gate, in every layer of the block
-    # one more d_model x d_mlp matrix per token, 2 FLOPs per multiply-add, in all three counts
-    assert block_flops_per_token(gated.cfg, 10) - block_flops_per_token(plain.cfg, 10) == layers * 2 * d * m
-    assert layer_flops(gated.cfg, 10) - layer_flops(plain.cfg, 10) == 2 * d * m
+    # one more d_model x d_mlp matrix per token, 2 FLOPs per multiply-add (the card, the
+    # comparison and the benchmarks all count through core.flops: tests/test_flops.py)
     assert layer_flops_per_token(gated.cfg, 10) - layer_flops_per_token(plain.cfg, 10) == 2 * d * m
+    loops = gated.cfg.n_loops
+    card = parameter_summary(gated, seq_len=10)["forward_flops_per_token"] - \
+        parameter_summary(plain, seq_len=10)["forward_flops_per_token"]
+    assert card == loops * layers * 2 * d * m
 
 
 def test_swiglu_is_a_choice_of_the_config():

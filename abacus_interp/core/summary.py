@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .flops import forward_flops_per_token
+
 COMPONENTS = ("token_embedding", "positions", "attention", "mlp", "norms", "unembedding")
 # the LSTM layers of the "lstm" and "retran" families; listed only for a model that has them,
 # so a looped model's summary reads as it always has
@@ -27,26 +29,6 @@ def component_of(param_name: str) -> str:
     raise ValueError(f"parameter {param_name!r} belongs to no known component")
 
 
-def block_flops_per_token(cfg, seq_len: int) -> int:
-    """Forward multiply-adds x2 of one pass through the looped block, per token."""
-    d, h, e, m = cfg.d_model, cfg.n_heads, cfg.d_head, cfg.d_mlp
-    qkvo = 2 * 4 * d * h * e
-    attention_mix = 2 * 2 * h * e * seq_len // 2  # scores and mixing, causal: half the keys on average
-    mlp = 2 * cfg.mlp_matrices * d * m
-    return cfg.n_layers * (qkvo + attention_mix + mlp)
-
-
-def _layer_flops_per_token(model, seq_len: int) -> int:
-    """Forward multiply-adds x2 per token of a single-pass family's layers: every weight
-    matrix in them is applied once per token (an LSTM's W_ih and W_hh once per time step),
-    plus, with attention, the scores and mixing over half the keys on average."""
-    cfg = model.cfg
-    matrices = sum(p.numel() for n, p in model.named_parameters() if n.startswith("blocks.") and p.dim() >= 2)
-    has_attention = any(".attn." in n for n, _ in model.named_parameters())
-    attention_mix = 2 * 2 * cfg.n_heads * cfg.d_head * seq_len // 2 if has_attention else 0
-    return 2 * matrices + cfg.n_layers * attention_mix
-
-
 def parameter_summary(model, seq_len: int | None = None) -> dict:
     """Parameters per component, and what looping buys: the block's parameters are used
     n_loops times, so forward compute is that of a model n_loops times deeper."""
@@ -60,15 +42,14 @@ def parameter_summary(model, seq_len: int | None = None) -> dict:
         p.numel() for n, p in model.named_parameters() if n.startswith("blocks.") and ".ln" in n
     )
     seq_len = seq_len or cfg.max_seq_len
-    block_flops = block_flops_per_token(cfg, seq_len) if cfg.family == "looped" else _layer_flops_per_token(model, seq_len)
-    unembed_flops = 2 * cfg.d_model * cfg.d_vocab
     return {
         "parameters": counts,
         "total_parameters": total,
         "looped_block_parameters": block_params,
         "effective_depth": cfg.n_layers * cfg.n_loops,
         "unrolled_equivalent_parameters": total + block_params * (cfg.n_loops - 1),
-        "forward_flops_per_token": block_flops * cfg.n_loops + unembed_flops,
+        # every query against all seq_len keys, as the comparison and the benchmarks count (core.flops)
+        "forward_flops_per_token": round(forward_flops_per_token(cfg, seq_len)),
         # compute relative to one pass through the block: what the loop multiplies
         "loop_compute_multiplier": cfg.n_loops,
         "flops_seq_len": seq_len,

@@ -1,33 +1,10 @@
 """Training compute of a comparison cell, and its learning curve against that compute.
 
-FLOPs count the matrix multiplications only (2 FLOPs per multiply-add); LayerNorms,
-softmax, activations, the LSTM's gate nonlinearities and the step penalty's norms are
-elementwise and left out (a few percent at these widths). Per token, forward:
-
-* an attention layer: the Q, K, V and O projections, 2 * 4 * d_model * (n_heads * d_head),
-  and the scores and their weighted sum, 2 * 2 * n_ctx * (n_heads * d_head), every query
-  against all n_ctx keys of its sequence (a masked dense product computes the masked half
-  too); n_ctx is the run's mean sequence length (real tokens per training sequence);
-* an MLP: 2 * 2 * d_model * d_mlp (2 * 3 * ... gated: ModelConfig.mlp_matrices);
-* an LSTM layer (lstm family, and ReTran's in place of the MLP): x W_ih and h W_hh,
-  2 * 2 * d_model * 4 * d_model;
-* a readout (unembedding): 2 * d_model * d_vocab.
-
-Training runs forward and backward: 3x the forward FLOPs (the backward pass is two matmuls
-per forward matmul, for the inputs' and the weights' gradients). What one step runs is
-read from `training.loop.training_losses`:
-
-* progressive="none": n_loops applications of the block, one readout;
-* progressive="mix": a depth r uniform in train.mix_depths; one pass runs to max(n_loops, r)
-  loops (the step penalty's state one loop earlier is read on the way, and a start from
-  noise, init_state_noise, runs the same loops from another state), and the loss reads out
-  at n_loops and, unless r == n_loops, at r too: the expected loops are E[max(n_loops, r)],
-  the expected readouts 1 + P(r != n_loops);
-* progressive="mcleish": the full pass of n_loops, plus n_progressive more loops from the
-  (detached) state after n_prefix loops, with n_prefix uniform in 0..n_loops-1 and
-  n_progressive uniform in 1..n_loops-n_prefix; two readouts.
-
-The in-run evaluations (forward only) are not training compute and are not counted.
+FLOPs come from `core.flops` (the one count the model card and the benchmarks print too),
+with each query attending to n_ctx keys, the run's mean sequence length (real tokens per
+training sequence), over the loops and readouts a step runs in expectation
+(`core.flops.training_depth`). The in-run evaluations (forward only) are not training compute
+and are not counted.
 """
 
 from __future__ import annotations
@@ -37,8 +14,7 @@ from fractions import Fraction
 from typing import Any
 
 from ..core.config import ModelConfig
-
-BACKWARD_FACTOR = 3  # forward + backward = 3x forward: the backward pass is two matmuls per forward one
+from ..core.flops import BACKWARD_FACTOR, forward_flops_per_token, training_depth
 
 
 @dataclass(frozen=True)
@@ -66,45 +42,23 @@ class CurvePoint:
     n: int  # held-out problems the point was scored on
 
 
-def layer_flops(cfg: ModelConfig, n_ctx: float) -> float:
-    """Forward FLOPs per token of one application of one layer of the model's family."""
-    d, inner = cfg.d_model, cfg.n_heads * cfg.d_head
-    attention = 2 * 4 * d * inner + 2 * 2 * n_ctx * inner
-    mlp = 2 * cfg.mlp_matrices * d * cfg.d_mlp
-    lstm = 2 * 2 * d * 4 * d
-    return {"looped": attention + mlp, "lstm": lstm, "retran": attention + lstm}[cfg.family]
-
-
 def expected_depth(train: dict[str, Any], n_loops: int) -> tuple[Fraction, Fraction]:
-    """(expected loops run, expected readouts) of one training step; exact fractions."""
-    progressive = train["progressive"]
-    if progressive == "mix":
-        lo, hi = train["mix_depths"] or (1, n_loops)
-        depths = range(lo, hi + 1)
-        loops = Fraction(sum(max(n_loops, r) for r in depths), len(depths))
-        readouts = 1 + Fraction(sum(r != n_loops for r in depths), len(depths))
-        return loops, readouts
-    if progressive == "mcleish":
-        # E over n_prefix of E[n_progressive] = (n_loops - n_prefix + 1) / 2
-        extra = Fraction(sum(n_loops - p + 1 for p in range(n_loops)), 2 * n_loops)
-        return n_loops + extra, Fraction(2)
-    return Fraction(n_loops), Fraction(1)
+    """(expected loops run, expected readouts) of one training step of a saved config's
+    `train` section (`core.flops.training_depth`)."""
+    return training_depth(train["progressive"], train.get("mix_depths"), n_loops)
 
 
 def cell_compute(config: dict[str, Any], params: int, n_ctx: float) -> CellCompute:
     """FLOPs of a run from its saved config (config.json) and mean sequence length."""
     cfg = ModelConfig.from_dict(config["model"])
-    per_layer = layer_flops(cfg, n_ctx)
-    readout = 2 * cfg.d_model * cfg.d_vocab
     loops, readouts = expected_depth(config["train"], cfg.n_loops)
-    applications = float(loops) * cfg.n_layers
     return CellCompute(
         params=params,
         n_ctx=n_ctx,
-        forward_flops_per_token=cfg.n_loops * cfg.n_layers * per_layer + readout,
-        layer_applications_per_step=applications,
+        forward_flops_per_token=forward_flops_per_token(cfg, n_ctx),
+        layer_applications_per_step=float(loops) * cfg.n_layers,
         readouts_per_step=float(readouts),
-        train_flops_per_token=BACKWARD_FACTOR * (applications * per_layer + float(readouts) * readout),
+        train_flops_per_token=BACKWARD_FACTOR * forward_flops_per_token(cfg, n_ctx, float(loops), float(readouts)),
     )
 
 
