@@ -142,6 +142,21 @@ class ModelConfig:
     def __post_init__(self):
         if isinstance(self.vocab, dict):
             object.__setattr__(self, "vocab", Vocab.from_dict(self.vocab))
+        self._check_choices_and_sizes()
+        d_head = self._check_widths()
+        self._check_attention(d_head)
+        max_loops = self._check_loops()
+        # None fields are resolved once here, so downstream code always sees integers;
+        # `replace` re-derives the ones that were left unset.
+        derived = {name for name in ("d_head", "d_mlp", "max_loops") if getattr(self, name) is None}
+        object.__setattr__(self, "_derived", frozenset(derived))
+        object.__setattr__(self, "d_head", d_head)
+        object.__setattr__(self, "d_mlp", self.d_mlp if self.d_mlp is not None else 4 * self.d_model)
+        object.__setattr__(self, "max_loops", max_loops)
+        object.__setattr__(self, "offset_heads", tuple(self.offset_heads))  # a list read from JSON
+
+    def _check_choices_and_sizes(self) -> None:
+        """Every named option is one of its choices; every size is positive and fits a tensor."""
         for name, value, allowed in [
             ("activation", self.activation, ACTIVATIONS),
             ("norm", self.norm, NORMS),
@@ -173,6 +188,18 @@ class ModelConfig:
             )
         if self.abacus_max_offset < 0:
             raise UserError("ModelConfig.abacus_max_offset must be >= 0")
+        if self.halt_tol is not None and not (self.halt_tol > 0 and self.answer_slots):
+            raise UserError(
+                f"ModelConfig.halt_tol={self.halt_tol}: adaptive halting needs a positive tolerance and "
+                "answer_slots (a task with answer_format='slots'); leave it null otherwise"
+            )
+        if self.unembed_init_std is not None and not self.unembed_init_std > 0:
+            raise ValueError(f"ModelConfig.unembed_init_std={self.unembed_init_std} must be > 0, or null for init_std")
+        if self.unembed_init_std is not None and self.tie_unembed:
+            raise ValueError("ModelConfig.unembed_init_std sets W_U's init, but tie_unembed=true has no W_U; leave it null")
+
+    def _check_widths(self) -> int:
+        """The head width (d_head, derived when unset), after checking the widths agree."""
         d_head = self.d_head if self.d_head is not None else self.d_model // self.n_heads
         if d_head < 1:
             raise UserError(f"d_head={d_head}: set d_head or use fewer heads than d_model")
@@ -183,29 +210,24 @@ class ModelConfig:
                 f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; "
                 "set d_head explicitly or change n_heads"
             )
-        looped = self.family == "looped"
+        return d_head
+
+    def _check_attention(self, d_head: int) -> None:
+        """Rotary positions, the window and the heads of several kinds: consistent, and only
+        where the family has them."""
         if self.abacus_window is not None and (isinstance(self.abacus_window, bool) or self.abacus_window < 0):
             raise UserError(f"ModelConfig.abacus_window={self.abacus_window!r}; use an integer >= 0, or null for no window")
         if self.rotary != "none" and d_head % 2:
             raise UserError(f"rotary positions turn pairs of channels: d_head={d_head} must be even")
-        if self.halt_tol is not None and not (self.halt_tol > 0 and self.answer_slots):
-            raise UserError(
-                f"ModelConfig.halt_tol={self.halt_tol}: adaptive halting needs a positive tolerance and "
-                "answer_slots (a task with answer_format='slots'); leave it null otherwise"
-            )
-        if self.unembed_init_std is not None and not self.unembed_init_std > 0:
-            raise ValueError(f"ModelConfig.unembed_init_std={self.unembed_init_std} must be > 0, or null for init_std")
-        if self.unembed_init_std is not None and self.tie_unembed:
-            raise ValueError("ModelConfig.unembed_init_std sets W_U's init, but tie_unembed=true has no W_U; leave it null")
         if isinstance(self.multiplier_heads, bool) or not 0 <= self.multiplier_heads < self.n_heads:
             raise UserError(
                 f"ModelConfig.multiplier_heads={self.multiplier_heads!r}: use an integer in 0..n_heads-1 "
                 f"(n_heads={self.n_heads}); at least one head must read the multiplicand and the carry"
             )
-        if any(isinstance(d, bool) or not isinstance(d, int) for d in self.offset_heads):
-            raise UserError(f"ModelConfig.offset_heads={list(self.offset_heads)!r}: use a list of integers "
+        if not isinstance(self.offset_heads, (tuple, list)) or any(
+                isinstance(d, bool) or not isinstance(d, int) for d in self.offset_heads):
+            raise UserError(f"ModelConfig.offset_heads={self.offset_heads!r}: use a list of integers "
                             "(how far below its query, on the Abacus index, each such head reads)")
-        object.__setattr__(self, "offset_heads", tuple(self.offset_heads))
         if len(self.offset_heads) + self.multiplier_heads > self.n_heads:
             raise UserError(
                 f"ModelConfig: {len(self.offset_heads)} offset heads and {self.multiplier_heads} multiplier heads "
@@ -218,11 +240,15 @@ class ModelConfig:
             )
         if self.rotary_base <= 1:
             raise UserError(f"ModelConfig.rotary_base={self.rotary_base} must be > 1")
-        if self.attends_by_index and not looped:
+        if self.attends_by_index and self.family != "looped":
             raise UserError(
                 f"rotary and abacus_window are options of the looped family's attention; "
                 f"family={self.family!r} has none of them: leave them unset"
             )
+
+    def _check_loops(self) -> int:
+        """max_loops (derived when unset: 4 x n_loops for a loop, 1 for a single pass), checked."""
+        looped = self.family == "looped"
         if not looped and (self.n_loops != 1 or self.max_loops not in (None, 1)):
             raise UserError(
                 f"family={self.family!r} runs once (its recurrence is over positions, not a loop); "
@@ -236,13 +262,7 @@ class ModelConfig:
                 f"max_loops={max_loops}: a model runs at most {MAX_LAYERS_AND_LOOPS:,} loops (it builds a set of "
                 "hook points for every loop it can run, about a millisecond each); ask for fewer loops"
             )
-        # None fields are resolved once here, so downstream code always sees integers;
-        # `replace` re-derives the ones that were left unset.
-        derived = {name for name in ("d_head", "d_mlp", "max_loops") if getattr(self, name) is None}
-        object.__setattr__(self, "_derived", frozenset(derived))
-        object.__setattr__(self, "d_head", d_head)
-        object.__setattr__(self, "d_mlp", self.d_mlp if self.d_mlp is not None else 4 * self.d_model)
-        object.__setattr__(self, "max_loops", max_loops)
+        return max_loops
 
     @property
     def device(self) -> str | None:
