@@ -26,6 +26,18 @@ def format_report(report: EvalReport) -> str:
         + (f"; checkpoint {report.model['checkpoint']}" if report.model.get("checkpoint") else ""),
         f"seed {report.settings['seed']}, answers read with {_decoding(report)}",
     ]
+    for section in (_grid_lines, _split_lines, _loop_lines, _length_lines, _edge_case_lines, _carry_lines,
+                    _perplexity_lines):
+        lines += section(report)
+    if report.skipped:
+        lines += ["", "Skipped:"] + [f"  {k}: {v}" for k, v in report.skipped.items()]
+    if report.notes:
+        lines += ["", "Notes:"] + [f"  {n}" for n in report.notes]
+    return "\n".join(lines)
+
+
+def _grid_lines(report: EvalReport) -> list[str]:
+    lines = []
     g = report.grid
     if g is not None:
         lo, hi = g["trained_digits"]
@@ -53,73 +65,82 @@ def format_report(report: EvalReport) -> str:
             f"  greedy decoding agrees with teacher-forced scoring on n={a['n']} problems ({a['sample']}): "
             f"{100 * report.generate_agreement:.0f}%"
         )
-    if report.splits:
-        lines += ["", "Splits (every problem of each, teacher-forced):"]
-        for name, s in report.splits.items():
-            lines.append(
-                f"  {name:<6} exact match {_pct(s['exact_match'], 0)}%  loss {s['loss']:.4g}  (n={s['n']})"
-            )
+    return lines
+
+
+def _split_lines(report: EvalReport) -> list[str]:
+    if not report.splits:
+        return []
+    lines = ["", "Splits (every problem of each, teacher-forced):"]
+    for name, s in report.splits.items():
+        lines.append(f"  {name:<6} exact match {_pct(s['exact_match'], 0)}%  loss {s['loss']:.4g}  (n={s['n']})")
+    return lines
+
+
+def _loop_lines(report: EvalReport) -> list[str]:
     lp = report.loops
-    if lp is not None:
-        lines += ["", f"Exact match (%) vs loops (trained: {lp['trained_loops']}), teacher-forced on the sets below"]
-        names = list(lp["sets"])
-        lines.append("   R " + "".join(n[:20].rjust(22) for n in names))
-        for k, r in enumerate(lp["loops"]):
-            lines.append(
-                f"{r:4d} "
-                + "".join((_pct(lp["sets"][n]["exact_match"][k], 0) + "%").rjust(22) for n in names)
-            )
-        if lp.get("adaptive"):
-            ad = lp["adaptive"]
-            lines.append(f"  {ad['label']}: " + ", ".join(
-                f"{n} {_pct(a['exact_match'], 0)}% (median {a['median_loops']} loops, at most {a['max_loops_used']})"
-                for n, a in ad["sets"].items()))
-        lines += _set_lines(report, lp["sets"])
+    if lp is None:
+        return []
+    lines = ["", f"Exact match (%) vs loops (trained: {lp['trained_loops']}), teacher-forced on the sets below"]
+    names = list(lp["sets"])
+    lines.append("   R " + "".join(n[:20].rjust(22) for n in names))
+    for k, r in enumerate(lp["loops"]):
+        lines.append(f"{r:4d} " + "".join((_pct(lp["sets"][n]["exact_match"][k], 0) + "%").rjust(22) for n in names))
+    if lp.get("adaptive"):
+        ad = lp["adaptive"]
+        lines.append(f"  {ad['label']}: " + ", ".join(
+            f"{n} {_pct(a['exact_match'], 0)}% (median {a['median_loops']} loops, at most {a['max_loops_used']})"
+            for n, a in ad["sets"].items()))
+    return lines + _set_lines(report, lp["sets"])
+
+
+def _length_lines(report: EvalReport) -> list[str]:
     ln = report.lengths
-    if ln is not None:
-        lines += [
-            "",
-            f"Exact match (%) by operand length, equal lengths (trained up to {ln['trained_max']}), "
-            f"n={ln['n_per_length']} per length (both operands of exactly that many digits, uniform digits)",
-        ]
-        lines.append("  len " + " ".join(str(n).rjust(4) for n in ln["lengths"]))
-        lines.append("  EM  " + " ".join(_pct(v, 4) for v in ln["exact_match"]))
+    if ln is None:
+        return []
+    return [
+        "",
+        f"Exact match (%) by operand length, equal lengths (trained up to {ln['trained_max']}), "
+        f"n={ln['n_per_length']} per length (both operands of exactly that many digits, uniform digits)",
+        "  len " + " ".join(str(n).rjust(4) for n in ln["lengths"]),
+        "  EM  " + " ".join(_pct(v, 4) for v in ln["exact_match"]),
+    ]
+
+
+def _edge_case_lines(report: EvalReport) -> list[str]:
     ec = report.edge_cases
-    if ec is not None:
-        lines += ["", *_edge_case_summary(ec["cases"], ec.get("decoding") or _decoding(report))]
-        for c in ec["cases"]:
-            verdict = "PASS" if c["passed"] else "FAIL"
-            tag = "" if c["in_distribution"] else " (OOD)"
-            got = " / ".join(c["answers"])
-            exp = " / ".join(c["expected"])
-            lines.append(
-                f"  {verdict} {c['group']:<16} {c['name']}{tag}: model {got}, expected {exp}"
-            )
+    if ec is None:
+        return []
+    lines = ["", *_edge_case_summary(ec["cases"], ec.get("decoding") or _decoding(report))]
+    for c in ec["cases"]:
+        verdict = "PASS" if c["passed"] else "FAIL"
+        tag = "" if c["in_distribution"] else " (OOD)"
+        lines.append(f"  {verdict} {c['group']:<16} {c['name']}{tag}: model {' / '.join(c['answers'])}, "
+                     f"expected {' / '.join(c['expected'])}")
+    return lines
+
+
+def _carry_lines(report: EvalReport) -> list[str]:
     cr = report.carry
-    if cr is not None:
-        lines += [
-            "",
-            "Exact match (%) by longest carry cascade (balanced, in-distribution lengths)",
-        ]
-        for b in cr["buckets"]:
-            extra = f"  ({b['reason']})" if b.get("reason") else ""
-            lines.append(
-                f"  {b['bucket']:>3}: {_pct(b['exact_match'], 4)}%  n={b['n']:<5} "
-                f"natural frequency {100 * b['natural_fraction']:.1f}%{extra}"
-            )
+    if cr is None:
+        return []
+    lines = ["", "Exact match (%) by longest carry cascade (balanced, in-distribution lengths)"]
+    for b in cr["buckets"]:
+        extra = f"  ({b['reason']})" if b.get("reason") else ""
+        lines.append(f"  {b['bucket']:>3}: {_pct(b['exact_match'], 4)}%  n={b['n']:<5} "
+                     f"natural frequency {100 * b['natural_fraction']:.1f}%{extra}")
+    return lines
+
+
+def _perplexity_lines(report: EvalReport) -> list[str]:
     pp = report.perplexity
-    if pp:
-        lines += ["", "Perplexity of the correct answer (per token)"]
-        for name, s in pp.items():
-            lines.append(
-                f"  {name:<20} {s['perplexity']:.4g}  (loss {s['loss']:.4g}, exact match "
-                f"{_pct(s['exact_match'], 0)}%, n={s['n']})"
-            )
-    if report.skipped:
-        lines += ["", "Skipped:"] + [f"  {k}: {v}" for k, v in report.skipped.items()]
-    if report.notes:
-        lines += ["", "Notes:"] + [f"  {n}" for n in report.notes]
-    return "\n".join(lines)
+    if not pp:
+        return []
+    lines = ["", "Perplexity of the correct answer (per token)"]
+    for name, s in pp.items():
+        lines.append(f"  {name:<20} {s['perplexity']:.4g}  (loss {s['loss']:.4g}, exact match "
+                     f"{_pct(s['exact_match'], 0)}%, n={s['n']})")
+    return lines
 
 
 def _set_lines(report: EvalReport, sets: dict) -> list[str]:
