@@ -159,8 +159,7 @@ def evaluate(
     n_per_cell: problems per grid cell and per length; 25 keeps `abacus-interp eval` of every
                 shipped run within half a minute on two CPU cores (a 16x16 grid at 100 took
                 over a minute) and still shows each cell's accuracy to about +-10 points.
-    n_per_set:  problems per whole set (in/out-of-distribution, carry bucket); default 4 *
-                n_per_cell.
+    n_per_set:  problems per whole set (in/out-of-distribution, carry bucket); default 4 x n_per_cell.
     n_loops, tol: how the answers of every section except accuracy-vs-loops are read
                 (`answers.AnswerDecoding.of`): an explicit `n_loops` is a fixed loop count;
                 otherwise the run's own decoding, adaptive loops (at `tol`, default the
@@ -172,24 +171,42 @@ def evaluate(
                 capped at max(4 * max_digits, grid hi).
     far_lengths: equal-length operands far past those (e.g. 10x and 25x the trained length),
                 scored after them where they fit: how far a model that reads any length goes.
-    allowed, eos: the run's readout for tasks without digit operands (modular addition and
-                the rest), as `scoring.run_readout(config["train"], task)` gives them: a
-                run trained on the answer token over the residues is scored that way.
+    allowed, eos: the run's readout for tasks without digit operands (modular addition and the
+                rest), as `scoring.run_readout(config["train"], task)` gives them.
     """
     cfg = model.cfg
     n_per_set = 4 * n_per_cell if n_per_set is None else n_per_set
     _validate(model, grid, loops, n_per_cell, n_per_set)
     decoding = AnswerDecoding.of(model, n_loops, tol)
     eval_loops = decoding.n_loops
+    _check_depth_and_vocabulary(cfg, task, eval_loops)
+    loops = sorted(set(loops)) if loops is not None else default_loops(cfg)
+    report = _empty_report(model, task, seed=seed, n_per_cell=n_per_cell, n_per_set=n_per_set,
+                           decoding=decoding, loops=loops, grid=grid)
+    if task.has_fixed_split:
+        evaluate_modular(model, task, report, loops, eval_loops, progress, allowed, eos)
+    elif task.has_digit_grid:
+        _evaluate_digits(model, task, report, grid, loops, decoding, n_per_cell, n_per_set, seed, max_length,
+                         progress, far_lengths)
+    else:
+        evaluate_generic(model, task, report, loops, eval_loops, n_per_set, seed, progress, allowed, eos)
+    for section, reason in report.skipped.items():
+        logger.info("eval: skipped %s: %s", section, reason)
+    return report
+
+
+def _check_depth_and_vocabulary(cfg, task, eval_loops: int) -> None:
     if not 1 <= eval_loops <= cfg.max_loops:
         raise UserError(f"n_loops={eval_loops} must be in 1..max_loops={cfg.max_loops}")
-    loops = sorted(set(loops)) if loops is not None else default_loops(cfg)
     if cfg.vocab.tokens != task.vocab.tokens:
-        raise UserError(
-            f"the model's vocabulary {cfg.vocab.symbols} is not the task's {task.vocab.symbols}; "
-            "evaluate a model on the task it was trained on (see the run's config.json)"
-        )
-    report = EvalReport(
+        raise UserError(f"the model's vocabulary {cfg.vocab.symbols} is not the task's {task.vocab.symbols}; "
+                        "evaluate a model on the task it was trained on (see the run's config.json)")
+
+
+def _empty_report(model, task, *, seed, n_per_cell, n_per_set, decoding, loops, grid) -> EvalReport:
+    """The report before any section ran: what was evaluated and how."""
+    cfg = model.cfg
+    return EvalReport(
         task={"name": task.name, **task.config()},
         model={
             "n_loops": cfg.n_loops,
@@ -204,45 +221,18 @@ def evaluate(
             "seed": seed,
             "n_per_cell": n_per_cell,
             "n_per_set": n_per_set,
-            "n_loops": eval_loops,
+            "n_loops": decoding.n_loops,
             "decoding": decoding.to_dict(),
             "loops": loops,
             "grid": list(grid) if grid is not None else None,
         },
     )
-    if task.has_fixed_split:
-        evaluate_modular(model, task, report, loops, eval_loops, progress, allowed, eos)
-    elif task.has_digit_grid:
-        _evaluate_digits(
-            model,
-            task,
-            report,
-            grid,
-            loops,
-            decoding,
-            n_per_cell,
-            n_per_set,
-            seed,
-            max_length,
-            progress,
-            far_lengths,
-        )
-    else:
-        evaluate_generic(model, task, report, loops, eval_loops, n_per_set, seed, progress, allowed, eos)
-    for section, reason in report.skipped.items():
-        logger.info("eval: skipped %s: %s", section, reason)
-    return report
 
 
-def _evaluate_digits(
-    model, task, report, grid, loops, decoding, n_per_cell, n_per_set, seed, max_length, progress, far_lengths
-):
-    cfg = model.cfg
-    eval_loops = decoding.n_loops  # the teacher-forced parts' depth
-    L = cfg.max_seq_len
-    lo, hi = grid if grid is not None else default_grid(task, L)
-    report.settings["grid"] = [lo, hi]
-    digits = list(range(lo, hi + 1))
+def _grid_cells(task, report, digits: list[int], max_seq_len: int) -> tuple[list, list]:
+    """(cells that fit, cells skipped for length) of the digits x digits grid, leaving out
+    what the run cannot read; each omission noted on the report."""
+    L = max_seq_len
     cells = [(i, j) for i in digits for j in digits]
     unreadable = [[i, j] for i, j in cells if not task.can_read(i, j)]
     if unreadable:
@@ -262,37 +252,28 @@ def _evaluate_digits(
         )
         report.notes.append(msg)
         logger.info(msg)
+    return fitting, skipped_cells
+
+
+def _evaluate_digits(
+    model, task, report, grid, loops, decoding, n_per_cell, n_per_set, seed, max_length, progress, far_lengths
+):
+    cfg = model.cfg
+    eval_loops = decoding.n_loops  # the teacher-forced parts' depth
+    L = cfg.max_seq_len
+    lo, hi = grid if grid is not None else default_grid(task, L)
+    report.settings["grid"] = [lo, hi]
+    digits = list(range(lo, hi + 1))
+    fitting, skipped_cells = _grid_cells(task, report, digits, L)
 
     # in- and out-of-distribution sets
     sets = digit_sets(model, task, report, n_per_set, seed)
 
-    # equal-length operands, 1..length_hi
-    lengths = equal_lengths(task, max_length, hi, L)
-    length_hi = len(lengths)
-    lengths += [n for n in sorted(set(far_lengths))
-                if n > length_hi and cell_fits(task, n, n, L) and task.can_read(n, n)]
-
-    # edge cases
-    edge_lengths = [
-        n
-        for n in sorted({1, 2, 3, task.max_digits, task.max_digits + 1, 2 * task.max_digits})
-        if n <= max(length_hi, 1)
-    ]
+    lengths, edge_lengths = _lengths(task, max_length, hi, L, far_lengths)
     cases = edge_cases(task, edge_lengths, section_rng(seed, "edge"), max_seq_len=L)
-
-    # carry buckets (addition only)
-    is_add = task.has_carries
-    buckets = list(CASCADE_BUCKETS) if is_add else []
-
-    total = (
-        len(fitting)
-        + len(sets) * len(set(loops) | {eval_loops})
-        + len(lengths)
-        + 1
-        + len(buckets)
-        + 1
-        + (len(sets) if decoding.adaptive else 0)
-    )
+    is_add = task.has_carries  # carry buckets: addition only
+    total = (len(fitting) + len(sets) * len(set(loops) | {eval_loops}) + len(lengths) + 1
+             + (len(CASCADE_BUCKETS) if is_add else 0) + 1 + (len(sets) if decoding.adaptive else 0))
     bar = SectionProgress(progress, total)
     try:
         # 1. grid
@@ -303,10 +284,8 @@ def _evaluate_digits(
         # greedy re-check of a round-robin pick of grid problems
         bar.section("generate agreement")
         picked = pick_from_cells(cell_ex, cell_verdicts, fitting, n_per_cell)
-        report.agreement = measure_agreement(
-            model, task, [p[0] for p in picked], [p[1] for p in picked], eval_loops,
-            sample="grid problems, round robin over the cells, both verdicts represented",
-        )
+        report.agreement = measure_agreement(model, task, [p[0] for p in picked], [p[1] for p in picked], eval_loops,
+                                             sample="grid problems, round robin over the cells, both verdicts represented")
         report.generate_agreement = report.agreement["agreement"]
         bar.step()
 
@@ -316,37 +295,48 @@ def _evaluate_digits(
         report.perplexity = perplexity_section(sets, scored, eval_loops)
 
         # 3. lengths
-        report.lengths = lengths_section(
-            model, task, lengths, fitting, em, n_per_cell, seed, decoding, bar
-        )
+        report.lengths = lengths_section(model, task, lengths, fitting, em, n_per_cell, seed, decoding, bar)
 
         # 4. edge cases
         bar.section("edge cases")
-        results = run_edge_cases(model, task, cases, decoding=decoding)
-        by_group: dict[str, dict[str, int]] = {}
-        for r in results:
-            g = by_group.setdefault(r.group, {"passed": 0, "total": 0})
-            g["passed"] += int(r.passed)
-            g["total"] += 1
-        report.edge_cases = {
-            "cases": [r.__dict__ for r in results],
-            "by_group": by_group,
-            "pass_rate": mean_or_none([float(r.passed) for r in results]),
-            # apart: a rate over both mixes the trained range with what the run never saw
-            "in_distribution_pass_rate": mean_or_none([float(r.passed) for r in results if r.in_distribution]),
-            "out_of_distribution_pass_rate": mean_or_none(
-                [float(r.passed) for r in results if not r.in_distribution]),
-            "decoding": decoding.label,
-            "lengths": edge_lengths,
-        }
+        report.edge_cases = _edge_case_section(run_edge_cases(model, task, cases, decoding=decoding), decoding,
+                                               edge_lengths)
         bar.step()
 
         # 5. carry complexity
         if is_add:
-            report.carry = carry_section(
-                model, task, sets["in_distribution"], n_per_set, seed, decoding, bar, L
-            )
+            report.carry = carry_section(model, task, sets["in_distribution"], n_per_set, seed, decoding, bar, L)
         else:
             report.skipped["carry"] = f"carry cascades are defined for addition, not {task.name}"
     finally:
         bar.close()
+
+
+def _lengths(task, max_length, hi: int, max_seq_len: int, far_lengths) -> tuple[list[int], list[int]]:
+    """(equal operand lengths 1..length_hi, then the far lengths that fit and can be read;
+    the lengths the edge cases are drawn at)."""
+    lengths = equal_lengths(task, max_length, hi, max_seq_len)
+    length_hi = len(lengths)
+    lengths += [n for n in sorted(set(far_lengths))
+                if n > length_hi and cell_fits(task, n, n, max_seq_len) and task.can_read(n, n)]
+    edge_lengths = [n for n in sorted({1, 2, 3, task.max_digits, task.max_digits + 1, 2 * task.max_digits})
+                    if n <= max(length_hi, 1)]
+    return lengths, edge_lengths
+
+
+def _edge_case_section(results, decoding, lengths: list[int]) -> dict:
+    by_group: dict[str, dict[str, int]] = {}
+    for r in results:
+        g = by_group.setdefault(r.group, {"passed": 0, "total": 0})
+        g["passed"] += int(r.passed)
+        g["total"] += 1
+    return {
+        "cases": [r.__dict__ for r in results],
+        "by_group": by_group,
+        "pass_rate": mean_or_none([float(r.passed) for r in results]),
+        # apart: a rate over both mixes the trained range with what the run never saw
+        "in_distribution_pass_rate": mean_or_none([float(r.passed) for r in results if r.in_distribution]),
+        "out_of_distribution_pass_rate": mean_or_none([float(r.passed) for r in results if not r.in_distribution]),
+        "decoding": decoding.label,
+        "lengths": lengths,
+    }
