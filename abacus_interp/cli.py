@@ -379,7 +379,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="abacus-interp", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose-logs", action="store_true", help="show library log messages")
     sub = parser.add_subparsers(dest="command", required=True)
+    for add_command in (_add_train_command, _add_eval_command, _add_solve_command, _add_summary_command,
+                        _add_report_command, _add_ablate_command, _add_compare_command):
+        add_command(sub)
+    return parser
 
+
+def _add_train_command(sub) -> None:
     from .training.presets import PRESETS
 
     p = sub.add_parser("train", help="train a preset into a run directory (resumes if it has resume/)",
@@ -389,6 +395,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="run directory")
     p.set_defaults(func=cmd_train)
 
+
+def _add_eval_command(sub) -> None:
     p = sub.add_parser("eval", help="exact-match grid, accuracy vs loops, edge cases")
     p.add_argument("run")
     p.add_argument("--step", type=int, help="checkpoint step (default: latest)")
@@ -411,6 +419,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_device_option(p)
     p.set_defaults(func=cmd_eval)
 
+
+def _add_solve_command(sub) -> None:
     p = sub.add_parser("solve", help='solve one problem in human order, e.g. "123+456"')
     p.add_argument("run")
     # optional to argparse only: main() takes a problem that starts with "-" (an expression
@@ -421,11 +431,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_device_option(p)
     p.set_defaults(func=cmd_solve)
 
+
+def _add_summary_command(sub) -> None:
     p = sub.add_parser("summary", help="parameters by component, config, metrics")
     p.add_argument("run")
     _add_device_option(p)
     p.set_defaults(func=cmd_summary)
 
+
+def _add_report_command(sub) -> None:
     p = sub.add_parser("report", help="offline HTML + JSON interpretability report")
     p.add_argument("run")
     p.add_argument("--compare", help="a second run to compare with")
@@ -443,6 +457,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_device_option(p)
     p.set_defaults(func=cmd_report)
 
+
+def _add_ablate_command(sub) -> None:
     p = sub.add_parser("ablate", help="train one run per variant of a recipe; exact match vs operand length")
     p.add_argument("--spec", default="extrapolation", help="the ablation to run (abacus_interp.experiments.ablation.SPECS)")
     p.add_argument("--out", required=True, help="directory for the cells and ablation.json (resumes)")
@@ -450,6 +466,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="edit every cell's config, e.g. --set train.processes=1 (pass the same edits to resume)")
     p.set_defaults(func=cmd_ablate)
 
+
+def _add_compare_command(sub) -> None:
     p = sub.add_parser("compare", help="train one run per model family and size; accuracy vs params and length")
     p.add_argument("--spec", default="expressions", help="the comparison to run (abacus_interp.experiments.compare.SPECS)")
     p.add_argument("--out", required=True, help="directory for the cells and comparison.json (resumes)")
@@ -464,7 +482,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="edit every cell's config, e.g. --set train.device=cuda --set train.steps=12800")
     p.set_defaults(func=cmd_compare)
-    return parser
 
 
 def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:

@@ -154,6 +154,22 @@ def attribution_patch(
     moved = set(wanted)
     if steps > 1:  # every node moves along the segment, whatever is attributed
         moved |= set(_layout(model, None, n, None)[3].values()) | {INPUT}
+    corrupted, clean, metric_clean = _end_caches(model, clean_tokens, corrupted_tokens, metric, n, moved, steps)
+    grads, value = _metric_gradients(model, clean_tokens, metric, n, moved, sorted(wanted), clean, corrupted, steps)
+    if metric_clean is None:
+        metric_clean = float(value.detach())
+    values = {s: torch.stack([torch.stack([_attribution(grads, clean, corrupted, names[(s, t, layer)], s in HEAD_SITES)
+                                           for layer in range(model.cfg.n_layers)])
+                              for t in loops]).cpu() for s in sites}
+    method = "attribution" if steps == 1 else f"attribution, {steps} steps"
+    return NodeEffects(values=values, metric_clean=metric_clean, method=method)
+
+
+def _end_caches(model, clean_tokens: Tensor, corrupted_tokens: Tensor, metric: Metric, n: int, moved: set[str],
+                steps: int) -> tuple[dict[str, Tensor], dict[str, Tensor], float | None]:
+    """The corrupted run's activations at every `moved` node and, with steps > 1, the clean
+    run's and its metric (with one step the gradient pass records the clean ones itself:
+    the clean dict is empty and the metric None)."""
     with torch.no_grad():
         _, corrupted = model.run_with_cache(corrupted_tokens, n_loops=n, names_filter=lambda x: x in moved,
                                             return_cache_object=False)
@@ -163,10 +179,38 @@ def attribution_patch(
             clean_logits, clean = model.run_with_cache(clean_tokens, n_loops=n, names_filter=lambda x: x in moved,
                                                        return_cache_object=False)
             metric_clean = float(metric(clean_logits))
+    return corrupted, clean, metric_clean
+
+
+def _metric_gradients(model, clean_tokens: Tensor, metric: Metric, n: int, moved: set[str], order: list[str],
+                      clean: dict[str, Tensor], corrupted: dict[str, Tensor],
+                      steps: int) -> tuple[dict[str, Tensor | float], Tensor]:
+    """The metric's gradient at each node of `order` ([batch ...], summed over the `steps`
+    points of the segment; 0.0 where the metric does not depend on it) and the metric, the
+    mean over those points. With one step the clean activations are recorded into `clean`."""
     # the `steps` points of the segment run as one batch, each row block one alpha
     alphas = torch.tensor([(j + 0.5) / steps for j in range(steps)]) if steps > 1 else None
     batch = clean_tokens.shape[0]
     seen: dict[str, Tensor] = {}
+    hook = _segment_hook(clean, corrupted, alphas, seen)
+    tokens = clean_tokens if alphas is None else clean_tokens.repeat(steps, 1)
+    with torch.enable_grad():
+        logits = model.run_with_hooks(tokens, n_loops=n, fwd_hooks=[(name, hook) for name in moved])
+        values = [metric(chunk) for chunk in logits.split(batch)]
+        if any(v.numel() != 1 for v in values):
+            raise ValueError(f"the metric must return a scalar, got shape {tuple(values[0].shape)}")
+        value = sum(values) / len(values)
+        found = torch.autograd.grad(value, [seen[name] for name in order], allow_unused=True)
+    grads = {name: 0.0 if g is None else g.detach().unflatten(0, (-1, batch)).sum(0)
+             for name, g in zip(order, found, strict=True)}
+    return grads, value
+
+
+def _segment_hook(clean: dict[str, Tensor], corrupted: dict[str, Tensor], alphas: Tensor | None,
+                  seen: dict[str, Tensor]):
+    """The hook of every moved node: with `alphas`, its value set to each point of the segment
+    from clean to corrupted (the gradient passing straight through); without, the clean
+    activation recorded. Either way the value is kept in `seen`, for the gradient."""
 
     def hook(act, hook):
         if alphas is not None:  # the value on the segment, the gradient straight through
@@ -181,30 +225,16 @@ def attribution_patch(
         seen[hook.name] = act
         return act
 
-    tokens = clean_tokens if alphas is None else clean_tokens.repeat(steps, 1)
-    with torch.enable_grad():
-        logits = model.run_with_hooks(tokens, n_loops=n, fwd_hooks=[(name, hook) for name in moved])
-        values = [metric(chunk) for chunk in logits.split(batch)]
-        if any(v.numel() != 1 for v in values):
-            raise ValueError(f"the metric must return a scalar, got shape {tuple(values[0].shape)}")
-        value = sum(values) / len(values)
-        order = sorted(wanted)
-        found = torch.autograd.grad(value, [seen[name] for name in order], allow_unused=True)
-    if metric_clean is None:
-        metric_clean = float(value.detach())
-    grads = {name: 0.0 if g is None else g.detach().unflatten(0, (-1, batch)).sum(0)
-             for name, g in zip(order, found, strict=True)}
+    return hook
 
-    def value_of(s: str, t: int, layer: int) -> Tensor:
-        name = names[(s, t, layer)]
-        delta = corrupted[name].to(clean[name]) - clean[name]
-        a = (torch.as_tensor(grads[name]).to(delta) * delta).sum(dim=(0, -1)).float()  # [pos] or [pos head]
-        return a.T if s in HEAD_SITES else a
 
-    values = {s: torch.stack([torch.stack([value_of(s, t, layer) for layer in range(model.cfg.n_layers)])
-                              for t in loops]).cpu() for s in sites}
-    method = "attribution" if steps == 1 else f"attribution, {steps} steps"
-    return NodeEffects(values=values, metric_clean=metric_clean, method=method)
+def _attribution(grads: dict[str, Tensor | float], clean: dict[str, Tensor], corrupted: dict[str, Tensor],
+                 name: str, head: bool) -> Tensor:
+    """gradient . (corrupted - clean) at node `name`, summed over the batch and the model
+    dimension: [pos], or [head pos] for a head site."""
+    delta = corrupted[name].to(clean[name]) - clean[name]
+    a = (torch.as_tensor(grads[name]).to(delta) * delta).sum(dim=(0, -1)).float()  # [pos] or [pos head]
+    return a.T if head else a
 
 
 def activation_patch(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from abacus_interp.core.scoring import decode_budget
@@ -19,6 +20,9 @@ from abacus_interp.evaluation.common import fits_context
 from abacus_interp.tasks.base import Example, random_with_digits
 
 logger = logging.getLogger(__name__)
+
+# add(group, pairs, kind="correct"): adds one case to the suite, when it fits
+_AddCase = Callable[..., None]
 
 
 @dataclass(frozen=True)
@@ -66,49 +70,74 @@ def edge_cases(
     Both: zeros (0 OP 0, n OP 0, 0 OP n), unequal lengths, commutativity.
     """
     lengths = sorted({int(n) for n in lengths if n >= 1})
-    is_add = task.has_carries
     cases: list[EdgeCase] = []
 
     def add(group: str, pairs: list[tuple[int, int]], kind: str = "correct") -> None:
-        problems = tuple(task.make(a, b) for a, b in pairs)
-        if max_seq_len is not None and not all(fits_context(p, task.vocab, max_seq_len) for p in problems):
-            return
-        if not all(task.can_read(len(str(a)), len(str(b))) for a, b in pairs):
-            return  # e.g. a multiplier longer than an N x k run reads
-        longest = max(len(str(x)) for a, b in pairs for x in (a, b))
-        ops = sorted({len(str(x)) for a, b in pairs for x in (a, b)})
-        in_dist = longest <= task.max_digits and ops[0] >= task.min_digits
-        if kind == "commutative":
-            name = f"{_human(task, *pairs[0])} == {_human(task, *pairs[1])}"
-        else:
-            name = ", ".join(_human(task, a, b) for a, b in pairs)
-        cases.append(EdgeCase(group, name, problems, kind, in_dist))
+        case = _edge_case(task, group, pairs, kind, max_seq_len)
+        if case is not None:
+            cases.append(case)
 
-    nines = {n: 10**n - 1 for n in lengths}
-    if is_add:
-        for n in lengths:
-            add("carry_chain", [(nines[n], 1)])
-        for n in lengths:
-            a = _cycle_digits(n)
-            add("no_carry", [(a, int(str(a)[::-1]))])  # 1234+4321: every digit sum <= 8
-        # every trained length, not only the given ones: a run of 9+9 columns is where a model
-        # drops the final carry (small-add: right up to 5 digits, wrong at 6, 7 and 8)
-        for n in sorted(set(lengths) | set(range(1, task.max_digits + 1))):
-            add("max_sum", [(10**n - 1, 10**n - 1)])
+    # the sections draw from `rng` in this order (the suite of a seed stays the same)
+    if task.has_carries:
+        _addition_cases(add, task, lengths)
     else:
-        for n in lengths:
-            a = random_with_digits(rng, n)
-            add("times_one", [(a, 1)])
-            add("times_one", [(1, a)])
-        for n in lengths:
-            add("power_of_ten", [(random_with_digits(rng, n), 10 ** min(n, 3))])
-        for n in lengths:
-            add("max_product", [(nines[n], nines[n])])
+        _multiplication_cases(add, lengths, rng)
+    _zero_cases(add, lengths, rng)
+    _unequal_length_cases(add, lengths, rng)
+    _commutativity_cases(add, lengths, rng)
+    return cases
+
+
+def _edge_case(task, group: str, pairs: list[tuple[int, int]], kind: str, max_seq_len: int | None) -> EdgeCase | None:
+    """The case of `pairs`, or None when one of its sequences does not fit `max_seq_len` or
+    the task cannot read its operands."""
+    problems = tuple(task.make(a, b) for a, b in pairs)
+    if max_seq_len is not None and not all(fits_context(p, task.vocab, max_seq_len) for p in problems):
+        return None
+    if not all(task.can_read(len(str(a)), len(str(b))) for a, b in pairs):
+        return None  # e.g. a multiplier longer than an N x k run reads
+    longest = max(len(str(x)) for a, b in pairs for x in (a, b))
+    ops = sorted({len(str(x)) for a, b in pairs for x in (a, b)})
+    in_dist = longest <= task.max_digits and ops[0] >= task.min_digits
+    if kind == "commutative":
+        name = f"{_human(task, *pairs[0])} == {_human(task, *pairs[1])}"
+    else:
+        name = ", ".join(_human(task, a, b) for a, b in pairs)
+    return EdgeCase(group, name, problems, kind, in_dist)
+
+
+def _addition_cases(add: _AddCase, task, lengths: list[int]) -> None:
+    for n in lengths:
+        add("carry_chain", [(10**n - 1, 1)])
+    for n in lengths:
+        a = _cycle_digits(n)
+        add("no_carry", [(a, int(str(a)[::-1]))])  # 1234+4321: every digit sum <= 8
+    # every trained length, not only the given ones: a run of 9+9 columns is where a model
+    # drops the final carry (small-add: right up to 5 digits, wrong at 6, 7 and 8)
+    for n in sorted(set(lengths) | set(range(1, task.max_digits + 1))):
+        add("max_sum", [(10**n - 1, 10**n - 1)])
+
+
+def _multiplication_cases(add: _AddCase, lengths: list[int], rng: random.Random) -> None:
+    for n in lengths:
+        a = random_with_digits(rng, n)
+        add("times_one", [(a, 1)])
+        add("times_one", [(1, a)])
+    for n in lengths:
+        add("power_of_ten", [(random_with_digits(rng, n), 10 ** min(n, 3))])
+    for n in lengths:
+        add("max_product", [(10**n - 1, 10**n - 1)])
+
+
+def _zero_cases(add: _AddCase, lengths: list[int], rng: random.Random) -> None:
     add("zeros", [(0, 0)])
     for n in lengths:
         v = random_with_digits(rng, n)
         add("zeros", [(v, 0)])
         add("zeros", [(0, v)])
+
+
+def _unequal_length_cases(add: _AddCase, lengths: list[int], rng: random.Random) -> None:
     for n in lengths:
         if n < 2:
             continue
@@ -119,13 +148,15 @@ def edge_cases(
         a, b = random_with_digits(rng, n), random_with_digits(rng, short)
         add("unequal_lengths", [(a, b)])
         add("unequal_lengths", [(b, a)])
+
+
+def _commutativity_cases(add: _AddCase, lengths: list[int], rng: random.Random) -> None:
     for n in lengths:
         short = max(1, n // 2)
         a, b = random_with_digits(rng, n), random_with_digits(rng, short)
         add("commutativity", [(a, b), (b, a)], kind="commutative")
         a, b = random_with_digits(rng, n), random_with_digits(rng, n)
         add("commutativity", [(a, b), (b, a)], kind="commutative")
-    return cases
 
 
 def run_edge_cases(

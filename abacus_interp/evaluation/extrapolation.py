@@ -103,19 +103,48 @@ def length_extrapolation(
     times a k-digit multiplier. `n_loops` fixes the loop count; otherwise each problem runs
     to convergence (`tol`, default the model's `halt_tol`, at most `max_loops`)."""
     has_carries = getattr(task, "has_carries", False)
+    _check_task(task, chains, multipliers, has_carries)
+    fixed, tol = resolve_halting(model, n_loops, tol)
+    cap = (model.cfg.max_loops if max_loops is None else max_loops) if fixed is None else None
+    specs = _row_specs(lengths, chains, multipliers)
+    _check_attention_fits(model, specs)
+    # every row drawn and checked against the model's positions before any is decoded, so a
+    # length the model cannot read ends in one line, not after the rows before it ran
+    row_problems = [problems(task, digits, chain, n, seed, k) for digits, chain, k in specs]
+    for (digits, _chain, k), examples in zip(specs, row_problems, strict=True):
+        what = f"a {digits}-digit x {k}-digit problem" if k is not None else f"a problem with {digits}-digit operands"
+        for example in examples:
+            check_fits_model(model, example, what)
+    rows = [_score_row(model, task, spec, examples, fixed, tol, cap, batch_size, has_carries)
+            for spec, examples in zip(specs, row_problems, strict=True)]
+    return ExtrapolationResult(trained_digits=task.max_digits, rows=tuple(rows), tol=tol, cap=cap,
+                               fixed_loops=fixed, seed=seed)
+
+
+def _check_task(task, chains: Sequence[tuple[int, int]], multipliers: Sequence[int], has_carries: bool) -> None:
+    """Refuse rows the task cannot have: planted chains without carries, multiplier lengths
+    outside multiplication, and any task that is neither addition nor multiplication."""
     if chains and not has_carries:
         raise UserError(f"planted carry chains are addition problems; task {task.name!r} has no carries")
     if multipliers and task.name != "multiplication":
         raise UserError(f"multiplier lengths apply to multiplication; task {task.name!r} has none: leave them out")
     if not has_carries and task.name != "multiplication":
         raise UserError(f"length extrapolation scores addition and multiplication; task {task.name!r} is neither")
-    fixed, tol = resolve_halting(model, n_loops, tol)
-    cap = (model.cfg.max_loops if max_loops is None else max_loops) if fixed is None else None
+
+
+def _row_specs(lengths: Sequence[int], chains: Sequence[tuple[int, int]],
+               multipliers: Sequence[int]) -> list[tuple[int, int | None, int | None]]:
+    """(digits, chain, multiplier digits) of every row, in the table's order: the uniform
+    rows (once per multiplier length with `multipliers`), then the planted chains."""
     if multipliers:
         specs = [(d, None, k) for d in lengths for k in multipliers]
     else:
         specs = [(d, None, None) for d in lengths]
     specs += [(d, c, None) for d, c in chains]
+    return specs
+
+
+def _check_attention_fits(model, specs: list[tuple[int, int | None, int | None]]) -> None:
     for digits, _chain, _k in specs:
         # a problem has at least 2 x digits tokens (the operand and the answer): a length whose
         # attention could not fit even so is refused before its problems are drawn, which
@@ -127,46 +156,41 @@ def length_extrapolation(
                 f"them needs more than {needed / 2**30:.3g} GiB, more than the {free / 2**30:.1f} GiB free; "
                 "use shorter operands"
             )
-    # every row drawn and checked against the model's positions before any is decoded, so a
-    # length the model cannot read ends in one line, not after the rows before it ran
-    row_problems = [problems(task, digits, chain, n, seed, k) for digits, chain, k in specs]
-    for (digits, _chain, k), examples in zip(specs, row_problems, strict=True):
-        what = f"a {digits}-digit x {k}-digit problem" if k is not None else f"a problem with {digits}-digit operands"
-        for example in examples:
-            check_fits_model(model, example, what)
-    rows = []
-    for (digits, chain, k), examples in zip(specs, row_problems, strict=True):
-        prompts = [e.prompt for e in examples]
-        budget = task.max_answer_digits(digits, digits if k is None else k) + 1  # the answer and its EOS
-        # attention's memory grows with the square of the length: long rows run fewer
-        # problems at a time (one, for thousands of digits) instead of asking for hundreds of GB
-        longest = max(len(model.cfg.vocab.split(p)) for p in prompts) + budget
-        per_batch = max(1, min(batch_size, ATTENTION_BYTES_PER_BATCH // model.attention_bytes(longest)))
-        if fixed is None:
-            decoded = generate_adaptive(model, prompts, tol=tol, max_loops=cap, max_new_tokens=budget,
-                                        batch_size=per_batch)
-            completions, used, converged = decoded.completions, decoded.loops_used, decoded.converged
-        else:
-            completions = model.generate(prompts, n_loops=fixed, max_new_tokens=budget, batch_size=per_batch)
-            used, converged = [fixed] * len(prompts), None
-        correct = [task.check(e, c) for e, c in zip(examples, completions, strict=True)]
-        rows.append(ExtrapolationRow(
-            digits=digits,
-            sample=(f"uniform x {k}" if k is not None else "uniform") if chain is None else f"chain {chain}",
-            chain=chain,
-            multiplier_digits=k,
-            n=len(examples),
-            exact_match=sum(correct) / len(correct),
-            loops_median=float(statistics.median(used)),
-            loops_max=max(used),
-            converged=None if converged is None else sum(converged) / len(converged),
-            exact_match_converged=_share(correct, converged, True),
-            exact_match_not_converged=_share(correct, converged, False),
-            longest_chain_median=float(statistics.median(longest_cascade(*e.operands) for e in examples))
-            if has_carries else None,
-        ))
-    return ExtrapolationResult(trained_digits=task.max_digits, rows=tuple(rows), tol=tol, cap=cap,
-                               fixed_loops=fixed, seed=seed)
+
+
+def _score_row(model, task, spec: tuple[int, int | None, int | None], examples, fixed: int | None,
+               tol: float | None, cap: int | None, batch_size: int, has_carries: bool) -> ExtrapolationRow:
+    """Decode one row's problems (adaptive loops unless `fixed`) and score them."""
+    digits, chain, k = spec
+    prompts = [e.prompt for e in examples]
+    budget = task.max_answer_digits(digits, digits if k is None else k) + 1  # the answer and its EOS
+    # attention's memory grows with the square of the length: long rows run fewer
+    # problems at a time (one, for thousands of digits) instead of asking for hundreds of GB
+    longest = max(len(model.cfg.vocab.split(p)) for p in prompts) + budget
+    per_batch = max(1, min(batch_size, ATTENTION_BYTES_PER_BATCH // model.attention_bytes(longest)))
+    if fixed is None:
+        decoded = generate_adaptive(model, prompts, tol=tol, max_loops=cap, max_new_tokens=budget,
+                                    batch_size=per_batch)
+        completions, used, converged = decoded.completions, decoded.loops_used, decoded.converged
+    else:
+        completions = model.generate(prompts, n_loops=fixed, max_new_tokens=budget, batch_size=per_batch)
+        used, converged = [fixed] * len(prompts), None
+    correct = [task.check(e, c) for e, c in zip(examples, completions, strict=True)]
+    return ExtrapolationRow(
+        digits=digits,
+        sample=(f"uniform x {k}" if k is not None else "uniform") if chain is None else f"chain {chain}",
+        chain=chain,
+        multiplier_digits=k,
+        n=len(examples),
+        exact_match=sum(correct) / len(correct),
+        loops_median=float(statistics.median(used)),
+        loops_max=max(used),
+        converged=None if converged is None else sum(converged) / len(converged),
+        exact_match_converged=_share(correct, converged, True),
+        exact_match_not_converged=_share(correct, converged, False),
+        longest_chain_median=float(statistics.median(longest_cascade(*e.operands) for e in examples))
+        if has_carries else None,
+    )
 
 
 def _share(correct: list[bool], converged: list[bool] | None, which: bool) -> float | None:

@@ -86,26 +86,10 @@ def _run(model_or_run, task, cfg: CarryAttentionConfig, progress: bool) -> Carry
         clock = now
 
     ps = build_problem_set(vocab, balanced_problems(task, cfg.n_problems, random.Random(f"{seed}-stats"), d), d)
-    if cfg.example is None:
-        from abacus_interp.evaluation.cascades import sample_with_cascade
-
-        ex = task.make(*sample_with_cascade(min(3, d), d, random.Random(f"{seed}-example")))
-    else:
-        ex = task.from_human(cfg.example)
+    ex = _example(task, cfg.example, seed, d)
     lap("labels")
-    checkpoint = model.checkpoint_path  # None for a model built in memory
     # the builders write dicts; they are typed once, at the end, by from_json
-    data: dict = {
-        "model": {"n_loops": n_loops, "trained_loops": model.cfg.n_loops, "n_layers": model.cfg.n_layers,
-                  "n_heads": model.cfg.n_heads, "d_model": model.cfg.d_model,
-                  "checkpoint": None if checkpoint is None else str(checkpoint)},
-        "settings": {"n_problems": cfg.n_problems, "n_pairs": cfg.n_pairs, "n_probe_problems": cfg.n_probe_problems,
-                     "max_digits": d, "sections": sections, "ablation_kinds": cfg.ablation_kinds,
-                     "patch_positions": cfg.patch_positions, "patch_heads": cfg.patch_heads,
-                     "probe_threshold": cfg.probe_threshold, "seed": seed, "subtasks": SUBTASKS},
-        "labels": ps.summary(),
-        "attention": None, "example": None, "ablation": None, "patching": None, "probes": None,
-    }
+    data = _header(model, cfg, n_loops, d, ps)
     if "attention" in sections:
         with tqdm(total=cfg.n_problems, desc="carry attention", disable=not progress, leave=False) as bar:
             data["attention"] = attention_stats(model, ps, n_loops, batch_size, progress=bar)
@@ -117,12 +101,7 @@ def _run(model_or_run, task, cfg: CarryAttentionConfig, progress: bool) -> Carry
             data["ablation"] = ablate_heads(model, ps, n_loops, cfg.ablation_kinds, batch_size, progress=bar)
         lap("ablation")
     if "patching" in sections:
-        pairs = make_carry_pairs(task, vocab, cfg.n_pairs, random.Random(f"{seed}-pairs"), d)
-        n_sites = 1 + n_loops * model.cfg.n_layers * (1 + (model.cfg.n_heads if cfg.patch_heads else 0))
-        with tqdm(total=n_sites * len(cfg.patch_positions) * cfg.n_pairs, desc="patching", disable=not progress,
-                  leave=False) as bar:
-            data["patching"] = patch_pairs(model, pairs, n_loops, cfg.patch_positions, cfg.patch_heads,
-                                           batch_size, progress=bar)
+        data["patching"] = _patching(model, task, cfg, n_loops, d, progress)
         lap("patching")
     if "probes" in sections:
         probe_set = build_problem_set(
@@ -132,3 +111,38 @@ def _run(model_or_run, task, cfg: CarryAttentionConfig, progress: bool) -> Carry
         lap("probes")
     timings["total"] = sum(timings.values())
     return from_json(CarryAttentionResult, {**data, "timings": timings})
+
+
+def _example(task, example: str | None, seed: int, d: int):
+    """The problem whose attention pattern is drawn: `example` (human order), or one with a
+    carry cascade of min(3, d) columns."""
+    if example is None:
+        from abacus_interp.evaluation.cascades import sample_with_cascade
+
+        return task.make(*sample_with_cascade(min(3, d), d, random.Random(f"{seed}-example")))
+    return task.from_human(example)
+
+
+def _header(model, cfg: CarryAttentionConfig, n_loops: int, d: int, ps) -> dict:
+    """The result's model, settings and labels, every section None until it runs."""
+    checkpoint = model.checkpoint_path  # None for a model built in memory
+    return {
+        "model": {"n_loops": n_loops, "trained_loops": model.cfg.n_loops, "n_layers": model.cfg.n_layers,
+                  "n_heads": model.cfg.n_heads, "d_model": model.cfg.d_model,
+                  "checkpoint": None if checkpoint is None else str(checkpoint)},
+        "settings": {"n_problems": cfg.n_problems, "n_pairs": cfg.n_pairs, "n_probe_problems": cfg.n_probe_problems,
+                     "max_digits": d, "sections": cfg.sections, "ablation_kinds": cfg.ablation_kinds,
+                     "patch_positions": cfg.patch_positions, "patch_heads": cfg.patch_heads,
+                     "probe_threshold": cfg.probe_threshold, "seed": cfg.seed, "subtasks": SUBTASKS},
+        "labels": ps.summary(),
+        "attention": None, "example": None, "ablation": None, "patching": None, "probes": None,
+    }
+
+
+def _patching(model, task, cfg: CarryAttentionConfig, n_loops: int, d: int, progress: bool) -> dict:
+    """Activation patching on carry counterfactual pairs, per site and position."""
+    pairs = make_carry_pairs(task, model.cfg.vocab, cfg.n_pairs, random.Random(f"{cfg.seed}-pairs"), d)
+    n_sites = 1 + n_loops * model.cfg.n_layers * (1 + (model.cfg.n_heads if cfg.patch_heads else 0))
+    with tqdm(total=n_sites * len(cfg.patch_positions) * cfg.n_pairs, desc="patching", disable=not progress,
+              leave=False) as bar:
+        return patch_pairs(model, pairs, n_loops, cfg.patch_positions, cfg.patch_heads, cfg.batch_size, progress=bar)

@@ -141,69 +141,86 @@ def run(model_or_run, task=None, *, config: CarryWaveConfig | None = None, **ove
     overrides: fields of the config by name, e.g. `n_problems=16, horizon=32`.
     """
     cfg = configure(CarryWaveConfig, config, overrides, "carry_wave.run()")
-    n_problems, length_multiples, far_multiple, horizon = cfg.n_problems, cfg.length_multiples, cfg.far_multiple, cfg.horizon
-    stress_cap, switch_loops, head_loops, seed = cfg.stress_cap, cfg.switch_loops, cfg.head_loops, cfg.seed
+    n_problems, horizon, seed = cfg.n_problems, cfg.horizon, cfg.seed
     subject = resolve(model_or_run, task, max_loops=None)
     model, task = subject.model, subject.task
-    if not (model.cfg.answer_slots and getattr(task, "has_carries", False)):
-        raise UserError("the carry wave needs an addition model trained in the answer-slot format")
-    if horizon > model.cfg.max_loops:
-        raise UserError(f"horizon={horizon} exceeds the model's max_loops={model.cfg.max_loops}; "
-                         f"load it with load_model(path, max_loops={horizon})")
-    n_trained, far = task.max_digits, task.max_digits * far_multiple
-    reason = far_length_reason(model, task, far_multiple)
-    if reason:
-        raise UserError(reason)
-    # lengths past the model's positions are left out (a model without a position table takes any)
-    lengths = sorted({d for m in length_multiples if fits_positions(model, task, d := max(1, round(m * n_trained)))})
-    accuracy = length_extrapolation(model, task, lengths, chains=[(n_trained, n_trained), (far, far)],
-                                    n=n_problems, seed=seed)
+    _check_model(model, task, horizon, cfg.far_multiple)
+    n_trained, far = task.max_digits, task.max_digits * cfg.far_multiple
+    accuracy = length_extrapolation(model, task, _fitting_lengths(model, task, cfg.length_multiples),
+                                    chains=[(n_trained, n_trained), (far, far)], n=n_problems, seed=seed)
     groups = {
         ("uniform", n_trained): _uniform(task, n_trained, n_problems, seed),
         ("planted chains", n_trained): planted_chains(task, n_trained, n_problems, seed),
         ("uniform", far): _uniform(task, far, n_problems, seed),
         ("planted chains", far): planted_chains(task, far, n_problems, seed),
     }
-    fits, curves = [], {}
-    for (sample, digits), examples in groups.items():
-        p_correct, correct = per_loop_correct(model, examples, horizon)
-        curves[(sample, digits)] = p_correct
-        fits.append(_lock_in_fit(f"{sample}, {digits} digits", sample, digits, examples, correct))
-
-    planted = groups[("planted chains", n_trained)] + groups[("planted chains", far)]
-    decoded = generate_adaptive(model, [e.prompt for e in planted], max_new_tokens=far + 2)
-    chains = [max(decision_distance(*e.operands)) for e in planted]
-    halting = HaltingFit(label=f"planted chains, {n_trained} and {far} digits", longest_chain=tuple(chains),
-                         loops_used=tuple(decoded.loops_used), converged=tuple(decoded.converged),
-                         fit=LinearFit.of(chains, decoded.loops_used))
-
+    fits = [_lock_in_fit(f"{sample}, {digits} digits", sample, digits, examples,
+                         per_loop_correct(model, examples, horizon)[1])
+            for (sample, digits), examples in groups.items()]
+    halting = _halting_fit(model, groups[("planted chains", n_trained)], groups[("planted chains", far)],
+                           n_trained, far)
     far_planted = groups[("planted chains", far)]
     example = wave_example(task, far)
     wave = _wave(example, per_loop_correct(model, [example], horizon)[0][0])
 
     chain = max(1, far - 2)
     clean, corrupted = chain_pair(far, chain, section_rng(seed, "carry-wave delayed carry", far))
-    delayed = delayed_carry(model, task, clean, corrupted, chain, [s for s in switch_loops if s < horizon], horizon)
+    delayed = delayed_carry(model, task, clean, corrupted, chain, [s for s in cfg.switch_loops if s < horizon], horizon)
+    convergence = _convergence_check(model, task, far_planted, cfg.stress_cap, far)
+    heads_trained = heads_far = knocked = None
+    if reads_columns(model):
+        heads_trained, heads_far = (
+            head_reading(model, groups[("planted chains", d)], min(cfg.head_loops, horizon), f"planted chains, {d} digits")
+            for d in (n_trained, far))
+        knocked = knockout(model, far_planted, horizon, f"planted chains, {far} digits", KNOCKOUT_GROUPS)
+    path_lengths = _fitting_lengths(model, task, cfg.path_multiples)
+    path = path_independence_by_length(model, {d: _uniform(task, d, n_problems, seed) for d in path_lengths}, horizon, seed)
+    return CarryWaveResult(trained_digits=n_trained, horizon=horizon, accuracy=accuracy, lock_in=tuple(fits),
+                           halting=halting, wave=wave, delayed=delayed, convergence=convergence,
+                           heads_trained=heads_trained, heads_far=heads_far, knockout=knocked, path_independence=path)
 
+
+def _check_model(model, task, horizon: int, far_multiple: int) -> None:
+    """Refuse a model the carry wave cannot read: not an answer-slot adder, too few hook sets
+    for the horizon, or positions too short for the far length."""
+    if not (model.cfg.answer_slots and getattr(task, "has_carries", False)):
+        raise UserError("the carry wave needs an addition model trained in the answer-slot format")
+    if horizon > model.cfg.max_loops:
+        raise UserError(f"horizon={horizon} exceeds the model's max_loops={model.cfg.max_loops}; "
+                         f"load it with load_model(path, max_loops={horizon})")
+    reason = far_length_reason(model, task, far_multiple)
+    if reason:
+        raise UserError(reason)
+
+
+def _fitting_lengths(model, task, multiples) -> list[int]:
+    """The operand lengths `multiples` x the trained one, leaving out those past the model's
+    positions (a model without a position table takes any)."""
+    n_trained = task.max_digits
+    return sorted({d for m in multiples if fits_positions(model, task, d := max(1, round(m * n_trained)))})
+
+
+def _halting_fit(model, planted_trained, planted_far, n_trained: int, far: int) -> HaltingFit:
+    """Loops adaptive halting uses against each planted problem's longest carry distance."""
+    planted = planted_trained + planted_far
+    decoded = generate_adaptive(model, [e.prompt for e in planted], max_new_tokens=far + 2)
+    chains = [max(decision_distance(*e.operands)) for e in planted]
+    return HaltingFit(label=f"planted chains, {n_trained} and {far} digits", longest_chain=tuple(chains),
+                      loops_used=tuple(decoded.loops_used), converged=tuple(decoded.converged),
+                      fit=LinearFit.of(chains, decoded.loops_used))
+
+
+def _convergence_check(model, task, far_planted, stress_cap: int, far: int) -> ConvergenceCheck:
+    """Exact match of the far planted chains among those that converge by `stress_cap` loops
+    and those that do not."""
     stressed = generate_adaptive(model, [e.prompt for e in far_planted], max_loops=stress_cap, max_new_tokens=far + 2)
     right = [task.check(e, c) for e, c in zip(far_planted, stressed.completions, strict=True)]
-    convergence = ConvergenceCheck(
+    return ConvergenceCheck(
         label=f"planted chains, {far} digits", cap=stress_cap, n=len(right),
         converged=stressed.convergence_rate,
         exact_match_converged=_mean([r for r, c in zip(right, stressed.converged, strict=True) if c]),
         exact_match_not_converged=_mean([r for r, c in zip(right, stressed.converged, strict=True) if not c]),
     )
-    heads_trained = heads_far = knocked = None
-    if reads_columns(model):
-        heads_trained, heads_far = (
-            head_reading(model, groups[("planted chains", d)], min(head_loops, horizon), f"planted chains, {d} digits")
-            for d in (n_trained, far))
-        knocked = knockout(model, far_planted, horizon, f"planted chains, {far} digits", KNOCKOUT_GROUPS)
-    path_lengths = sorted({d for m in cfg.path_multiples if fits_positions(model, task, d := max(1, round(m * n_trained)))})
-    path = path_independence_by_length(model, {d: _uniform(task, d, n_problems, seed) for d in path_lengths}, horizon, seed)
-    return CarryWaveResult(trained_digits=n_trained, horizon=horizon, accuracy=accuracy, lock_in=tuple(fits),
-                           halting=halting, wave=wave, delayed=delayed, convergence=convergence,
-                           heads_trained=heads_trained, heads_far=heads_far, knockout=knocked, path_independence=path)
 
 
 def fits_positions(model, task, digits: int) -> bool:

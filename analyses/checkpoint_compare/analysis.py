@@ -53,24 +53,10 @@ def run(run_a, run_b=None, *, problems=None, config: CheckpointCompareConfig | N
     cfg_a = ModelConfig.from_dict(config_a["model"])
     examples = _problems(problems, config_a["task"], n_problems, seed)
     notes: list[str] = []
-    prompts, targets = [e[0] for e in examples], [e[1] for e in examples]
-    try:
-        batch = encode_batch(cfg_a.vocab, prompts, targets, max_len=cfg_a.max_seq_len)
-    except ValueError:  # e.g. grok-mod113: "a b = c" fills max_seq_len=4, EOS does not fit
-        batch = encode_batch(cfg_a.vocab, prompts, targets, append_eos=False, max_len=cfg_a.max_seq_len)
-        notes.append(f"problems encoded without EOS: with it they exceed max_seq_len={cfg_a.max_seq_len}")
+    batch = _encode(cfg_a, examples, notes)
     mask = batch.valid if positions == "all" else batch.loss_mask
-    n_tokens = int(mask.sum())
-    select = torch.arange(n_tokens)
-    if n_tokens > max_samples:
-        gen = torch.Generator().manual_seed(seed)
-        select = torch.randperm(n_tokens, generator=gen)[:max_samples].sort().values
-
-    available = [s for s, _ in series_a]
-    moved_steps = tuple(cfg.steps) if cfg.steps is not None else (available[0], available[-1])
-    missing = [s for s in moved_steps if s not in available]
-    if len(moved_steps) != 2 or missing:
-        raise UserError(f"steps must be two checkpoint steps of run a; {missing or moved_steps} not among {available}")
+    select = _sample_positions(int(mask.sum()), max_samples, seed)
+    moved_steps = _moved_steps(cfg.steps, [s for s, _ in series_a])
 
     scan_a, kept, reps_a = _scan(dir_a, series_a, batch, mask, select, set(moved_steps), n_change_points, per, batch_size, progress)
     moved = from_json(Moved, {**moved_parameters(kept[moved_steps[0]], kept[moved_steps[1]], cfg.top_k, cfg.rank_by),
@@ -94,6 +80,35 @@ def run(run_a, run_b=None, *, problems=None, config: CheckpointCompareConfig | N
     return CheckpointComparison(a=scan_a, b=scan_b, cross_cka=cross, matched_cka=matched,
                                 matched_steps_b=matched_steps, moved=moved, signal=cfg.signal, per=per,
                                 problems=problem_set, notes=tuple(notes))
+
+
+def _encode(cfg_a: ModelConfig, examples: list[tuple[str, str]], notes: list[str]):
+    """The problems as one batch, with their EOS where it fits (a note in `notes` where not)."""
+    prompts, targets = [e[0] for e in examples], [e[1] for e in examples]
+    try:
+        return encode_batch(cfg_a.vocab, prompts, targets, max_len=cfg_a.max_seq_len)
+    except ValueError:  # e.g. grok-mod113: "a b = c" fills max_seq_len=4, EOS does not fit
+        batch = encode_batch(cfg_a.vocab, prompts, targets, append_eos=False, max_len=cfg_a.max_seq_len)
+        notes.append(f"problems encoded without EOS: with it they exceed max_seq_len={cfg_a.max_seq_len}")
+        return batch
+
+
+def _sample_positions(n_tokens: int, max_samples: int, seed: int) -> torch.Tensor:
+    """Which of the `n_tokens` masked positions CKA uses: all, or `max_samples` drawn with `seed`, in order."""
+    select = torch.arange(n_tokens)
+    if n_tokens > max_samples:
+        gen = torch.Generator().manual_seed(seed)
+        select = torch.randperm(n_tokens, generator=gen)[:max_samples].sort().values
+    return select
+
+
+def _moved_steps(steps, available: list[int]) -> tuple[int, ...]:
+    """The two checkpoints whose parameters are compared: `steps`, or the first and the last."""
+    moved_steps = tuple(steps) if steps is not None else (available[0], available[-1])
+    missing = [s for s in moved_steps if s not in available]
+    if len(moved_steps) != 2 or missing:
+        raise UserError(f"steps must be two checkpoint steps of run a; {missing or moved_steps} not among {available}")
+    return moved_steps
 
 
 def _problems(problems, task_cfg: dict, n: int, seed: int) -> list[tuple[str, str]]:
@@ -137,12 +152,16 @@ def _forward(model, batch, mask, select, batch_size, readout):
 
 
 def _scan(run_dir, series, batch, mask, select, keep, n_change_points, per, batch_size, progress):
+    """One pass over a run's checkpoints `series`: each one's weight norms and moves, its
+    loss and exact match on `batch`, its states at the `select`ed positions (and the weights
+    of the steps in `keep`); then CKA between checkpoints, speeds and change points. Returns
+    the `RunScan`, the kept weights by step and the states per loop [C, samples, width]."""
     config = read_run_config(run_dir)
     cfg = ModelConfig.from_dict(config["model"])
     # a run trained on its answer tokens only (grok-mod113) never learned the EOS: not scored
     readout = run_readout(config.get("train", {}), task_from_config(config["task"]))
     model = build_model(cfg.replace(max_loops=cfg.n_loops)).eval()
-    L, C = cfg.n_loops, len(series)
+    L = cfg.n_loops
     reps: list[list[torch.Tensor]] = [[] for _ in range(L)]
     norms: dict[str, list[float]] = {}
     # per group, the move from each checkpoint to the next ("total" among them once there are two)
@@ -151,27 +170,12 @@ def _scan(run_dir, series, batch, mask, select, keep, n_change_points, per, batc
     first = prev = None
     kept = {}
     for k, (step, path) in enumerate(tqdm(series, desc=f"checkpoints {run_dir.name}", disable=not progress, leave=False)):
-        state = {name: t.float() for name, t in load_tensors(path).items()}
-        missing, unexpected = model.load_state_dict(state, strict=False)
-        if missing or unexpected:
-            raise CheckpointError(f"{path} does not match {run_dir}/config.json: missing {missing}, unexpected {unexpected}")
-        # squared norms and moves summed over each group's tensors
-        sq_norm: defaultdict[str, float] = defaultdict(float)
-        sq_move: defaultdict[str, float] = defaultdict(float)
-        sq_dist = 0.0
-        for name, t in state.items():
-            g = param_group(name)
-            sq_norm[g] += float(t.double().square().sum())
-            if prev is not None:
-                sq_move[g] += float((t - prev[name]).double().square().sum())
-                sq_dist += float((t - first[name]).double().square().sum())
-        sq_norm["total"] = sum(sq_norm.values())
+        state = _load_weights(model, path, run_dir)
+        sq_norm, sq_move, sq_dist = _squared_norms(state, prev, first)
         for g, v in sq_norm.items():
             norms.setdefault(g, [math.nan] * k).append(math.sqrt(v))
-        if prev is not None:
-            sq_move["total"] = sum(sq_move.values())
-            for g, v in sq_move.items():
-                moves[g].append(math.sqrt(v))
+        for g, v in sq_move.items():  # none at the first checkpoint
+            moves[g].append(math.sqrt(v))
         dist.append(math.sqrt(sq_dist))
         first = state if first is None else first
         prev = state
@@ -186,13 +190,7 @@ def _scan(run_dir, series, batch, mask, select, keep, n_change_points, per, batc
     width = max(r.shape[1] for rr in reps for r in rr)
     reps_t = [torch.stack([torch.nn.functional.pad(r, (0, width - r.shape[1])) for r in rr]) for rr in reps]
     cka = np.stack([cka_matrix(r) for r in reps_t])  # [L, C, C]
-    speeds = {
-        "representation": rates(steps, np.mean([1.0 - np.diagonal(c, 1) for c in cka], axis=0), per) if C > 1 else np.zeros(0),
-        "parameters": rates(steps, moves["total"], per) if C > 1 else np.zeros(0),
-        "loss": rates(steps, np.abs(np.diff(losses)), per),
-    }
-    found = {name: tuple(ChangePoint(**p) for p in change_points(steps, v, n_change_points)) if C > 1 else ()
-             for name, v in speeds.items()}
+    speeds, found = _speeds(steps, cka, moves, losses, per, n_change_points)
     metrics = [{k: v for k, v in row.items() if METRIC_KEY.search(k)} for row in read_metrics(run_dir)]
     scan = RunScan(
         run_dir=str(run_dir), steps=steps, n_loops=L, metrics=tuple(metrics), problem_loss=np.array(losses),
@@ -201,3 +199,45 @@ def _scan(run_dir, series, batch, mask, select, keep, n_change_points, per, batc
         cka=cka, speeds=speeds, change_points=found,
     )
     return scan, kept, reps_t
+
+
+def _load_weights(model, path, run_dir) -> dict[str, torch.Tensor]:
+    """The checkpoint's tensors in float, loaded into `model`; CheckpointError when they are
+    not the weights of the run's model."""
+    state = {name: t.float() for name, t in load_tensors(path).items()}
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if missing or unexpected:
+        raise CheckpointError(f"{path} does not match {run_dir}/config.json: missing {missing}, unexpected {unexpected}")
+    return state
+
+
+def _squared_norms(state, prev, first) -> tuple[dict[str, float], dict[str, float], float]:
+    """Squared norms and moves summed over each group's tensors ("total" too): the norm of
+    `state`, its move from `prev` (none without one) and its squared distance from `first`."""
+    sq_norm: defaultdict[str, float] = defaultdict(float)
+    sq_move: defaultdict[str, float] = defaultdict(float)
+    sq_dist = 0.0
+    for name, t in state.items():
+        g = param_group(name)
+        sq_norm[g] += float(t.double().square().sum())
+        if prev is not None:
+            sq_move[g] += float((t - prev[name]).double().square().sum())
+            sq_dist += float((t - first[name]).double().square().sum())
+    sq_norm["total"] = sum(sq_norm.values())
+    if prev is not None:
+        sq_move["total"] = sum(sq_move.values())
+    return sq_norm, sq_move, sq_dist
+
+
+def _speeds(steps, cka, moves, losses, per, n_change_points):
+    """The three speeds per interval (representation, parameters, loss; empty but the loss
+    with one checkpoint) and each one's change points."""
+    C = len(steps)
+    speeds = {
+        "representation": rates(steps, np.mean([1.0 - np.diagonal(c, 1) for c in cka], axis=0), per) if C > 1 else np.zeros(0),
+        "parameters": rates(steps, moves["total"], per) if C > 1 else np.zeros(0),
+        "loss": rates(steps, np.abs(np.diff(losses)), per),
+    }
+    found = {name: tuple(ChangePoint(**p) for p in change_points(steps, v, n_change_points)) if C > 1 else ()
+             for name, v in speeds.items()}
+    return speeds, found

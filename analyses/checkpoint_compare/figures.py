@@ -26,6 +26,22 @@ def figures(c) -> dict[str, go.Figure]:
             fig.add_vline(x=st, line_dash="dot", line_color="red", opacity=0.6)
         return fig
 
+    figs = {"training_curves": mark(_training_curves(runs)), "weight_norms": mark(_weight_norms(runs)),
+            "change_speed": mark(_change_speed(runs, c.per)), "cka_vs_final": mark(_cka_vs_final(c.a)),
+            "cka_steps": _heatmaps(c.a.cka, c.a.steps, c.a.steps, "CKA between checkpoints", "step", "step"),
+            "moved_most": _moved_bar(c.moved)}
+    if c.b is not None:
+        figs["cka_runs"] = _heatmaps(c.cross_cka, c.a.steps, c.b.steps, "CKA between runs", "run A step", "run B step")
+        matched = go.Figure([go.Scatter(x=c.a.steps, y=c.matched_cka[t], name=loop_label(t), mode="lines+markers")
+                             for t in range(len(c.matched_cka))])
+        matched.update_layout(title="CKA of run A vs run B at the nearest step", xaxis_title="step",
+                              yaxis_title="CKA", yaxis_range=[0, 1.05])
+        figs["cka_runs_matched"] = mark(matched)
+    return figs
+
+
+def _training_curves(runs) -> go.Figure:
+    """The logged loss and exact-match curves of each run, with its problem-set scores."""
     curves = make_subplots(rows=1, cols=2, subplot_titles=["loss", "exact match / accuracy"])
     for tag, r in runs:
         keys = sorted({k for row in r.metrics for k in row} - {"step"})
@@ -40,16 +56,23 @@ def figures(c) -> dict[str, go.Figure]:
                                     mode="markers"), row=1, col=2)
     curves.update_yaxes(type="log", row=1, col=1)
     curves.update_xaxes(title_text="step")
+    return curves
 
+
+def _weight_norms(runs) -> go.Figure:
     norms = go.Figure()
     for tag, r in runs:
         for g, ys in r.group_norms.items():
             norms.add_trace(go.Scatter(x=r.steps, y=ys, name=f"{tag} {g}", mode="lines+markers",
                                        line_dash="solid" if tag == "A" else "dash"))
     norms.update_layout(title="weight norm per parameter group", xaxis_title="step", yaxis_title="Frobenius norm")
+    return norms
 
+
+def _change_speed(runs, per: str) -> go.Figure:
+    """Each signal's speed per interval, one row each, its change points starred."""
     speed = make_subplots(rows=len(SIGNALS), cols=1, shared_xaxes=True,
-                          subplot_titles=[f"{s} change per {c.per.replace('_', ' ')}" for s in SIGNALS])
+                          subplot_titles=[f"{s} change per {per.replace('_', ' ')}" for s in SIGNALS])
     for i, name in enumerate(SIGNALS, 1):
         for tag, r in runs:
             if len(r.steps) < 2:
@@ -61,27 +84,19 @@ def figures(c) -> dict[str, go.Figure]:
                             row=i, col=1)
         speed.update_yaxes(type="log", row=i, col=1)
     speed.update_xaxes(title_text="step (end of interval)", row=len(SIGNALS), col=1)
+    return speed
 
+
+def _cka_vs_final(a) -> go.Figure:
+    """CKA of each loop's state against the final checkpoint and the previous one (run A)."""
     vs_final = go.Figure()
-    for t in range(c.a.n_loops):
-        vs_final.add_trace(go.Scatter(x=c.a.steps, y=c.a.cka[t, :, -1], name=f"{loop_label(t)} vs final", mode="lines+markers"))
-        vs_final.add_trace(go.Scatter(x=c.a.steps[1:], y=np.diagonal(c.a.cka[t], 1), name=f"{loop_label(t)} vs previous",
+    for t in range(a.n_loops):
+        vs_final.add_trace(go.Scatter(x=a.steps, y=a.cka[t, :, -1], name=f"{loop_label(t)} vs final", mode="lines+markers"))
+        vs_final.add_trace(go.Scatter(x=a.steps[1:], y=np.diagonal(a.cka[t], 1), name=f"{loop_label(t)} vs previous",
                                       mode="lines", line_dash="dot"))
-    vs_final.update_layout(title=f"linear CKA of the state after each loop (final = step {c.a.steps[-1]})",
+    vs_final.update_layout(title=f"linear CKA of the state after each loop (final = step {a.steps[-1]})",
                            xaxis_title="step", yaxis_title="CKA", yaxis_range=[0, 1.05])
-
-    figs = {"training_curves": mark(curves), "weight_norms": mark(norms), "change_speed": mark(speed),
-            "cka_vs_final": mark(vs_final),
-            "cka_steps": _heatmaps(c.a.cka, c.a.steps, c.a.steps, "CKA between checkpoints", "step", "step"),
-            "moved_most": _moved_bar(c.moved)}
-    if c.b is not None:
-        figs["cka_runs"] = _heatmaps(c.cross_cka, c.a.steps, c.b.steps, "CKA between runs", "run A step", "run B step")
-        matched = go.Figure([go.Scatter(x=c.a.steps, y=c.matched_cka[t], name=loop_label(t), mode="lines+markers")
-                             for t in range(len(c.matched_cka))])
-        matched.update_layout(title="CKA of run A vs run B at the nearest step", xaxis_title="step",
-                              yaxis_title="CKA", yaxis_range=[0, 1.05])
-        figs["cka_runs_matched"] = mark(matched)
-    return figs
+    return vs_final
 
 
 def _heatmaps(mats, y_steps, x_steps, title, y_title, x_title) -> go.Figure:

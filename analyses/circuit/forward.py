@@ -12,7 +12,7 @@ multiplier heads, the three injections, norm or none). The head computation repe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import einops
@@ -98,6 +98,16 @@ def run_graph(
         inputs[(i, channel)] = total
         return total
 
+    logits = _walk(model, tokens, graph, context, settle, read)
+    return GraphRun(logits=logits, outputs=outputs, inputs=inputs)
+
+
+def _walk(model, tokens: Tensor, graph: LoopGraph, context: AttentionContext,
+          settle: Callable[[int, Tensor], Tensor], read: Callable[..., Tensor]) -> Tensor:
+    """Every node in the graph's order: the embedding, then per loop the state passed on
+    (from the second loop), each layer's heads and its MLP; returns the logits of the last
+    reader. `settle(i, out)` records node i's output, `read(i, channel)` sums its inputs."""
+    cfg = model.cfg
     settle(0, model.embed(tokens))
     i = 1
     for t in range(graph.n_loops):
@@ -113,5 +123,4 @@ def run_graph(
             i += cfg.n_heads
             settle(i, block.mlp(block.ln2(read(i)), model.loops[t].blocks[layer].mlp))
             i += 1
-    logits = model.unembed(read(i))
-    return GraphRun(logits=logits, outputs=outputs, inputs=inputs)
+    return model.unembed(read(i))

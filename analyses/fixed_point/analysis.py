@@ -197,7 +197,20 @@ def run(
     finally:
         model.train(was_training)
 
-    data: dict[str, Any] = {
+    data = _header(subject, model, task, cfg, c, trained, horizon, len(examples))
+    data.update(_sections(model, cfg, examples, chains, c, trained, horizon))
+    data["resources"] = _resources(started, rss_before, model)
+    result = FixedPointResult(summary=from_json(FixedPointSummary, json_safe(data)), examples=tuple(examples),
+                              collected=c, chains=chains)
+    for line in result.findings():
+        logger.info("fixed point: %s", line)
+    return result
+
+
+def _header(subject, model, task, cfg: FixedPointConfig, c: Collected, trained: int, horizon: int,
+            n_problems: int) -> dict[str, Any]:
+    """What was analysed and with which settings: the summary's first fields."""
+    return {
         "analysis": "fixed_point",
         "run_dir": str(subject.run_dir) if subject.run_dir else None,
         "checkpoint": model.checkpoint_path,
@@ -207,12 +220,19 @@ def run(
         "model_n_loops": model.cfg.n_loops,
         "horizon": horizon,
         "loops": list(range(1, horizon + 1)),
-        "n_problems": len(examples),
+        "n_problems": n_problems,
         "settings": {"tolerances": cfg.tolerances, "halt_tol": cfg.halt_tol,
                      "halting_tolerances": cfg.halting_tolerances, "halt_on": cfg.halt_on, "seed": cfg.seed,
                      "batch_size": c.batch_size, "state_budget_mb": cfg.state_budget_mb,
                      "jacobian_iters": cfg.jacobian_iters, "jacobian_tol": cfg.jacobian_tol},
     }
+
+
+def _sections(model, cfg: FixedPointConfig, examples: list[Example], chains: list[list[int]] | None, c: Collected,
+              trained: int, horizon: int) -> dict[str, Any]:
+    """The summary's sections, in its order: from the collected numbers, then the Jacobian
+    spectrum and the path-independence test (each None when its config turns it off)."""
+    data: dict[str, Any] = {}
     # the findings quote the crossing of halt_tol: measure it even where the sweep leaves it out
     data["steps"] = steps_section(c, sorted(set(cfg.tolerances) | {cfg.halt_tol}, reverse=True))
     data["logit_lens"] = logit_lens_section(c, chains)
@@ -228,17 +248,17 @@ def run(
                           cfg.path_starts, seed=cfg.seed, batch_size=cfg.batch_size)
         if cfg.n_path > 0 else None
     )
-    data["resources"] = {
+    return data
+
+
+def _resources(started: float, rss_before: int, model) -> dict[str, float | None]:
+    """Seconds since `started` and peak memory (this process's, and CUDA's on a GPU)."""
+    return {
         "seconds": time.perf_counter() - started,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "peak_rss_increase_mb": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) / 1024,
         "cuda_peak_mb": torch.cuda.max_memory_allocated() / 2**20 if model.W_E.is_cuda else None,
     }
-    result = FixedPointResult(summary=from_json(FixedPointSummary, json_safe(data)), examples=tuple(examples),
-                              collected=c, chains=chains)
-    for line in result.findings():
-        logger.info("fixed point: %s", line)
-    return result
 
 
 def _contraction(model, examples, chains, c, trained, horizon, n_jacobian, iters, tol, seed) -> dict | None:

@@ -67,73 +67,94 @@ def collect(
 
     `trajectory_examples` maps example index -> answer-token index k whose readout state
     (the position predicting answer token k) is kept at every loop."""
-    vocab, device = model.cfg.vocab, model.W_E.device
-    n, n_cls = len(examples), len(CLASSES)
-    ans_len = np.array([len(vocab.encode(e.target)) + 1 for e in examples])  # + EOS
-    width = int(ans_len.max())
-    step = np.zeros((n, horizon, n_cls))
-    norm = np.zeros((n, horizon, n_cls))
-    distance = np.zeros((n, horizon, n_cls))
-    correct = np.zeros((n, horizon, width), dtype=bool)
-    predicted = np.full((n, horizon, width), -1, dtype=np.int32)
-    kl = np.full((n, horizon), np.nan)
-    answer_mask = np.arange(width)[None, :] < ans_len[:, None]
+    n = len(examples)
+    ans_len = np.array([len(model.cfg.vocab.encode(e.target)) + 1 for e in examples])  # + EOS
+    c = _empty(ans_len, horizon, _batch_size(model, examples, horizon, batch_size, state_budget_mb))
     trajectory_examples = trajectory_examples or {}
-    trajectories, trajectory_positions = {}, {}
-
-    size = _batch_size(model, examples, horizon, batch_size, state_budget_mb)
     # sorting by length keeps padding (and wasted compute) low
     order = sorted(range(n), key=lambda i: len(examples[i].prompt) + len(examples[i].target))
-    chunks = [order[i : i + size] for i in range(0, n, size)]
+    chunks = [order[i : i + c.batch_size] for i in range(0, n, c.batch_size)]
     for rows in tqdm(chunks, desc="fixed point", disable=not progress or len(chunks) < 2, leave=False):
-        chunk = [examples[i] for i in rows]
-        batch = encode_batch(vocab, [e.prompt for e in chunk], [e.target for e in chunk],
-                             max_len=model.cfg.max_seq_len)
-        lens = torch.tensor(ans_len[rows])
-        masks = class_masks(batch, model.digit_ids, lens - 1).to(device).float()  # [C B P]
-        tokens = batch.tokens.to(device)
-        b, p = tokens.shape
-        k = torch.arange(width)
-        real = (k[None, :] < lens[:, None]).to(device)  # [B L]
-        where = (batch.prompt_lengths[:, None] - 1 + k[None, :]).clamp(max=p - 1).to(device)  # readout pos
-        target = tokens.gather(1, (where + 1).clamp(max=p - 1))  # [B L]
-        readout_count = real.sum(1).clamp_min(1)
-
-        inputs = model.embed(tokens)
-        index = model.attention_index(tokens)
-        states = torch.empty((horizon, b, p, model.cfg.d_model), dtype=inputs.dtype, device=device)
-        s, prev_logp = None, None
-        for t in range(horizon):
-            new = model.run_loops(inputs, range(t, t + 1), state=s, index=index)
-            diff_sq = ((new - s) if s is not None else new).float().pow(2).sum(-1)  # [B P]
-            norm_sq = new.float().pow(2).sum(-1)
-            step[rows, t] = (masks * diff_sq).sum(-1).sqrt().T.cpu().numpy()
-            norm[rows, t] = (masks * norm_sq).sum(-1).sqrt().T.cpu().numpy()
-            states[t] = new
-            s = new
-            read = new.gather(1, where[..., None].expand(-1, -1, new.shape[-1]))  # [B L d]
-            logp = model.unembed(read).float().log_softmax(-1)
-            top = logp.argmax(-1)
-            correct[rows, t, :] = ((top == target) & real).cpu().numpy()
-            predicted[rows, t, :] = torch.where(real, top, -1).cpu().numpy()
-            if prev_logp is not None:
-                div = (logp.exp() * (logp - prev_logp)).sum(-1)  # [B L] KL(p_t || p_{t-1})
-                kl[rows, t] = ((div * real).sum(1) / readout_count).cpu().numpy()
-            prev_logp = logp
-        last = states[-1]
-        for t in range(horizon):
-            d_sq = (states[t] - last).float().pow(2).sum(-1)
-            distance[rows, t] = (masks * d_sq).sum(-1).sqrt().T.cpu().numpy()
-        for j, i in enumerate(rows):
-            if i in trajectory_examples:
-                pos = int(where[j, min(trajectory_examples[i], int(lens[j]) - 1)])
-                trajectories[i] = states[:, j, pos].float().cpu().numpy()
-                trajectory_positions[i] = pos
-        del states, last
+        _collect_batch(model, [examples[i] for i in rows], rows, ans_len[rows], horizon, c, trajectory_examples)
     # padded answer slots stay False in `correct`; trailing slots of short rows are not answers
-    correct &= answer_mask[:, None, :]
-    return Collected(step, norm, distance, correct, predicted, answer_mask, kl,
-                     trajectories, trajectory_positions, size)
+    c.correct &= c.answer_mask[:, None, :]
+    return c
+
+
+def _empty(ans_len: np.ndarray, horizon: int, batch_size: int) -> Collected:
+    """Every example's arrays before any batch fills its rows: zeros, False, -1 argmax and
+    NaN KL; `ans_len` is each example's answer length with its EOS."""
+    n, n_cls, width = len(ans_len), len(CLASSES), int(ans_len.max())
+    return Collected(
+        step=np.zeros((n, horizon, n_cls)),
+        norm=np.zeros((n, horizon, n_cls)),
+        distance=np.zeros((n, horizon, n_cls)),
+        correct=np.zeros((n, horizon, width), dtype=bool),
+        predicted=np.full((n, horizon, width), -1, dtype=np.int32),
+        answer_mask=np.arange(width)[None, :] < ans_len[:, None],
+        kl=np.full((n, horizon), np.nan),
+        trajectories={},
+        trajectory_positions={},
+        batch_size=batch_size,
+    )
+
+
+def _collect_batch(model, chunk: Sequence[Example], rows: list[int], ans_len: np.ndarray, horizon: int,
+                   c: Collected, trajectory_examples: dict[int, int]) -> None:
+    """Fill rows `rows` of `c` (the examples `chunk`, answers of `ans_len` tokens with EOS):
+    every loop's numbers, then the distances to the last state and the kept trajectories."""
+    device, width = model.W_E.device, c.correct.shape[2]
+    batch = encode_batch(model.cfg.vocab, [e.prompt for e in chunk], [e.target for e in chunk],
+                         max_len=model.cfg.max_seq_len)
+    lens = torch.tensor(ans_len)
+    masks = class_masks(batch, model.digit_ids, lens - 1).to(device).float()  # [C B P]
+    tokens = batch.tokens.to(device)
+    p = tokens.shape[1]
+    k = torch.arange(width)
+    real = (k[None, :] < lens[:, None]).to(device)  # [B L]
+    where = (batch.prompt_lengths[:, None] - 1 + k[None, :]).clamp(max=p - 1).to(device)  # readout pos
+    target = tokens.gather(1, (where + 1).clamp(max=p - 1))  # [B L]
+    states = _run_batch_loops(model, tokens, rows, horizon, c, masks, real, where, target)
+    last = states[-1]
+    for t in range(horizon):
+        d_sq = (states[t] - last).float().pow(2).sum(-1)
+        c.distance[rows, t] = (masks * d_sq).sum(-1).sqrt().T.cpu().numpy()
+    for j, i in enumerate(rows):
+        if i in trajectory_examples:
+            pos = int(where[j, min(trajectory_examples[i], int(lens[j]) - 1)])
+            c.trajectories[i] = states[:, j, pos].float().cpu().numpy()
+            c.trajectory_positions[i] = pos
+
+
+def _run_batch_loops(model, tokens: torch.Tensor, rows: list[int], horizon: int, c: Collected, masks: torch.Tensor,
+                     real: torch.Tensor, where: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Run loops 1..horizon on one batch, filling its rows of `c`'s step and norm per class,
+    logit-lens correctness and argmax at the readout positions `where` ([B L], `real` where
+    an answer token), and KL; returns every loop's state [horizon B P d_model]."""
+    b, p = tokens.shape
+    readout_count = real.sum(1).clamp_min(1)
+    inputs = model.embed(tokens)
+    index = model.attention_index(tokens)
+    states = torch.empty((horizon, b, p, model.cfg.d_model), dtype=inputs.dtype, device=model.W_E.device)
+    s, prev_logp = None, None
+    for t in range(horizon):
+        new = model.run_loops(inputs, range(t, t + 1), state=s, index=index)
+        diff_sq = ((new - s) if s is not None else new).float().pow(2).sum(-1)  # [B P]
+        norm_sq = new.float().pow(2).sum(-1)
+        c.step[rows, t] = (masks * diff_sq).sum(-1).sqrt().T.cpu().numpy()
+        c.norm[rows, t] = (masks * norm_sq).sum(-1).sqrt().T.cpu().numpy()
+        states[t] = new
+        s = new
+        read = new.gather(1, where[..., None].expand(-1, -1, new.shape[-1]))  # [B L d]
+        logp = model.unembed(read).float().log_softmax(-1)
+        top = logp.argmax(-1)
+        c.correct[rows, t, :] = ((top == target) & real).cpu().numpy()
+        c.predicted[rows, t, :] = torch.where(real, top, -1).cpu().numpy()
+        if prev_logp is not None:
+            div = (logp.exp() * (logp - prev_logp)).sum(-1)  # [B L] KL(p_t || p_{t-1})
+            c.kl[rows, t] = ((div * real).sum(1) / readout_count).cpu().numpy()
+        prev_logp = logp
+    return states
 
 
 def _force_explicit_attention(model, loop: int):

@@ -110,60 +110,71 @@ def path_independence(
     """Start the loop of `model` from other states and compare, after `horizon` loops, the
     end state (cosine over real positions) and the teacher-forced answer with the run
     from the model's own start. JSON-safe summary per start."""
-    device = model.W_E.device
     generator = torch.Generator().manual_seed(seed)
     per_start: dict[str, dict[str, list]] = {name: {"cos": [], "same_state": [], "same_answer": [], "correct": []}
                                              for name in starts}
     reference_correct: list[np.ndarray] = []
     for chunk in _chunks(list(examples), max(batch_size, 2)):
-        batch = encode_batch(model.cfg.vocab, [e.prompt for e in chunk], [e.target for e in chunk],
-                             max_len=model.cfg.max_seq_len)
-        tokens, valid = batch.tokens.to(device), batch.valid.to(device)
-        readout = batch.loss_mask.to(device)[:, :-1]
-        inputs = model.embed(tokens)  # [batch pos d_model]
-        index = model.attention_index(tokens)
-
-        def step(state, t, inputs=inputs, index=index):
-            return model.run_loops(inputs, range(t, t + 1), state=state, index=index)
-
-        reference_end = model.run_loops(inputs, range(horizon), index=index)
-        alternatives = start_states(reference_end, valid, starts, generator)
-        # the reference starts from the model's own zero state (state=None)
-        _, ends, cosines = trajectories_agree(step, None, alternatives, horizon, valid)
-
-        def answers(state):
-            return model.unembed(state)[:, :-1].argmax(-1)  # [batch pos-1]
-
-        ref_answer = answers(reference_end)
-        target = tokens[:, 1:]
-        reference_correct.append(((ref_answer == target) | ~readout).all(-1).cpu().numpy())
-        for name in starts:
-            answer = answers(ends[name])
-            cos_end = cosines[name][:, -1]
-            per_start[name]["cos"].append(cosines[name].cpu().numpy())
-            per_start[name]["same_state"].append((cos_end >= threshold).cpu().numpy())
-            per_start[name]["same_answer"].append(((answer == ref_answer) | ~readout).all(-1).cpu().numpy())
-            per_start[name]["correct"].append(((answer == target) | ~readout).all(-1).cpu().numpy())
-
+        reference_correct.append(_compare_chunk(model, chunk, horizon, starts, threshold, generator, per_start))
     out: dict[str, Any] = {
         "horizon": horizon,
         "threshold": threshold,
         "n_problems": len(examples),
         "reference_exact_match": float(np.concatenate(reference_correct).mean()),
-        "starts": {},
+        "starts": {name: _start_summary(parts) for name, parts in per_start.items()},
     }
-    for name, parts in per_start.items():
-        cos = np.concatenate(parts["cos"])  # [N horizon]
-        out["starts"][name] = {
-            "same_state_fraction": float(np.concatenate(parts["same_state"]).mean()),
-            "same_answer_fraction": float(np.concatenate(parts["same_answer"]).mean()),
-            "exact_match": float(np.concatenate(parts["correct"]).mean()),
-            "end_cosine_median": float(np.median(cos[:, -1])),
-            "cosine_median_by_loop": np.median(cos, axis=0).tolist(),
-            "cosine_q25_by_loop": np.quantile(cos, 0.25, axis=0).tolist(),
-        }
     out["headline"] = headline(out)
     return out
+
+
+def _compare_chunk(model, chunk: list[Example], horizon: int, starts: Sequence[str], threshold: float,
+                   generator: torch.Generator, per_start: dict[str, dict[str, list]]) -> np.ndarray:
+    """Run one batch from the model's own start and from each of `starts`, appending each
+    start's per-example numbers to `per_start`; returns whether the reference run's answer
+    is right, per example."""
+    device = model.W_E.device
+    batch = encode_batch(model.cfg.vocab, [e.prompt for e in chunk], [e.target for e in chunk],
+                         max_len=model.cfg.max_seq_len)
+    tokens, valid = batch.tokens.to(device), batch.valid.to(device)
+    readout = batch.loss_mask.to(device)[:, :-1]
+    inputs = model.embed(tokens)  # [batch pos d_model]
+    index = model.attention_index(tokens)
+
+    def step(state, t, inputs=inputs, index=index):
+        return model.run_loops(inputs, range(t, t + 1), state=state, index=index)
+
+    reference_end = model.run_loops(inputs, range(horizon), index=index)
+    alternatives = start_states(reference_end, valid, starts, generator)
+    # the reference starts from the model's own zero state (state=None)
+    _, ends, cosines = trajectories_agree(step, None, alternatives, horizon, valid)
+
+    def answers(state):
+        return model.unembed(state)[:, :-1].argmax(-1)  # [batch pos-1]
+
+    ref_answer = answers(reference_end)
+    target = tokens[:, 1:]
+    for name in starts:
+        answer = answers(ends[name])
+        cos_end = cosines[name][:, -1]
+        per_start[name]["cos"].append(cosines[name].cpu().numpy())
+        per_start[name]["same_state"].append((cos_end >= threshold).cpu().numpy())
+        per_start[name]["same_answer"].append(((answer == ref_answer) | ~readout).all(-1).cpu().numpy())
+        per_start[name]["correct"].append(((answer == target) | ~readout).all(-1).cpu().numpy())
+    return ((ref_answer == target) | ~readout).all(-1).cpu().numpy()
+
+
+def _start_summary(parts: dict[str, list]) -> dict[str, Any]:
+    """One start's agreement over every batch: shares of the same end state, the same answer
+    and the right answer, and the cosine to the reference run loop by loop."""
+    cos = np.concatenate(parts["cos"])  # [N horizon]
+    return {
+        "same_state_fraction": float(np.concatenate(parts["same_state"]).mean()),
+        "same_answer_fraction": float(np.concatenate(parts["same_answer"]).mean()),
+        "exact_match": float(np.concatenate(parts["correct"]).mean()),
+        "end_cosine_median": float(np.median(cos[:, -1])),
+        "cosine_median_by_loop": np.median(cos, axis=0).tolist(),
+        "cosine_q25_by_loop": np.quantile(cos, 0.25, axis=0).tolist(),
+    }
 
 
 def headline(d: dict[str, Any]) -> str:

@@ -89,74 +89,98 @@ def build_report(
     step: the checkpoint step the model is loaded from, as `abacus-interp eval --step`
       (default: the latest); analyses over training still read every checkpoint of the run.
     """
-    from abacus_interp.checkpoints import load_model, read_run_config
-    from abacus_interp.tasks import task_from_config
-
     started = time.perf_counter()
     run_dir = _resolve_run(run)
     compare_dir = _resolve_run(compare) if compare is not None else None
     out = check_output_dir(out)  # now, not after minutes of analyses
     weights = run_dir if step is None else _checkpoint_at(run_dir, step)
     sizes = sizes or ReportSizes()
-    known = [s.key for s in SECTIONS]
     order = dependency_order(SECTIONS)  # now: a registry that cannot be ordered fails before any work
-    if sections is not None:
-        unknown = sorted(set(sections) - set(known))
-        if unknown:
-            raise UserError(f"unknown report sections {unknown}; choose from {known}")
+    _check_sections(sections)
 
-    config = read_run_config(run_dir)
-    task = task_from_config(config["task"])
-    figures: dict[str, dict[str, str]] = {}  # section -> figure name -> plotly JSON
-    extra_html: dict[str, str] = {}
     with limit_threads(torch_threads):
-        model = load_model(weights, device=device)
-        ctx = Context(run_dir=run_dir, config=config, model=model, task=task, compare_dir=compare_dir,
-                      sizes=sizes, seed=seed, ablation_dir=Path(ablation) if ablation is not None else None,
-                      architectures_dir=Path(architectures) if architectures is not None else None)
-        entries: dict[str, dict[str, Any]] = {}
-        done: dict[str, Result] = {}  # key -> result of each analysis that ran to the end
-        bar = tqdm(order, desc="report", unit="section", disable=not progress, dynamic_ncols=True)
-        for analysis in bar:
-            key = analysis.key
-            bar.set_postfix_str(key)
-            if sections is not None and key not in sections:
-                entries[key] = _entry(analysis, "omitted", reason="not requested (--skip or sections=...): a report without --skip runs it")
-                continue
-            unmet = next((k for k in analysis.requires if k not in done), None)
-            if unmet is not None:
-                entries[key] = _entry(analysis, "omitted", reason=_unmet_reason(unmet, entries[unmet]))
-                continue
-            needs = {k: done[k] for k in (*analysis.requires, *analysis.uses) if k in done}
-            entry, figs, tables, result = _run_section(analysis_section(analysis), ctx, needs)
-            entries[key] = entry
-            figures[key] = figs
-            extra_html[key] = tables
-            if result is not None:
-                done[key] = result
-        bar.close()
+        ctx = _load_context(run_dir, weights, device, compare_dir=compare_dir, sizes=sizes, seed=seed,
+                            ablation=ablation, architectures=architectures)
+        entries, figures, extra_html = _run_sections(order, ctx, sections, progress)
     results = [entries[a.key] for a in SECTIONS]  # the page's order, whatever order they ran in
 
     total_s = time.perf_counter() - started
-    report = {
-        "run": str(run_dir),
-        "compare": str(compare_dir) if compare_dir else None,
-        "task": config.get("task"),
-        "preset": config.get("preset"),
-        "checkpoint": model.checkpoint_path,
-        "generated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "seed": seed,
-        "sizes": sizes.to_dict(),
-        "timing": {"total_s": total_s, "sections": {r["key"]: r["elapsed_s"] for r in results}},
-        "failed_sections": [r["key"] for r in results if r["status"] == "failed"],
-        "sections": {r["key"]: r for r in results},
-    }
-    report = json_safe(report)
+    report = json_safe(_report_dict(ctx, results, total_s))
     _write_all(out, {"report.json": json.dumps(report, indent=1, allow_nan=False),
                      "index.html": render_html(report, figures, extra_html)})
     html_path = out / "index.html"
     logger.info("report of %s written to %s in %.1f s", run_dir, html_path, total_s)
     return html_path
+
+
+def _load_context(run_dir: Path, weights: Path, device: str, *, compare_dir: Path | None, sizes: ReportSizes,
+                  seed: int, ablation: str | Path | None, architectures: str | Path | None) -> Context:
+    """The run's config and task, its model loaded from `weights`, and the report's options."""
+    from abacus_interp.checkpoints import load_model, read_run_config
+    from abacus_interp.tasks import task_from_config
+
+    config = read_run_config(run_dir)
+    task = task_from_config(config["task"])
+    model = load_model(weights, device=device)
+    return Context(run_dir=run_dir, config=config, model=model, task=task, compare_dir=compare_dir,
+                   sizes=sizes, seed=seed, ablation_dir=Path(ablation) if ablation is not None else None,
+                   architectures_dir=Path(architectures) if architectures is not None else None)
+
+
+def _report_dict(ctx: Context, results: list[dict[str, Any]], total_s: float) -> dict[str, Any]:
+    """report.json: the run and its options, then every section's entry in the page's order."""
+    return {
+        "run": str(ctx.run_dir),
+        "compare": str(ctx.compare_dir) if ctx.compare_dir else None,
+        "task": ctx.config.get("task"),
+        "preset": ctx.config.get("preset"),
+        "checkpoint": ctx.model.checkpoint_path,
+        "generated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "seed": ctx.seed,
+        "sizes": ctx.sizes.to_dict(),
+        "timing": {"total_s": total_s, "sections": {r["key"]: r["elapsed_s"] for r in results}},
+        "failed_sections": [r["key"] for r in results if r["status"] == "failed"],
+        "sections": {r["key"]: r for r in results},
+    }
+
+
+def _check_sections(sections: Sequence[str] | None) -> None:
+    """Refuse section keys the report does not have, before any work."""
+    known = [s.key for s in SECTIONS]
+    if sections is not None:
+        unknown = sorted(set(sections) - set(known))
+        if unknown:
+            raise UserError(f"unknown report sections {unknown}; choose from {known}")
+
+
+def _run_sections(order: Sequence[Analysis], ctx: Context, sections: Sequence[str] | None,
+                  progress: bool) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, str]], dict[str, str]]:
+    """Every section in dependency order, each given the results of those it needs: per key,
+    its report.json entry, its figures (name -> plotly JSON) and its extra HTML."""
+    figures: dict[str, dict[str, str]] = {}  # section -> figure name -> plotly JSON
+    extra_html: dict[str, str] = {}
+    entries: dict[str, dict[str, Any]] = {}
+    done: dict[str, Result] = {}  # key -> result of each analysis that ran to the end
+    bar = tqdm(order, desc="report", unit="section", disable=not progress, dynamic_ncols=True)
+    for analysis in bar:
+        key = analysis.key
+        bar.set_postfix_str(key)
+        if sections is not None and key not in sections:
+            entries[key] = _entry(analysis, "omitted", reason="not requested (--skip or sections=...): a report without --skip runs it")
+            continue
+        unmet = next((k for k in analysis.requires if k not in done), None)
+        if unmet is not None:
+            entries[key] = _entry(analysis, "omitted", reason=_unmet_reason(unmet, entries[unmet]))
+            continue
+        needs = {k: done[k] for k in (*analysis.requires, *analysis.uses) if k in done}
+        entry, figs, tables, result = _run_section(analysis_section(analysis), ctx, needs)
+        entries[key] = entry
+        figures[key] = figs
+        extra_html[key] = tables
+        if result is not None:
+            done[key] = result
+    bar.close()
+    return entries, figures, extra_html
 
 
 def _checkpoint_at(run_dir: Path, step: int) -> Path:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from analyses.prose import finite, first_step_at, limit, num, pct, slope
 
-from .result import EdgeCases, Evaluation, ModelCard
+from .result import Carry, EdgeCases, Evaluation, Grid, Lengths, Loops, ModelCard, Scores
 
 # --------------------------------------------------------------------------- model card
 
@@ -109,83 +109,22 @@ def evaluation(d: Evaluation) -> list[str]:
     grid, lengths, loops, carry, splits = d.grid, d.lengths, d.loops, d.carry, d.splits
     how = decoding_label(d)
     if grid is not None:
-        lo, hi = grid.trained_digits
-        ind, ood = grid.in_distribution_exact_match, grid.out_of_distribution_exact_match
-        top = max(grid.digits_a)
-        sentence = f"Exact match is {pct(ind)} on operands of {lo}-{hi} digits (the trained range)"
-        if ood is not None:
-            sentence += f" and {pct(ood)} beyond it, up to {top} digits ({top / hi:.1f}x the trained length)"
-        sample = [f"n={grid.n_per_cell} per digit-count cell"] if grid.n_per_cell is not None else []
-        out.append(sentence + f" ({', '.join([*sample, grid.decoding or how])}).")
+        out.append(_grid_sentence(grid, how))
     edge_outcome = edge_case_outcome(d.edge_cases, how)
     if edge_outcome is not None:
         out.append(edge_outcome)
     if lengths is not None and lengths.lengths:
-        ls, em = lengths.lengths, lengths.exact_match
-        trained = lengths.trained_max
-        sample = ", ".join([*([f"n={lengths.n_per_length} per length"] if lengths.n_per_length is not None else []),
-                            lengths.decoding or how])
-        below = next((n for n, v in zip(ls, em, strict=False) if v is not None and v < 0.5), None)
-        if below is None:
-            out.append(f"With equal-length operands, exact match stays at or above 50% up to {ls[-1]} digits "
-                       f"(trained up to {trained}; {pct(em[-1])} at {ls[-1]}; {sample}).")
-        elif trained and below > trained:
-            out.append(f"With equal-length operands, exact match first drops below 50% at {below} digits: the model "
-                       f"extrapolates to {below - 1} digits, {(below - 1) / trained:.1f}x the trained {trained} "
-                       f"({sample}).")
-        else:
-            out.append(f"With equal-length operands, exact match already drops below 50% at {below} digit"
-                       f"{'s' if below != 1 else ''}, inside the trained range (up to {trained}; {sample}).")
+        out.append(_lengths_sentence(lengths, how))
     if splits:
-        parts = [f"{name} {pct(s.exact_match, 1)}" for name, s in splits.items()]
-        out.append("Accuracy on the full splits: " + ", ".join(parts) + f" (every problem of each split, {how}).")
-        losses = [(name, s.loss) for name, s in splits.items() if s.loss is not None]
-        if len(losses) >= 2:
-            (n1, l1), (n2, l2) = losses[0], losses[1]
-            ratio = f", {l2 / l1:.3g}x the {n1} loss" if l1 and l1 > 0 else ""
-            out.append(f"The answer's cross-entropy is {num(l1)} on the {n1} split and {num(l2)} on the {n2} split{ratio}.")
+        out.extend(_splits_sentences(splits, how))
     if loops is not None and loops.sets and len(loops.loops) > 1:
-        r = loops.loops
-        trained = loops.trained_loops
-        name = "in_distribution" if "in_distribution" in loops.sets else ("test" if "test" in loops.sets else next(iter(loops.sets)))
-        em = loops.sets[name].exact_match
-        pairs = [(x, v) for x, v in zip(r, em, strict=False) if v is not None]
-        if pairs:
-            best_r, best = max(pairs, key=lambda p: (p[1], -p[0]))
-            at_trained = next((v for x, v in pairs if x == trained), None)
-            deepest_r, deepest = pairs[-1]
-            n = f"n={loops.sets[name].n}, " if loops.sets[name].n is not None else ""
-            sentence = (f"On the {name.replace('_', '-')} set ({n}teacher-forced at fixed loop counts), accuracy "
-                        f"peaks at {best_r} loop{'s' if best_r != 1 else ''} ({pct(best)})")
-            if at_trained is not None and trained != best_r:
-                sentence += f"; at the trained depth of {trained} it is {pct(at_trained)}"
-            elif trained == best_r:
-                sentence += ", the trained depth"
-            if deepest_r > (trained or 0):
-                ref = at_trained if at_trained is not None else best
-                change = ("holds" if abs(deepest - ref) < max(0.02, 0.1 * ref)
-                          else ("falls" if deepest < ref else "rises"))
-                sentence += f"; running {deepest_r} loops gives {pct(deepest)} (accuracy {change} past training)"
-            adaptive = loops.adaptive
-            if adaptive is not None and adaptive.sets:
-                parts = [f"{pct(a.exact_match)} on the {n.replace('_', '-')} set (n={a.n}, median {a.median_loops} "
-                         f"loops)" for n, a in adaptive.sets.items()]
-                sentence += f"; the run's own adaptive loops (at most {adaptive.cap}) give " + " and ".join(parts)
-            out.append(sentence + ".")
+        sentence = _loops_sentence(loops)
+        if sentence is not None:
+            out.append(sentence)
     if carry is not None and carry.buckets:
-        b = [r for r in carry.buckets if r.exact_match is not None]
-        xs = [5 if r.bucket == "5+" else int(r.bucket) for r in b]
-        ys = [r.exact_match for r in b]
-        s = slope(xs, ys)
-        if s is not None and b:
-            ends = "; ".join([f"{b[0].bucket} carries: {pct(b[0].exact_match)}, {b[-1].bucket}: {pct(b[-1].exact_match)}",
-                              *([f"n={carry.n_per_bucket} per bucket"] if carry.n_per_bucket is not None else []),
-                              carry.decoding or how])
-            if abs(100 * s) < 1:
-                out.append(f"Exact match barely depends on the longest carry cascade ({ends}).")
-            else:
-                out.append(f"Each extra carry in the longest cascade {'costs' if s < 0 else 'adds'} about "
-                           f"{abs(100 * s):.1f} points of exact match ({ends}).")
+        sentence = _carry_sentence(carry, how)
+        if sentence is not None:
+            out.append(sentence)
     if not out and d.perplexity:
         # a task with no digit grid or fixed split, run by a model with one depth: the plain
         # held-out scores are all there is
@@ -195,3 +134,95 @@ def evaluation(d: Evaluation) -> list[str]:
     if not out and d.settings:
         out.append("No accuracy numbers were produced for this task.")
     return limit(out)
+
+
+def _grid_sentence(grid: Grid, how: str) -> str:
+    """Exact match in and beyond the trained operand lengths of the digit grid."""
+    lo, hi = grid.trained_digits
+    ind, ood = grid.in_distribution_exact_match, grid.out_of_distribution_exact_match
+    top = max(grid.digits_a)
+    sentence = f"Exact match is {pct(ind)} on operands of {lo}-{hi} digits (the trained range)"
+    if ood is not None:
+        sentence += f" and {pct(ood)} beyond it, up to {top} digits ({top / hi:.1f}x the trained length)"
+    sample = [f"n={grid.n_per_cell} per digit-count cell"] if grid.n_per_cell is not None else []
+    return sentence + f" ({', '.join([*sample, grid.decoding or how])})."
+
+
+def _lengths_sentence(lengths: Lengths, how: str) -> str:
+    """Where exact match on equal-length operands first drops below 50%, against the trained length."""
+    ls, em = lengths.lengths, lengths.exact_match
+    trained = lengths.trained_max
+    sample = ", ".join([*([f"n={lengths.n_per_length} per length"] if lengths.n_per_length is not None else []),
+                        lengths.decoding or how])
+    below = next((n for n, v in zip(ls, em, strict=False) if v is not None and v < 0.5), None)
+    if below is None:
+        return (f"With equal-length operands, exact match stays at or above 50% up to {ls[-1]} digits "
+                f"(trained up to {trained}; {pct(em[-1])} at {ls[-1]}; {sample}).")
+    if trained and below > trained:
+        return (f"With equal-length operands, exact match first drops below 50% at {below} digits: the model "
+                f"extrapolates to {below - 1} digits, {(below - 1) / trained:.1f}x the trained {trained} "
+                f"({sample}).")
+    return (f"With equal-length operands, exact match already drops below 50% at {below} digit"
+            f"{'s' if below != 1 else ''}, inside the trained range (up to {trained}; {sample}).")
+
+
+def _splits_sentences(splits: dict[str, Scores], how: str) -> list[str]:
+    """Accuracy on every full split and, with two losses, how the answer's cross-entropy compares."""
+    parts = [f"{name} {pct(s.exact_match, 1)}" for name, s in splits.items()]
+    out = ["Accuracy on the full splits: " + ", ".join(parts) + f" (every problem of each split, {how})."]
+    losses = [(name, s.loss) for name, s in splits.items() if s.loss is not None]
+    if len(losses) >= 2:
+        (n1, l1), (n2, l2) = losses[0], losses[1]
+        ratio = f", {l2 / l1:.3g}x the {n1} loss" if l1 and l1 > 0 else ""
+        out.append(f"The answer's cross-entropy is {num(l1)} on the {n1} split and {num(l2)} on the {n2} split{ratio}.")
+    return out
+
+
+def _loops_sentence(loops: Loops) -> str | None:
+    """Accuracy against the loop count: its peak, at the trained depth, past training, and
+    under the run's own adaptive loops; None when no loop count was scored."""
+    r = loops.loops
+    trained = loops.trained_loops
+    name = "in_distribution" if "in_distribution" in loops.sets else ("test" if "test" in loops.sets else next(iter(loops.sets)))
+    em = loops.sets[name].exact_match
+    pairs = [(x, v) for x, v in zip(r, em, strict=False) if v is not None]
+    if not pairs:
+        return None
+    best_r, best = max(pairs, key=lambda p: (p[1], -p[0]))
+    at_trained = next((v for x, v in pairs if x == trained), None)
+    deepest_r, deepest = pairs[-1]
+    n = f"n={loops.sets[name].n}, " if loops.sets[name].n is not None else ""
+    sentence = (f"On the {name.replace('_', '-')} set ({n}teacher-forced at fixed loop counts), accuracy "
+                f"peaks at {best_r} loop{'s' if best_r != 1 else ''} ({pct(best)})")
+    if at_trained is not None and trained != best_r:
+        sentence += f"; at the trained depth of {trained} it is {pct(at_trained)}"
+    elif trained == best_r:
+        sentence += ", the trained depth"
+    if deepest_r > (trained or 0):
+        ref = at_trained if at_trained is not None else best
+        change = ("holds" if abs(deepest - ref) < max(0.02, 0.1 * ref)
+                  else ("falls" if deepest < ref else "rises"))
+        sentence += f"; running {deepest_r} loops gives {pct(deepest)} (accuracy {change} past training)"
+    adaptive = loops.adaptive
+    if adaptive is not None and adaptive.sets:
+        parts = [f"{pct(a.exact_match)} on the {n.replace('_', '-')} set (n={a.n}, median {a.median_loops} "
+                 f"loops)" for n, a in adaptive.sets.items()]
+        sentence += f"; the run's own adaptive loops (at most {adaptive.cap}) give " + " and ".join(parts)
+    return sentence + "."
+
+
+def _carry_sentence(carry: Carry, how: str) -> str | None:
+    """What each extra carry in the longest cascade costs in exact match; None without a slope."""
+    b = [r for r in carry.buckets if r.exact_match is not None]
+    xs = [5 if r.bucket == "5+" else int(r.bucket) for r in b]
+    ys = [r.exact_match for r in b]
+    s = slope(xs, ys)
+    if s is None or not b:
+        return None
+    ends = "; ".join([f"{b[0].bucket} carries: {pct(b[0].exact_match)}, {b[-1].bucket}: {pct(b[-1].exact_match)}",
+                      *([f"n={carry.n_per_bucket} per bucket"] if carry.n_per_bucket is not None else []),
+                      carry.decoding or how])
+    if abs(100 * s) < 1:
+        return f"Exact match barely depends on the longest carry cascade ({ends})."
+    return (f"Each extra carry in the longest cascade {'costs' if s < 0 else 'adds'} about "
+            f"{abs(100 * s):.1f} points of exact match ({ends}).")

@@ -13,7 +13,7 @@ from abacus_interp.jsonsafe import from_json
 from analyses.prose import pct
 
 from .findings import decoding_label
-from .result import EdgeCase, Evaluation, Grid
+from .result import EdgeCase, EdgeCases, Evaluation, Grid
 
 SUMMARY_KEY = "summary"
 SUMMARY_TITLE = "Summary"
@@ -52,20 +52,9 @@ def summary_sentences(d: Evaluation) -> list[str]:
     evaluation produced no accuracy."""
     how = decoding_label(d)
     out: list[str] = []
-    grid, edge = d.grid, d.edge_cases
+    grid = d.grid
     if grid is not None:
-        lo, hi = grid.trained_digits
-        inside, beyond = _grid_cells(grid, True), _grid_cells(grid, False)
-        sentence = (f"In distribution (operands of {lo}-{hi} digits, the trained range), exact match is "
-                    f"{pct(grid.in_distribution_exact_match)} on {len(inside) * grid.n_per_cell} problems "
-                    f"({len(inside)} digit-count cells of n={grid.n_per_cell})")
-        if beyond:
-            top = max(max(grid.digits_a), max(grid.digits_b))
-            span = f"{hi + 1}" if top == hi + 1 else f"{hi + 1}-{top}"
-            sentence += (f"; out of distribution (the longer operand of {span} digits) it is "
-                         f"{pct(grid.out_of_distribution_exact_match)} on {len(beyond) * grid.n_per_cell} problems "
-                         f"({len(beyond)} cells)")
-        out.append(sentence + f". Answers are read with {how}.")
+        out.append(_grid_sentence(grid, how))
     lengths = d.lengths
     far = _far_sentence(lengths, how)
     if far:  # how far past its training a model goes is its headline when it goes far
@@ -83,7 +72,33 @@ def summary_sentences(d: Evaluation) -> list[str]:
     elif grid is None and d.perplexity:
         parts = [f"{pct(p.exact_match)} on {p.n} {name.replace('_', '-')} problems" for name, p in d.perplexity.items()]
         out.append(f"Exact match, {how}: " + ", ".join(parts) + ".")
-    failures = []
+    failures = _edge_case_failures(d.edge_cases) + _weakest_cell(grid)
+    if failures:
+        known = "; ".join(failures)
+        prefix = "Known failures: " if any("fail" in f or "weakest" in f for f in failures) else "No known failure: "
+        out.append(prefix + known + f" (greedy decoding, {how}).")
+    return out
+
+
+def _grid_sentence(grid: Grid, how: str) -> str:
+    """Exact match in distribution and beyond it on the digit grid, with the problems behind each."""
+    lo, hi = grid.trained_digits
+    inside, beyond = _grid_cells(grid, True), _grid_cells(grid, False)
+    sentence = (f"In distribution (operands of {lo}-{hi} digits, the trained range), exact match is "
+                f"{pct(grid.in_distribution_exact_match)} on {len(inside) * grid.n_per_cell} problems "
+                f"({len(inside)} digit-count cells of n={grid.n_per_cell})")
+    if beyond:
+        top = max(max(grid.digits_a), max(grid.digits_b))
+        span = f"{hi + 1}" if top == hi + 1 else f"{hi + 1}-{top}"
+        sentence += (f"; out of distribution (the longer operand of {span} digits) it is "
+                     f"{pct(grid.out_of_distribution_exact_match)} on {len(beyond) * grid.n_per_cell} problems "
+                     f"({len(beyond)} cells)")
+    return sentence + f". Answers are read with {how}."
+
+
+def _edge_case_failures(edge: EdgeCases | None) -> list[str]:
+    """The edge cases that fail, in and beyond the trained lengths, or that all of them pass."""
+    failures: list[str] = []
     if edge is not None and edge.cases:
         inside_cases = [c for c in edge.cases if c.in_distribution]
         outside_cases = [c for c in edge.cases if not c.in_distribution]
@@ -100,16 +115,17 @@ def summary_sentences(d: Evaluation) -> list[str]:
             if outside_cases:
                 passes += f", and all {len(outside_cases)} beyond the trained lengths"
             failures.append(passes)
+    return failures
+
+
+def _weakest_cell(grid: Grid | None) -> list[str]:
+    """The grid's weakest cell, when one is below 100%."""
     if grid is not None:
         weakest = min(_grid_cells(grid, True) + _grid_cells(grid, False), key=lambda c: c[2], default=None)
         if weakest is not None and weakest[2] < 1.0:
-            failures.append(f"the weakest grid cell, operands of {weakest[0]} and {weakest[1]} digits, is at "
-                            f"{pct(weakest[2])} (n={grid.n_per_cell})")
-    if failures:
-        known = "; ".join(failures)
-        prefix = "Known failures: " if any("fail" in f or "weakest" in f for f in failures) else "No known failure: "
-        out.append(prefix + known + f" (greedy decoding, {how}).")
-    return out
+            return [f"the weakest grid cell, operands of {weakest[0]} and {weakest[1]} digits, is at "
+                    f"{pct(weakest[2])} (n={grid.n_per_cell})"]
+    return []
 
 
 def summary_of(evaluation_section: dict[str, Any] | None) -> list[str]:
