@@ -181,7 +181,7 @@ def run(model_or_run, task=None, *, config: MultiplicationConfig | None = None, 
 
     delayed = _delayed(model, task, far, k_hi, [s for s in cfg.switch_loops if s < cfg.horizon], cfg.horizon,
                        section_rng(seed, "multiplication delayed carry", far))
-    by_digit = tuple(_digit_accuracy(model, _uniform(task, n_trained, k, cfg.n_problems, seed), n_trained, k,
+    by_digit = tuple(digit_accuracy(model, _uniform(task, n_trained, k, cfg.n_problems, seed), n_trained, k,
                                      cfg.horizon) for k in ks)
     heads_trained = heads_far = knocked = None
     if model.cfg.multiplier_heads:
@@ -216,7 +216,9 @@ def skip_reason(model, task) -> str | None:
     return None
 
 
-def _digit_accuracy(model, examples, digits: int, k: int, loops: int) -> DigitAccuracy:
+def digit_accuracy(model, examples, digits: int, k: int, loops: int) -> DigitAccuracy:
+    """Each answer digit's accuracy on `examples` (products of a `digits`-digit multiplicand
+    and a k-digit multiplier), read by the logit lens after `loops` loops."""
     correct = per_loop_correct(model, examples, loops)[1]  # per problem: [loop answer_digit]
     n_answer = max(c.shape[1] for c in correct)
     right = []
