@@ -12,12 +12,10 @@ device still works on the last one.
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 import signal
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,8 +26,6 @@ from tqdm.auto import tqdm
 # the module itself, not `from . import distributed`: the package's __init__ imports this file
 import abacus_interp.training.distributed as dist_utils
 
-from .. import checkpoints as ckpt
-from ..core.config import ModelConfig
 from ..core.families import build_model
 from ..core.halting import relative_step
 from ..core.positions import sample_offsets
@@ -40,13 +36,12 @@ from ..evaluation.heldout import heldout_sets
 from .config import RunConfig
 from .data import BatchSource, ShardWeights, scored_positions, shard_rows
 from .decay import build_optimizer
+from .run_state import Bookkeeping, TrainingDiverged, start_or_resume
 from .schedule import checkpoint_steps, lr_multiplier
 
+__all__ = ["TrainResult", "TrainingDiverged", "TrainingInterrupted", "train", "training_losses"]
+
 logger = logging.getLogger(__name__)
-
-
-class TrainingDiverged(RuntimeError):
-    """The loss became NaN or infinite; the run directory keeps the last good checkpoint."""
 
 
 class TrainingInterrupted(RuntimeError):
@@ -116,44 +111,67 @@ def training_losses(model, batch, generator, cfg, device, autocast, allowed=None
     with autocast:
         inputs = model.embed(tokens[:, :n_in], abacus_offset=offsets)  # [batch n_in d_model]
         index = model.attention_index(tokens[:, :n_in], offsets)  # [batch n_in], None unless attention reads it
-        r = n_prefix = n_progressive = None
-        if tcfg.progressive == "mix":  # a random depth r, read out beside the full depth R
-            lo, hi = tcfg.mix_depths or (1, R)
-            r = int(torch.randint(lo, hi + 1, (1,), generator=generator))
-        deepest = max(R, r or 0)
-        wanted = {R, deepest} | ({r} if r else set())
-        if tcfg.step_penalty and deepest > 1:
-            wanted.add(deepest - 1)
-        start = None
-        if tcfg.init_state_noise and float(torch.rand(1, generator=generator)) < tcfg.init_state_noise:
-            noise = torch.randn((batch.tokens.shape[0], *inputs.shape[1:]), generator=generator)  # [batch n_in d_model]
-            start = noise[rows].to(inputs, non_blocking=True)
-        if tcfg.progressive == "mcleish":
-            # McLeish et al.: n loops without gradient, then k loops with gradient. The state
-            # after n loops is read off the full-depth pass (detached below) instead of a
-            # second, gradient-free pass: the same values without running n loops again.
-            n_prefix = int(torch.randint(0, R, (1,), generator=generator))
-            n_progressive = int(torch.randint(1, R - n_prefix + 1, (1,), generator=generator))
-            wanted.add(n_prefix)
-        states = _states_at(model, inputs, wanted, start, index)  # one pass, read out on the way
+        plan = _draw_depths(tcfg, R, generator, batch.tokens.shape[0], inputs, rows)
+        states = _states_at(model, inputs, plan.wanted, plan.start, index)  # one pass, read out on the way
         state_full = states[R]
         full = loss_of(state_full)
-        if tcfg.progressive == "mix":
-            # at r == R both terms are the same loss: 0.5 * (full + full) is full, bit for bit
-            loss = full if r == R else 0.5 * (full + loss_of(states[r]))
-        elif tcfg.progressive == "mcleish":
-            prefix = states[n_prefix]
-            prefix = prefix.detach() if prefix is not None else None  # n_prefix = 0: the start state
-            progressive = model.run_loops(inputs, range(n_prefix, n_prefix + n_progressive), state=prefix, index=index)
-            alpha = tcfg.progressive_alpha
-            loss = (1 - alpha) * full + alpha * loss_of(progressive)
-        else:
-            loss = full
-        if tcfg.step_penalty and deepest > 1:
+        loss = _progressive_loss(model, tcfg, R, plan, states, full, loss_of, inputs, index)
+        if tcfg.step_penalty and plan.deepest > 1:
             valid = to_device(batch.valid[rows, :n_in, None], device)
-            settle = relative_step(states[deepest], states[deepest - 1], valid).mean() * weights.per_example
+            settle = relative_step(states[plan.deepest], states[plan.deepest - 1], valid).mean() * weights.per_example
             loss = loss + tcfg.step_penalty * settle
         return loss, full, state_full, loss_mask
+
+
+@dataclass(frozen=True)
+class _Depths:
+    """The loops one training step runs and reads out, drawn from the step's generator."""
+
+    r: int | None  # "mix": the random depth read out beside the full depth
+    n_prefix: int | None  # "mcleish": loops before the progressive part (its state detached)
+    n_progressive: int | None  # "mcleish": loops with gradient after them
+    deepest: int
+    wanted: set[int]  # the depths whose states the pass keeps
+    start: torch.Tensor | None  # the state the loop starts from (None: zero), noise with init_state_noise
+
+
+def _draw_depths(tcfg, R: int, generator, batch_size: int, inputs, rows) -> _Depths:
+    """The step's random depths and start, drawn in one fixed order (r, the noise, McLeish's
+    n and k) so that a run draws the same numbers whatever the process count."""
+    r = n_prefix = n_progressive = None
+    if tcfg.progressive == "mix":  # a random depth r, read out beside the full depth R
+        lo, hi = tcfg.mix_depths or (1, R)
+        r = int(torch.randint(lo, hi + 1, (1,), generator=generator))
+    deepest = max(R, r or 0)
+    wanted = {R, deepest} | ({r} if r else set())
+    if tcfg.step_penalty and deepest > 1:
+        wanted.add(deepest - 1)
+    start = None
+    if tcfg.init_state_noise and float(torch.rand(1, generator=generator)) < tcfg.init_state_noise:
+        noise = torch.randn((batch_size, *inputs.shape[1:]), generator=generator)  # [batch n_in d_model]
+        start = noise[rows].to(inputs, non_blocking=True)
+    if tcfg.progressive == "mcleish":
+        # McLeish et al.: n loops without gradient, then k loops with gradient. The state
+        # after n loops is read off the full-depth pass (detached below) instead of a
+        # second, gradient-free pass: the same values without running n loops again.
+        n_prefix = int(torch.randint(0, R, (1,), generator=generator))
+        n_progressive = int(torch.randint(1, R - n_prefix + 1, (1,), generator=generator))
+        wanted.add(n_prefix)
+    return _Depths(r=r, n_prefix=n_prefix, n_progressive=n_progressive, deepest=deepest, wanted=wanted, start=start)
+
+
+def _progressive_loss(model, tcfg, R: int, plan: _Depths, states, full, loss_of, inputs, index):
+    """The full-depth loss `full` with the progressive term of `tcfg.progressive` added."""
+    if tcfg.progressive == "mix":
+        # at r == R both terms are the same loss: 0.5 * (full + full) is full, bit for bit
+        return full if plan.r == R else 0.5 * (full + loss_of(states[plan.r]))
+    if tcfg.progressive == "mcleish":
+        prefix = states[plan.n_prefix]
+        prefix = prefix.detach() if prefix is not None else None  # n_prefix = 0: the start state
+        progressive = model.run_loops(inputs, range(plan.n_prefix, plan.n_prefix + plan.n_progressive), state=prefix,
+                                      index=index)
+        return (1 - tcfg.progressive_alpha) * full + tcfg.progressive_alpha * loss_of(progressive)
+    return full
 
 
 def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
@@ -170,43 +188,6 @@ def _states_at(model, inputs, depths: set[int], start=None, index=None) -> dict[
         state = model.run_loops(inputs, range(done, depth), state=state, index=index) if depth > done else state
         states[depth], done = state, depth
     return states
-
-
-class DivergenceWatch:
-    """The losses and gradient norms of the steps since the last check, left on the device:
-    noting one costs no device work and no wait. `check` reads them back together (one wait)
-    and raises at the first that is not finite."""
-
-    def __init__(self):
-        self.pending: list[tuple[int, torch.Tensor, torch.Tensor]] = []  # (step, loss, gradient norm)
-
-    def note(self, step: int, loss: torch.Tensor, grad_norm: torch.Tensor) -> None:
-        self.pending.append((step, loss.detach(), grad_norm.detach()))
-
-    def check(self, world, last_good_step: int, run_dir: Path) -> None:
-        """Raise TrainingDiverged on every rank when any rank noted a non-finite step."""
-        first_bad = None
-        if self.pending:
-            losses = torch.stack([loss.double() for _, loss, _ in self.pending])  # [steps]
-            norms = torch.stack([norm.double().to(losses.device) for _, _, norm in self.pending])  # [steps]
-            finite = (losses.isfinite() & norms.isfinite()).tolist()
-            if not all(finite):
-                first_bad = finite.index(False)
-                step, loss, grad_norm = self.pending[first_bad][0], float(losses[first_bad]), float(norms[first_bad])
-            self.pending.clear()
-        if dist_utils.sum_across_ranks(float(first_bad is not None), world) == 0:
-            return
-        if first_bad is None:
-            what = "a non-finite loss or gradient norm on another rank"
-        elif not math.isfinite(loss):
-            what = f"loss is {loss} at step {step}"
-        else:
-            what = f"gradient norm is {grad_norm} at step {step} (loss {loss})"
-        raise TrainingDiverged(
-            f"{what}; stopped without saving it or any later step. The last good checkpoint is "
-            f"step {last_good_step} in {run_dir / 'checkpoints'}. Lower train.lr, set train.grad_clip, "
-            "or use train.loss_dtype=float64, then train into a new --out"
-        )
 
 
 @torch.no_grad()
@@ -230,53 +211,6 @@ def _evaluate(model, eval_sets: dict, allowed=None, eos: bool = True) -> dict:
     return out
 
 
-def _start(run_dir: Path, cfg: RunConfig, model, optimizer, is_writer: bool) -> tuple[int, int]:
-    """Write config.json for a new run, or restore weights and optimizer to resume."""
-    config_path = run_dir / "config.json"
-    if (run_dir / "resume" / "state.json").exists():
-        saved = ckpt.read_run_config(run_dir)
-        # the model compared as a config, not as written: a field added since the run was
-        # saved reads back at its default (the model the run was trained with)
-        if ModelConfig.from_dict(saved["model"]) != cfg.model or saved["task"] != cfg.to_dict()["task"]:
-            raise UserError(
-                f"{run_dir} holds a run with a different model or task config; "
-                "resume with the same preset and --set values, or choose a new --out"
-            )
-        trained_with = RunConfig.from_dict(saved).to_dict()["train"]
-        # read everything before writing anything: a resume state or checkpoint that cannot
-        # be read leaves the run as it was
-        meta = ckpt.load_resume(run_dir, optimizer)
-        step = meta["step"]
-        weights = ckpt.step_path(run_dir, step)
-        fix = f"the resume state is at step {step} and needs this file: restore it, or train into a new --out"
-        ckpt.load_state_into(model, ckpt.read_state(weights, fix), weights)
-        # metrics logged after the resumed step are dropped, so the curve continues exactly
-        rows = [r for r in ckpt.read_metrics(run_dir) if r["step"] <= step] if is_writer else []
-        if is_writer and trained_with != cfg.to_dict()["train"]:
-            # e.g. --set train.steps=20000 to extend a finished run: config.json says what the
-            # run is now trained to, so `summary` and a later plain resume read the new target
-            changed = sorted(k for k, v in cfg.to_dict()["train"].items() if trained_with[k] != v)
-            logger.info("resuming %s with other training settings (%s); config.json records them",
-                        run_dir, ", ".join(changed))
-            ckpt.write_json(config_path, {**saved, "train": cfg.to_dict()["train"]})
-        if is_writer:
-            _rewrite_metrics(run_dir, rows)
-        logger.info("resuming %s from step %d", run_dir, step)
-        return step, meta.get("tokens", 0)
-    if is_writer:
-        if config_path.exists() and any((run_dir / "checkpoints").glob("*.safetensors")):
-            raise UserError(f"{run_dir} already has checkpoints but no resume state; choose a new --out")
-        run_dir.mkdir(parents=True, exist_ok=True)
-        ckpt.write_json(config_path, cfg.to_dict())
-        _rewrite_metrics(run_dir, [])
-    return 0, 0
-
-
-def _rewrite_metrics(run_dir: Path, rows: list[dict]) -> None:
-    text = "".join(json.dumps(r) + "\n" for r in rows)
-    ckpt.atomic_write(run_dir / "metrics.jsonl", lambda tmp: Path(tmp).write_text(text))
-
-
 def train(cfg: RunConfig, run_dir: str | Path, progress: bool = True) -> TrainResult:
     """Train (or resume) the run `cfg` in `run_dir`. Under several processes, the process
     group is torn down on every way out, errors included: a process that exits with it alive
@@ -291,15 +225,29 @@ def train(cfg: RunConfig, run_dir: str | Path, progress: bool = True) -> TrainRe
         dist_utils.teardown(world, finished=result is not None and result.final_step >= cfg.train.steps)
 
 
-def _train(cfg: RunConfig, run_dir: Path, progress: bool, world: dist_utils.World) -> TrainResult:
-    tcfg = cfg.train
-    device, is_writer = world.device, world.rank == 0
+@dataclass
+class _Setup:
+    """What a training process builds before its first step."""
+
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    source: BatchSource
+    part: tuple[int, int]  # (rank, world size): this process's rows of every batch
+    eval_sets: dict  # rank 0 only: the held-out sets evaluated while training
+    save_at: set[int]  # the steps that write a checkpoint
+    loss_readout: torch.Tensor | None  # the loss's readout ids, in host memory
+    allowed: torch.Tensor | None  # the same on the device, for the evaluation
+    eval_eos: bool
+    autocast: object
+
+
+def _set_up(cfg: RunConfig, world: dist_utils.World) -> _Setup:
+    """Model, optimizer, data and held-out sets, seeded from train.seed."""
+    tcfg, device = cfg.train, world.device
     if tcfg.processes > 1 and not world.distributed:
         logger.info("train.processes=%d is how many processes `abacus-interp train` starts; "
                     "this call trains in one", tcfg.processes)
     task = cfg.make_task()
-
-    # --- model, optimizer, data
     torch.manual_seed(tcfg.seed)
     model = build_model(cfg.model).to(device)
     if tcfg.compile:  # compiles in place: the checkpoints' state_dict keys are unchanged
@@ -307,52 +255,45 @@ def _train(cfg: RunConfig, run_dir: Path, progress: bool, world: dist_utils.Worl
     dist_utils.broadcast_parameters(model, world)
     optimizer = build_optimizer(model, tcfg, device)
     source = BatchSource(task, tcfg, cfg.model.max_seq_len)
-    part = (world.rank, world.world_size)  # this process's rows of every batch
     if tcfg.batch_size is not None and tcfg.batch_size < world.world_size:
         raise UserError(
             f"train.batch_size={tcfg.batch_size} cannot be split over {world.world_size} processes; "
             f"use a batch of at least {world.world_size} or fewer processes (train.processes)"
         )
-    eval_sets = heldout_sets(task, tcfg.eval_problems, cfg.model.max_seq_len) if is_writer else {}
-    save_at = set(checkpoint_steps(tcfg))
-    # the readout of the loss (in host memory, where the loss checks the targets against it)
-    # and of the evaluation (on the device)
+    eval_sets = heldout_sets(task, tcfg.eval_problems, cfg.model.max_seq_len) if world.rank == 0 else {}
     loss_readout = readout_ids(cfg, task)
-    allowed = None if loss_readout is None else loss_readout.to(device)
-    eval_eos = tcfg.loss_positions != "answer_tokens"
     use_bf16 = tcfg.bf16 and device.type == "cuda"
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if use_bf16 else nullcontext()
+    return _Setup(model=model, optimizer=optimizer, source=source, part=(world.rank, world.world_size),
+                  eval_sets=eval_sets, save_at=set(checkpoint_steps(tcfg)), loss_readout=loss_readout,
+                  allowed=None if loss_readout is None else loss_readout.to(device),
+                  eval_eos=tcfg.loss_positions != "answer_tokens",
+                  autocast=torch.autocast("cuda", dtype=torch.bfloat16) if use_bf16 else nullcontext())
 
-    step, tokens_seen = _start(run_dir, cfg, model, optimizer, is_writer)
-    dist_utils.barrier(world)  # every rank sees the same run directory state from here
-    metrics_file = open(run_dir / "metrics.jsonl", "a") if is_writer else None
-    last_good_step = step
-    divergence = DivergenceWatch()
-    local_tokens = 0  # this rank's real tokens since `tokens_seen` was last summed over ranks
 
-    def sync_tokens() -> None:
-        nonlocal tokens_seen, local_tokens
-        tokens_seen += int(dist_utils.sum_across_ranks(float(local_tokens), world))
-        local_tokens = 0
-
-    def save(at_step: int, row: dict) -> None:
-        nonlocal last_good_step
-        divergence.check(world, last_good_step, run_dir)  # never save a diverged state
-        sync_tokens()
-        if is_writer:
-            ckpt.save_checkpoint(run_dir, model, at_step, {"tokens": tokens_seen, "metrics": row})
-            ckpt.save_resume(run_dir, optimizer, at_step, {"tokens": tokens_seen})
-        last_good_step = at_step
-
-    if step == 0:
-        save(0, {})
-
-    # --- signals: finish the current step, write a checkpoint, then stop
-    stop_signal: list[str] = []
+@contextmanager
+def _signals_noted():
+    """SIGINT and SIGTERM noted (a list that gets the signal's name) instead of raised, so the
+    current step finishes and a checkpoint is written before the run stops; restored after."""
+    noted: list[str] = []
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     for s in handlers:
-        signal.signal(s, lambda signum, frame: stop_signal.append(signal.Signals(signum).name))
+        signal.signal(s, lambda signum, frame: noted.append(signal.Signals(signum).name))
+    try:
+        yield noted
+    finally:
+        for s, h in handlers.items():
+            signal.signal(s, h)
 
+
+def _train(cfg: RunConfig, run_dir: Path, progress: bool, world: dist_utils.World) -> TrainResult:
+    tcfg, device, is_writer = cfg.train, world.device, world.rank == 0
+    run = _set_up(cfg, world)
+    model, optimizer = run.model, run.optimizer
+    step, tokens_seen = start_or_resume(run_dir, cfg, model, optimizer, is_writer)
+    dist_utils.barrier(world)  # every rank sees the same run directory state from here
+    book = Bookkeeping(run_dir, model, optimizer, world, step, tokens_seen)
+    if step == 0:
+        book.save(0, {})
     bar = tqdm(total=tcfg.steps, initial=step, disable=not (progress and is_writer), desc="train", dynamic_ncols=True)
     row: dict = {}
     start_time = time.time()
@@ -360,72 +301,83 @@ def _train(cfg: RunConfig, run_dir: Path, progress: bool, world: dist_utils.Worl
     # evaluations switch to eval mode and back themselves
     model.train()
     try:
-        while step < tcfg.steps:
-            step += 1
-            # --- learning rate for this step
-            for group in optimizer.param_groups:
-                group["lr"] = tcfg.lr * lr_multiplier(step, tcfg)
+        with _signals_noted() as stop_signal:
+            while step < tcfg.steps:
+                step += 1
+                # --- learning rate for this step
+                for group in optimizer.param_groups:
+                    group["lr"] = tcfg.lr * lr_multiplier(step, tcfg)
 
-            # --- forward: full-depth (+ progressive) loss on this process's rows of the batch
-            batch = source.batch(step)
-            rows = shard_rows(batch.tokens.shape[0], *part)
-            loss, full_loss, state, loss_mask = training_losses(
-                model, batch, source.generator(step), cfg, device, autocast, loss_readout, part
-            )
-
-            # --- backward, average gradients across ranks (with them, whether any rank was
-            # asked to stop, so all stop after the same step), clip, update. Nothing in a step
-            # reads a value back from the device; a non-finite loss or gradient norm is noted
-            # on the device and raised at the next logged step or checkpoint, whichever is first.
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            params = [p for p in model.parameters() if p.grad is not None]
-            stopping = dist_utils.average_gradients(params, world, stop=bool(stop_signal))
-            grad_norm = torch.nn.utils.clip_grad_norm_(params, tcfg.grad_clip or float("inf"))
-            divergence.note(step, loss, grad_norm)
-            optimizer.step()
-            local_tokens += int(batch.valid[rows].sum())  # the batch is in host memory: no device read
-
-            # --- log, evaluate on held-out sets, checkpoint
-            if step % tcfg.log_every == 0 or step == 1 or step in save_at:
-                divergence.check(world, last_good_step, run_dir)
-                sync_tokens()
-                # each rank's loss is its weighted part (`training_losses`): their mean is the batch's
-                loss_value = dist_utils.mean_across_ranks(loss.item(), world)
-                tokens = to_device(batch.tokens[rows], device)
-                accuracy = _batch_accuracy(model, state, tokens, loss_mask, allowed)
-                row = {
-                    "step": step,
-                    "loss": loss_value,
-                    "full_depth_loss": dist_utils.mean_across_ranks(full_loss.item(), world),
-                    "train_exact_match": dist_utils.weighted_mean_across_ranks(accuracy, len(tokens), world),
-                    "lr": optimizer.param_groups[0]["lr"],
-                    "grad_norm": float(grad_norm),  # of the averaged gradients: the same on every rank
-                    "tokens": tokens_seen,
-                    "elapsed_s": round(time.time() - start_time, 3),
-                }
-                if is_writer and (step % tcfg.eval_every == 0 or step in save_at or step == tcfg.steps):
-                    row.update(_evaluate(model, eval_sets, allowed, eval_eos))
-                    model.train()
-                if is_writer:
-                    metrics_file.write(json.dumps(row) + "\n")
-                    metrics_file.flush()
-                bar.set_postfix(loss=f"{loss_value:.4f}", acc=f"{row['train_exact_match']:.2f}")
-            if step in save_at:
-                save(step, row)
-            bar.update(1)
-            if stopping:
-                if step not in save_at:
-                    save(step, row)
-                received = stop_signal[0] if stop_signal else "a signal (on another process)"
-                raise TrainingInterrupted(
-                    f"{received} received: stopped after step {step} and saved a checkpoint; "
-                    f"run the same train command again to resume"
+                # --- forward: full-depth (+ progressive) loss on this process's rows of the batch
+                batch = run.source.batch(step)
+                rows = shard_rows(batch.tokens.shape[0], *run.part)
+                loss, full_loss, state, loss_mask = training_losses(
+                    model, batch, run.source.generator(step), cfg, device, run.autocast, run.loss_readout, run.part
                 )
+
+                # --- backward, average gradients across ranks, clip, update (`_update`); a
+                # non-finite loss or gradient norm is raised at the next logged step or checkpoint
+                stopping, grad_norm = _update(model, optimizer, loss, world, bool(stop_signal), tcfg.grad_clip)
+                book.divergence.note(step, loss, grad_norm)
+                book.local_tokens += int(batch.valid[rows].sum())  # the batch is in host memory: no device read
+
+                # --- log, evaluate on held-out sets, checkpoint
+                if step % tcfg.log_every == 0 or step == 1 or step in run.save_at:
+                    row = _logged_row(run, book, step, (loss, full_loss, grad_norm), state, loss_mask,
+                                      to_device(batch.tokens[rows], device), time.time() - start_time, cfg)
+                    book.write(row)
+                    bar.set_postfix(loss=f"{row['loss']:.4f}", acc=f"{row['train_exact_match']:.2f}")
+                if step in run.save_at:
+                    book.save(step, row)
+                bar.update(1)
+                if stopping:
+                    if step not in run.save_at:
+                        book.save(step, row)
+                    received = stop_signal[0] if stop_signal else "a signal (on another process)"
+                    raise TrainingInterrupted(
+                        f"{received} received: stopped after step {step} and saved a checkpoint; "
+                        f"run the same train command again to resume"
+                    )
     finally:
         bar.close()
-        for s, h in handlers.items():
-            signal.signal(s, h)
-        if metrics_file:
-            metrics_file.close()
+        book.close()
     return TrainResult(run_dir=run_dir, final_step=step, last_metrics=row, is_writer=is_writer)
+
+
+def _update(model, optimizer, loss, world, stop: bool, grad_clip: float | None):
+    """Backward, gradients averaged across ranks (with them, whether any rank was asked to
+    stop, so all stop after the same step), clipped, one optimizer step. Nothing here reads a
+    value back from the device. Returns (whether to stop, the gradient norm, on the device)."""
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    params = [p for p in model.parameters() if p.grad is not None]
+    stopping = dist_utils.average_gradients(params, world, stop=stop)
+    grad_norm = torch.nn.utils.clip_grad_norm_(params, grad_clip or float("inf"))
+    optimizer.step()
+    return stopping, grad_norm
+
+
+def _logged_row(run: _Setup, book: Bookkeeping, step: int, values, state, loss_mask, tokens, elapsed: float,
+                cfg: RunConfig) -> dict:
+    """The metrics row of a logged step: the batch's loss and exact match (read back from the
+    device here, after the divergence check), and at evaluation steps the held-out sets'."""
+    loss, full_loss, grad_norm = values
+    world, tcfg = book.world, cfg.train
+    book.check()
+    book.sync_tokens()
+    # each rank's loss is its weighted part (`training_losses`): their mean is the batch's
+    accuracy = _batch_accuracy(run.model, state, tokens, loss_mask, run.allowed)
+    row = {
+        "step": step,
+        "loss": dist_utils.mean_across_ranks(loss.item(), world),
+        "full_depth_loss": dist_utils.mean_across_ranks(full_loss.item(), world),
+        "train_exact_match": dist_utils.weighted_mean_across_ranks(accuracy, len(tokens), world),
+        "lr": run.optimizer.param_groups[0]["lr"],
+        "grad_norm": float(grad_norm),  # of the averaged gradients: the same on every rank
+        "tokens": book.tokens_seen,
+        "elapsed_s": round(elapsed, 3),
+    }
+    if book.is_writer and (step % tcfg.eval_every == 0 or step in run.save_at or step == tcfg.steps):
+        row.update(_evaluate(run.model, run.eval_sets, run.allowed, run.eval_eos))
+        run.model.train()
+    return row

@@ -181,8 +181,6 @@ def run(model_or_run, task=None, *, config: MultiplicationConfig | None = None, 
 
     delayed = _delayed(model, task, far, k_hi, [s for s in cfg.switch_loops if s < cfg.horizon], cfg.horizon,
                        section_rng(seed, "multiplication delayed carry", far))
-    by_digit = tuple(digit_accuracy(model, _uniform(task, n_trained, k, cfg.n_problems, seed), n_trained, k,
-                                     cfg.horizon) for k in ks)
     heads_trained = heads_far = knocked = None
     if model.cfg.multiplier_heads:
         head_loops = min(cfg.head_loops, cfg.horizon)
@@ -197,7 +195,8 @@ def run(model_or_run, task=None, *, config: MultiplicationConfig | None = None, 
                                 inside_multiplier_digits=k_hi, inside=inside,
                                 accuracy=accuracy, lock_in=tuple(fits), halting=halting, delayed=delayed,
                                 heads_trained=heads_trained, heads_far=heads_far, knockout=knocked,
-                                by_digit=by_digit)
+                                by_digit=tuple(digit_accuracy(model, _uniform(task, n_trained, k, cfg.n_problems, seed),
+                                                              n_trained, k, cfg.horizon) for k in ks))
 
 
 def skip_reason(model, task) -> str | None:

@@ -1,0 +1,152 @@
+"""What a training process keeps beside the model: where the run starts (a new run directory
+or the resume state), the tokens seen, the metrics file, the checkpoints it writes and the
+divergence check before each; the training loop (`loop.py`) calls these between its phases.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from pathlib import Path
+
+import torch
+
+# the module itself, not `from . import distributed`: the package's __init__ imports loop.py
+import abacus_interp.training.distributed as dist_utils
+
+from .. import checkpoints as ckpt
+from ..core.config import ModelConfig
+from ..errors import UserError
+from .config import RunConfig
+
+logger = logging.getLogger(__name__)
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss became NaN or infinite; the run directory keeps the last good checkpoint."""
+
+
+class DivergenceWatch:
+    """The losses and gradient norms of the steps since the last check, left on the device:
+    noting one costs no device work and no wait. `check` reads them back together (one wait)
+    and raises at the first that is not finite."""
+
+    def __init__(self):
+        self.pending: list[tuple[int, torch.Tensor, torch.Tensor]] = []  # (step, loss, gradient norm)
+
+    def note(self, step: int, loss: torch.Tensor, grad_norm: torch.Tensor) -> None:
+        self.pending.append((step, loss.detach(), grad_norm.detach()))
+
+    def check(self, world, last_good_step: int, run_dir: Path) -> None:
+        """Raise TrainingDiverged on every rank when any rank noted a non-finite step."""
+        first_bad = None
+        if self.pending:
+            losses = torch.stack([loss.double() for _, loss, _ in self.pending])  # [steps]
+            norms = torch.stack([norm.double().to(losses.device) for _, _, norm in self.pending])  # [steps]
+            finite = (losses.isfinite() & norms.isfinite()).tolist()
+            if not all(finite):
+                first_bad = finite.index(False)
+                step, loss, grad_norm = self.pending[first_bad][0], float(losses[first_bad]), float(norms[first_bad])
+            self.pending.clear()
+        if dist_utils.sum_across_ranks(float(first_bad is not None), world) == 0:
+            return
+        if first_bad is None:
+            what = "a non-finite loss or gradient norm on another rank"
+        elif not math.isfinite(loss):
+            what = f"loss is {loss} at step {step}"
+        else:
+            what = f"gradient norm is {grad_norm} at step {step} (loss {loss})"
+        raise TrainingDiverged(
+            f"{what}; stopped without saving it or any later step. The last good checkpoint is "
+            f"step {last_good_step} in {run_dir / 'checkpoints'}. Lower train.lr, set train.grad_clip, "
+            "or use train.loss_dtype=float64, then train into a new --out"
+        )
+
+
+
+def start_or_resume(run_dir: Path, cfg: RunConfig, model, optimizer, is_writer: bool) -> tuple[int, int]:
+    """Write config.json for a new run, or restore weights and optimizer to resume."""
+    config_path = run_dir / "config.json"
+    if (run_dir / "resume" / "state.json").exists():
+        saved = ckpt.read_run_config(run_dir)
+        # the model compared as a config, not as written: a field added since the run was
+        # saved reads back at its default (the model the run was trained with)
+        if ModelConfig.from_dict(saved["model"]) != cfg.model or saved["task"] != cfg.to_dict()["task"]:
+            raise UserError(
+                f"{run_dir} holds a run with a different model or task config; "
+                "resume with the same preset and --set values, or choose a new --out"
+            )
+        trained_with = RunConfig.from_dict(saved).to_dict()["train"]
+        # read everything before writing anything: a resume state or checkpoint that cannot
+        # be read leaves the run as it was
+        meta = ckpt.load_resume(run_dir, optimizer)
+        step = meta["step"]
+        weights = ckpt.step_path(run_dir, step)
+        fix = f"the resume state is at step {step} and needs this file: restore it, or train into a new --out"
+        ckpt.load_state_into(model, ckpt.read_state(weights, fix), weights)
+        # metrics logged after the resumed step are dropped, so the curve continues exactly
+        rows = [r for r in ckpt.read_metrics(run_dir) if r["step"] <= step] if is_writer else []
+        if is_writer and trained_with != cfg.to_dict()["train"]:
+            # e.g. --set train.steps=20000 to extend a finished run: config.json says what the
+            # run is now trained to, so `summary` and a later plain resume read the new target
+            changed = sorted(k for k, v in cfg.to_dict()["train"].items() if trained_with[k] != v)
+            logger.info("resuming %s with other training settings (%s); config.json records them",
+                        run_dir, ", ".join(changed))
+            ckpt.write_json(config_path, {**saved, "train": cfg.to_dict()["train"]})
+        if is_writer:
+            rewrite_metrics(run_dir, rows)
+        logger.info("resuming %s from step %d", run_dir, step)
+        return step, meta.get("tokens", 0)
+    if is_writer:
+        if config_path.exists() and any((run_dir / "checkpoints").glob("*.safetensors")):
+            raise UserError(f"{run_dir} already has checkpoints but no resume state; choose a new --out")
+        run_dir.mkdir(parents=True, exist_ok=True)
+        ckpt.write_json(config_path, cfg.to_dict())
+        rewrite_metrics(run_dir, [])
+    return 0, 0
+
+
+def rewrite_metrics(run_dir: Path, rows: list[dict]) -> None:
+    text = "".join(json.dumps(r) + "\n" for r in rows)
+    ckpt.atomic_write(run_dir / "metrics.jsonl", lambda tmp: Path(tmp).write_text(text))
+
+
+class Bookkeeping:
+    """The run's counters and files on every rank: tokens seen (summed over ranks when read),
+    the last step saved, the divergence watch, and (rank 0) the metrics file and checkpoints."""
+
+    def __init__(self, run_dir: Path, model, optimizer, world, step: int, tokens_seen: int):
+        self.run_dir, self.model, self.optimizer, self.world = run_dir, model, optimizer, world
+        self.is_writer = world.rank == 0
+        self.tokens_seen = tokens_seen
+        self.local_tokens = 0  # this rank's real tokens since `tokens_seen` was last summed over ranks
+        self.last_good_step = step
+        self.divergence = DivergenceWatch()
+        self.metrics_file = open(run_dir / "metrics.jsonl", "a") if self.is_writer else None
+
+    def sync_tokens(self) -> None:
+        self.tokens_seen += int(dist_utils.sum_across_ranks(float(self.local_tokens), self.world))
+        self.local_tokens = 0
+
+    def check(self) -> None:
+        """Raise TrainingDiverged (every rank) when a step since the last check was not finite."""
+        self.divergence.check(self.world, self.last_good_step, self.run_dir)
+
+    def save(self, step: int, row: dict) -> None:
+        """A checkpoint and the resume state of `step`; never of a diverged state."""
+        self.check()
+        self.sync_tokens()
+        if self.is_writer:
+            ckpt.save_checkpoint(self.run_dir, self.model, step, {"tokens": self.tokens_seen, "metrics": row})
+            ckpt.save_resume(self.run_dir, self.optimizer, step, {"tokens": self.tokens_seen})
+        self.last_good_step = step
+
+    def write(self, row: dict) -> None:
+        if self.is_writer:
+            self.metrics_file.write(json.dumps(row) + "\n")
+            self.metrics_file.flush()
+
+    def close(self) -> None:
+        if self.metrics_file:
+            self.metrics_file.close()
