@@ -163,3 +163,15 @@ def test_no_import_circles_even_lazily():
         if start not in state:
             visit(start, [start])
     assert not circles, "import circles:\n" + "\n".join(circles)
+
+
+def test_no_function_over_sixty_lines():
+    """Orchestrators read as phases (ARCHITECTURE.md): a function past 60 lines, docstring
+    included, is split into its phases instead."""
+    long = []
+    for folder in ("abacus_interp", "analyses"):
+        for path in (ROOT / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60:
+                    long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)")
+    assert not long, "functions over 60 lines:\n" + "\n".join(long)
