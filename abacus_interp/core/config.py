@@ -55,7 +55,9 @@ class ModelConfig:
     # The MLP's nonlinearity. "swiglu": a gated MLP, silu(x W_gate) * (x W_in) (Shazeer 2020),
     # one more d_model x d_mlp matrix. A gate multiplies two linear readings of the state, so
     # one unit can form a product such as a_i * b_j outright, where a GELU MLP has to tabulate
-    # it; answer digit i of N x k multiplication needs the sum of k such products.
+    # it; answer digit i of N x k multiplication needs the sum of k such products. Measured
+    # on extrap-mul (with offset heads): 26.6% in distribution at step 1,000 against 19.1% with
+    # GELU, 60% against 54% at 9,000; N x 2 still fails where two products are summed.
     activation: str = "gelu"
     # "pre": LayerNorm before attention and MLP and before the unembedding (McLeish et al.);
     # "none": no normalisation at all (Nanda et al.'s grokking model).
@@ -109,7 +111,10 @@ class ModelConfig:
     # answer digit i needs a_i, a_(i-1), ..., a_(i-k+1) and the carry from slot i-1 at once;
     # a windowed head spreads over them (29-72% on its main key after 9,000 steps on
     # extrap-mul), an offset head hands the MLP one of them whole, at any length. The windowed
-    # heads come after them, the multiplier heads last. (): no offset heads.
+    # heads come after them, the multiplier heads last. (): no offset heads. With answer slots
+    # the position predicting digit i sits at index i (the slot of digit i - 1), so a_i is at
+    # offset -1: extrap-mul uses (-1, 0, 1, 1). Measured there, alone they did not speed
+    # learning (19.1% against 19.5% in distribution at step 1,000); with a gated MLP, 26.6%.
     offset_heads: tuple[int, ...] = ()
     max_seq_len: int = 64
     # Tied: the unembedding is the transpose of the token embedding (fewer parameters).
