@@ -26,7 +26,7 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from static_images import add_static_images  # noqa: E402  (beside this script, not a package)
+from static_images import add_static_images, find_chromium  # noqa: E402  (beside this script, not a package)
 
 NOTEBOOKS = Path(__file__).resolve().parent
 ROOT = NOTEBOOKS.parent
@@ -115,6 +115,10 @@ def main(names: list[str]) -> int:
     os.environ.pop("ABACUS_INTERP_RUN", None)
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PLOTLY_RENDERER="plotly_mimetype")
+    if find_chromium() is None:  # checked before any notebook runs: its outputs would be lost at the images
+        print("error: the static figure images need headless Chromium (Debian: apt-get install chromium)",
+              file=sys.stderr)
+        return 2
     paths = [NOTEBOOKS / name for name in names] if names else sorted(NOTEBOOKS.glob("*.ipynb"))
     for path in paths:
         if not path.exists():
