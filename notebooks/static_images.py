@@ -26,9 +26,10 @@ def find_chromium() -> str | None:
 
 def render_png(figure: dict, chromium: str) -> bytes:
     """The PNG of one plotly figure (its JSON as a notebook output stores it)."""
+    import plotly.graph_objects as go
     import plotly.io as pio
 
-    fig = pio.from_json(__import__("json").dumps(figure), skip_invalid=True)
+    fig = go.Figure(figure, skip_invalid=True)
     height = min(int(fig.layout.height or DEFAULT_HEIGHT), MAX_HEIGHT)
     fig.update_layout(width=WIDTH, height=height)
     with tempfile.TemporaryDirectory(prefix="abacus-figure-") as tmp:

@@ -80,18 +80,25 @@ def test_multiplier_scores_do_not_depend_on_where_the_query_is(tiny_model):
     assert (per_query[:, 0, 0] - per_query[:, 0, 1]).abs().max() > 1e-3
 
 
+# heads of two kinds, and of three (offset heads reading 0, 1 and 2 below, one windowed head)
+HEAD_LAYOUTS = {"two kinds": TWO_KINDS,
+                "three kinds": {**TWO_KINDS, "n_heads": 6, "d_head": 8, "offset_heads": (0, 1, 2)}}
+
+
+@pytest.mark.parametrize("layout", list(HEAD_LAYOUTS))
 @pytest.mark.parametrize("backend", ["sdpa", "explicit"])
-def test_attention_paths_agree_with_multiplier_heads(tiny_model, backend):
+def test_attention_paths_agree_with_multiplier_heads(tiny_model, backend, layout):
     tokens = tiny_model(vocab=MUL_VOCAB).to_tokens(["4321*987=79312", "15*62751=76766", "9*9=81"])
-    explicit = tiny_model(**TWO_KINDS, attention_backend="explicit")
-    other = tiny_model(**TWO_KINDS, attention_backend=backend)
+    explicit = tiny_model(**HEAD_LAYOUTS[layout], attention_backend="explicit")
+    other = tiny_model(**HEAD_LAYOUTS[layout], attention_backend=backend)
     other.load_state_dict(explicit.state_dict())
     torch.testing.assert_close(other(tokens, 4), explicit(tokens, 4), atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("layout", list(HEAD_LAYOUTS))
 @pytest.mark.parametrize("n_loops", [1, 3])
-def test_cached_decoding_equals_naive_decoding_with_multiplier_heads(tiny_model, n_loops):
-    model = tiny_model(**TWO_KINDS)
+def test_cached_decoding_equals_naive_decoding_with_multiplier_heads(tiny_model, n_loops, layout):
+    model = tiny_model(**HEAD_LAYOUTS[layout])
     cached = model.generate(PROMPTS_LEFT_PADDED, n_loops=n_loops, max_new_tokens=6)
     naive = naive_generate(model, PROMPTS_LEFT_PADDED, n_loops=n_loops, max_new_tokens=6)
     assert cached == naive

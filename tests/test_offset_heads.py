@@ -1,7 +1,7 @@
 """Offset heads (`ModelConfig.offset_heads`): head h reads only the digits exactly
 offsets[h] below its query on the Abacus index, whatever the offset and the length, beside
-windowed and multiplier heads; both attention paths and cached decoding agree, and a
-checkpoint round-trips the field."""
+windowed and multiplier heads, and a checkpoint round-trips the field. Both attention paths
+and cached decoding are checked with them in tests/test_multiplier_heads.py (HEAD_LAYOUTS)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import torch
 
 from abacus_interp import ModelConfig
 from abacus_interp.core.attention import HeadKinds, attention_mask, number_ordinal
-from abacus_interp.core.decoding import naive_generate
 from abacus_interp.core.hooks import act_name
 from abacus_interp.core.positions import abacus_indices
 from abacus_interp.core.tokens import Vocab
@@ -58,23 +57,6 @@ def test_offset_heads_read_the_same_column_whatever_the_abacus_offset():
         assert mask[0, 0, 9].nonzero().squeeze(-1).tolist() == [2, 9]
         assert mask[0, 1, 9].nonzero().squeeze(-1).tolist() == [1, 8, 9]
         assert not mask[0, :3, 9, 4:6].any() and mask[0, 3:, 9, 4:6].any()
-
-
-@pytest.mark.parametrize("backend", ["sdpa", "explicit"])
-def test_attention_paths_agree_with_offset_heads(tiny_model, backend):
-    tokens = tiny_model(vocab=MUL_VOCAB).to_tokens(["4321*987=79312", "15*62751=76766", "9*9=81"])
-    explicit = tiny_model(**THREE_KINDS, attention_backend="explicit")
-    other = tiny_model(**THREE_KINDS, attention_backend=backend)
-    other.load_state_dict(explicit.state_dict())
-    torch.testing.assert_close(other(tokens, 4), explicit(tokens, 4), atol=1e-5, rtol=1e-5)
-
-
-@pytest.mark.parametrize("n_loops", [1, 3])
-def test_cached_decoding_equals_naive_decoding_with_offset_heads(tiny_model, n_loops):
-    model = tiny_model(**THREE_KINDS)
-    cached = model.generate(PROBLEMS, n_loops=n_loops, max_new_tokens=6)
-    naive = naive_generate(model, PROBLEMS, n_loops=n_loops, max_new_tokens=6)
-    assert cached == naive
 
 
 def test_offset_heads_without_multiplier_heads_see_every_number():

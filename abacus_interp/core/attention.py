@@ -147,8 +147,8 @@ def _per_head_mask(visible, near, itself, index, heads: HeadKinds):
     if index is None:
         raise ValueError("heads of several kinds need the Abacus index of every position")
     batch, n_query = index.shape[0], itself.shape[-2]
-    multiplier = (number_ordinal(index) == 2)[:, None, :]  # [batch 1 key]
-    readable = visible & ~multiplier if heads.multiplier_heads else visible.expand(batch, -1, -1)
+    multiplier = (number_ordinal(index) == 2)[:, None, :] if heads.multiplier_heads else None  # [batch 1 key]
+    readable = visible & ~multiplier if multiplier is not None else visible.expand(batch, -1, -1)
     windowed = readable if near is None else readable & near
     kinds = []
     if heads.offsets:
