@@ -41,9 +41,9 @@ env: $(DEV_STAMP)
 # `.venv/bin/abacus-interp report runs/demo-add --out DIR`. A second `make demo` resumes the
 # finished run (nothing to train) and rewrites the report.
 demo: $(STAMP)
-	$(PY) -m abacus_interp.cli train --preset demo-add --out runs/demo-add
-	$(PY) -m abacus_interp.cli summary runs/demo-add
-	$(PY) -m abacus_interp.cli report runs/demo-add --out runs/demo-add/report --fast --skip circuit
+	$(PY) -m abacus_lab.cli train --preset demo-add --out runs/demo-add
+	$(PY) -m abacus_lab.cli summary runs/demo-add
+	$(PY) -m abacus_lab.cli report runs/demo-add --out runs/demo-add/report --fast --skip circuit
 
 # Debian's headless Chromium for the browser test of the report; best effort: without it
 # that test skips and says why.
@@ -54,7 +54,7 @@ browser:
 		|| echo "note: could not install chromium; the browser tests will be skipped" >&2; }
 
 # Lint first: it takes a second and fails on what the tests would not catch.
-LINTED := abacus_interp analyses tests benchmarks notebooks
+LINTED := abacus_interp analyses tests benchmarks notebooks abacus_lab
 
 test: $(DEV_STAMP) browser
 	$(PY) -m ruff check $(LINTED)

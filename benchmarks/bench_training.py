@@ -54,7 +54,7 @@ def measure(
     ]
     cfg = apply_overrides(get_preset(preset), sets)
     env = {**os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {})}
-    command = [sys.executable, "-m", "abacus_interp.cli", "train", "--preset", preset, "--out", str(root / preset)]
+    command = [sys.executable, "-m", "abacus_lab.cli", "train", "--preset", preset, "--out", str(root / preset)]
     subprocess.run([*command, *(a for s in sets for a in ("--set", s))], env=env, check=True, capture_output=True)
     rows = {r["step"]: r for r in read_metrics(root / preset)}
     start, end = rows[warmup], rows[total]

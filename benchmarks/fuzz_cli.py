@@ -10,7 +10,7 @@ On a shared machine: `OMP_NUM_THREADS=1 nice -n 10 python benchmarks/fuzz_cli.py
 minutes on two busy cores); `ulimit -v 12000000` first keeps a case that misjudges memory
 from reaching other processes.
 
-Every input is one call of `abacus_interp.cli.main(argv)` in this process (`solve`, `eval`,
+Every input is one call of `abacus_lab.cli.main(argv)` in this process (`solve`, `eval`,
 `summary`, `report` or `train`) on a fresh copy of a small run, damaged first where the
 category says so: random and unicode text, huge numbers, odd option values, a config.json
 with values of the wrong type or a broken file, a metrics.jsonl with a torn or garbage line,
@@ -184,7 +184,7 @@ TINY_TRAIN = ["--set", "train.steps=2", "--set", "train.processes=1", "--set", "
 
 def build_fixtures(root: Path) -> Fixtures:
     from abacus_interp import checkpoints as ckpt
-    from abacus_interp.cli import main
+    from abacus_lab.cli import main
 
     run = root / "extrap-add"
     (run / "checkpoints").mkdir(parents=True)
@@ -531,7 +531,7 @@ def resumes_afterwards(step: int) -> Callable[[Call], str | None]:
     def check(call: Call) -> str | None:
         if call.rc == 0:
             return train_reached(step)(call)
-        from abacus_interp.cli import main
+        from abacus_lab.cli import main
 
         here = os.getcwd()
         os.chdir(call.cwd)
@@ -1130,7 +1130,7 @@ class Verdict:
 
 
 def call_main(argv: list[str], timeout: float) -> tuple[int | None, str, str, BaseException | None]:
-    from abacus_interp.cli import main
+    from abacus_lab.cli import main
 
     stdout, stderr = io.StringIO(), io.StringIO()
     rc, exception = None, None

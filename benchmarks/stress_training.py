@@ -54,7 +54,7 @@ def _free_port() -> int:
 
 
 def _train_command(out: Path, preset: str, edits: list[str], launcher: str = "train") -> list[str]:
-    cli = ["-m", "abacus_interp.cli", "train", "--preset", preset, *_sets(edits), "--out", str(out)]
+    cli = ["-m", "abacus_lab.cli", "train", "--preset", preset, *_sets(edits), "--out", str(out)]
     if launcher == "torchrun":
         return [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--nnodes=1",
                 f"--master_port={_free_port()}", *cli]

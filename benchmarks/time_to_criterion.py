@@ -50,7 +50,7 @@ class Scored:
 def train(preset: str, out: Path, every: int) -> None:
     edits = [f"train.checkpoint_every={every}", "train.eval_every=1000000", "train.dense_checkpoints=0",
              "train.dense_until=0"]
-    command = [sys.executable, "-m", "abacus_interp.cli", "train", "--preset", preset,
+    command = [sys.executable, "-m", "abacus_lab.cli", "train", "--preset", preset,
                *[a for e in edits for a in ("--set", e)], "--out", str(out)]
     done = subprocess.run(command, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
                           text=True)

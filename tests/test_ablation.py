@@ -1,4 +1,4 @@
-"""abacus_interp.experiments.ablation: cells are real (tiny) runs, evaluated on equal-length
+"""abacus_lab.experiments.ablation: cells are real (tiny) runs, evaluated on equal-length
 problems, resumable; summarised per factor and drawn (analyses.report.ablation), and shown by
 the report."""
 
@@ -9,15 +9,14 @@ import json
 import plotly.graph_objects as go
 import pytest
 
-from abacus_interp.experiments.ablation import (
+from abacus_lab.experiments.ablation import (
     AblationSpec,
     Variant,
-    extrapolation_limit,
     get_spec,
     run_ablation,
     slug,
 )
-from analyses.report.ablation import ablation_figure, findings
+from analyses.report.ablation import ablation_figure, extrapolation_limit, findings
 
 pytestmark = pytest.mark.slow
 
@@ -32,7 +31,7 @@ def tiny_spec() -> AblationSpec:
 
 
 def test_ablation_trains_each_cell_once_and_summarises(tmp_path):
-    data = run_ablation(tiny_spec(), tmp_path / "abl", progress=False, findings=findings)
+    data = run_ablation(tiny_spec(), tmp_path / "abl", progress=False)
     assert [c["cell"] for c in data["cells"]] == ["baseline", "loops-x-layers-1x1"]
     for cell in data["cells"]:
         assert (tmp_path / "abl" / "cells" / cell["cell"] / "config.json").exists()
@@ -45,7 +44,7 @@ def test_ablation_trains_each_cell_once_and_summarises(tmp_path):
     assert stored["cells"] == data["cells"]
     # a finished directory is read, not retrained
     mtime = (tmp_path / "abl" / "cells" / "baseline" / "lengths.json").stat().st_mtime
-    again = run_ablation(tiny_spec(), tmp_path / "abl", progress=False, findings=findings)
+    again = run_ablation(tiny_spec(), tmp_path / "abl", progress=False)
     assert again["cells"] == data["cells"]
     assert (tmp_path / "abl" / "cells" / "baseline" / "lengths.json").stat().st_mtime == mtime
     fig = ablation_figure(data)
@@ -106,7 +105,7 @@ def test_shipped_ablation_is_what_the_command_writes_from_its_cells(tmp_path, na
     assert [c["cell"] for c in data["cells"]] == [slug(v) for v in spec.cells()]
     copy = tmp_path / "abl"
     shutil.copytree(shipped, copy)
-    again = run_ablation(spec, copy, progress=False, findings=findings)  # every cell is evaluated: read, not retrained
+    again = run_ablation(spec, copy, progress=False)  # every cell is evaluated: read, not retrained
     assert again["cells"] == data["cells"] and again["findings"] == data["findings"]
     assert again["spec"] == json.loads(json.dumps({**asdict(spec), "trained_max_digits": trained}))
 
@@ -135,7 +134,7 @@ def test_a_generated_answer_ablation_trains_cells_in_two_processes_and_scores_ch
             "train.dense_until=1", "train.warmup_steps=1", "train.processes=2", "train.device=cpu")
     spec = AblationSpec(preset="extrap-add", base=tiny, lengths=(2, 4), chains=((2, 2), (4, 3)), generate=True,
                         variants=(Variant("window", "2", ("model.abacus_window=2",)),), n_per_length=8)
-    data = run_ablation(spec, tmp_path / "abl", progress=False, findings=findings)
+    data = run_ablation(spec, tmp_path / "abl", progress=False)
     assert [c["cell"] for c in data["cells"]] == ["baseline", "window-2"]
     for cell in data["cells"]:
         assert len(cell["exact_match"]) == 2 and len(cell["chain_exact_match"]) == 2

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from abacus_interp import checkpoints as ckpt
-from abacus_interp.cli import main
+from abacus_lab.cli import main
 
 TINY_SETS = [
     "model.d_model=32",
@@ -360,14 +360,14 @@ def test_eval_writes_json(trained, tmp_path, capsys):
 def test_train_help_lists_every_preset():
     from abacus_interp.training.presets import PRESETS
 
-    help_text = subprocess.run([sys.executable, "-m", "abacus_interp.cli", "train", "--help"], capture_output=True,
+    help_text = subprocess.run([sys.executable, "-m", "abacus_lab.cli", "train", "--help"], capture_output=True,
                                text=True, cwd=Path(__file__).resolve().parents[1]).stdout
     assert not [name for name in PRESETS if name not in help_text]
 
 
 def test_report_skip_leaves_sections_out_by_name_and_refuses_unknown_ones():
-    from abacus_interp.cli import _sections
     from abacus_interp.errors import UserError
+    from abacus_lab.cli.report import _sections
     from analyses.report.sections import SECTIONS
 
     assert _sections(None) is None
@@ -387,7 +387,7 @@ def test_fast_report_sizes_shrink_only_the_two_slowest_analyses():
 
 
 def test_the_help_names_every_command():
-    from abacus_interp.cli import build_parser
+    from abacus_lab.cli import build_parser
 
     parser = build_parser()
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices

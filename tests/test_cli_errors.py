@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from abacus_interp import checkpoints as ckpt
-from abacus_interp.cli import main
 from abacus_interp.errors import MissingPathError, UserError
+from abacus_lab.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED_ADD = ROOT / "checkpoints" / "small-add"
@@ -86,9 +86,9 @@ def test_a_truncated_checkpoint_is_a_user_error(small_run, capsys):
 
 def _user_input_mistakes():
     from abacus_interp.core.devices import resolve_device
-    from abacus_interp.experiments import ablation, compare
     from abacus_interp.tasks import get_task
     from abacus_interp.training import apply_overrides, get_preset
+    from abacus_lab.experiments import ablation, compare
     from analyses.fixed_point.problems import as_examples
 
     demo = get_preset("plain-add")

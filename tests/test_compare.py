@@ -1,4 +1,4 @@
-"""abacus_interp.experiments.compare: every cell is a real (tiny) run of its family, evaluated on held-out
+"""abacus_lab.experiments.compare: every cell is a real (tiny) run of its family, evaluated on held-out
 problems overall and by length; the findings state what planted numbers say; the report
 shows the section; the shipped comparison is what the command writes from its cells."""
 
@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from abacus_interp import checkpoints as ckpt
-from abacus_interp.experiments.compare import (
+from abacus_interp.training import apply_overrides, get_preset
+from abacus_lab.experiments.compare import (
     ComparisonSpec,
     Contender,
     evaluate_cell,
@@ -19,7 +20,6 @@ from abacus_interp.experiments.compare import (
     run_comparison,
     summarise,
 )
-from abacus_interp.training import apply_overrides, get_preset
 from analyses.report.architectures.summary import (
     accuracy_vs_length_figure,
     accuracy_vs_params_figure,
@@ -46,7 +46,7 @@ def tiny_spec() -> ComparisonSpec:
 def test_comparison_trains_each_cell_once_and_evaluates_by_length(tmp_path):
     spec = tiny_spec()
     data = run_comparison(spec, tmp_path / "cmp", families=("looped", "lstm"), progress=False,
-                          findings=findings)
+                          inspect=False)
     assert [c["cell"] for c in data["cells"]] == ["looped-s", "lstm-s"]
     for cell in data["cells"]:
         model = ckpt.load_model(tmp_path / "cmp" / "cells" / cell["cell"], device="cpu")
@@ -59,7 +59,7 @@ def test_comparison_trains_each_cell_once_and_evaluates_by_length(tmp_path):
 
     # a second call with another family trains only that one and keeps the first two as they were
     metrics = (tmp_path / "cmp" / "cells" / "looped-s" / "metrics.jsonl").read_text()
-    again = run_comparison(spec, tmp_path / "cmp", families=("retran",), progress=False, findings=findings)
+    again = run_comparison(spec, tmp_path / "cmp", families=("retran",), progress=False, inspect=False)
     assert [c["cell"] for c in again["cells"]] == ["looped-s", "lstm-s", "retran-s"]
     assert again["cells"][:2] == data["cells"]
     assert (tmp_path / "cmp" / "cells" / "looped-s" / "metrics.jsonl").read_text() == metrics
@@ -67,12 +67,12 @@ def test_comparison_trains_each_cell_once_and_evaluates_by_length(tmp_path):
     # a finished cell trained with other settings is not taken for the one asked for
     changed = dataclasses.replace(spec, base=(*spec.base, "train.lr=1e-4"))
     with pytest.raises(ValueError, match="other settings"):
-        run_comparison(changed, tmp_path / "cmp", families=("looped",), progress=False)
+        run_comparison(changed, tmp_path / "cmp", families=("looped",), progress=False, inspect=False)
     # ... but one trained in another number of processes is the same cell (the shipped
     # expr-compare cells ran in one process, the preset now asks for two)
     other_processes = dataclasses.replace(spec, base=(*spec.base, "train.processes=2"))
     assert run_comparison(other_processes, tmp_path / "cmp", families=("looped",), progress=False,
-                          findings=findings)["cells"][:2] == data["cells"]
+                          inspect=False)["cells"][:2] == data["cells"]
 
     # the report shows it as a section: the table, both figures and the findings
     from analyses.report import ReportSizes, build_report, load_report_json
@@ -207,7 +207,7 @@ def test_shipped_comparison_is_what_the_command_writes_from_its_cells():
     with tempfile.TemporaryDirectory() as tmp:
         shutil.copytree(SHIPPED / "cells", Path(tmp) / "cells",
                         ignore=shutil.ignore_patterns("*.safetensors"))
-        assert summarise(spec, tmp, findings=findings) == shipped
+        assert summarise(spec, tmp) == shipped
     # and one cell's stored accuracies are what its weights score on the same seeded problems
     cell = next(c for c in shipped["cells"] if c["cell"] == "lstm-s")
     picked = (8, 31)
@@ -224,23 +224,22 @@ def test_shipped_comparison_is_what_the_command_writes_from_its_cells():
 
 
 def test_cli_compare_passes_set_to_every_cell(tmp_path, monkeypatch, capsys):
-    from abacus_interp import cli
-    from abacus_interp.experiments import compare
+    from abacus_lab import cli
+    from abacus_lab.experiments import compare
 
     seen = {}
 
-    def fake(spec, out, sizes=None, families=None, cells=None, seed=0, inspect_winners=None, findings=None):
-        seen.update(base=spec.base, sizes=sizes, families=families, cells=cells, seed=seed, inspect=inspect_winners)
+    def fake(spec, out, sizes=None, families=None, cells=None, seed=0, inspect=True):
+        seen.update(base=spec.base, sizes=sizes, families=families, cells=cells, seed=seed, inspect=inspect)
         return {"cells": [], "seeds": [], "findings": ["a finding"]}
 
     monkeypatch.setattr(compare, "run_comparison", fake)
     assert cli.main(["compare", "--sizes", "S,M", "--families", "gpt", "--set", "train.steps=7",
                      "--out", str(tmp_path)]) == 0
-    from analyses.report.inside import inspect_winners
-
+    
     assert seen == {"base": ("train.steps=7",), "sizes": ("S", "M"), "families": ("gpt",), "cells": None,
-                    "seed": 0, "inspect": inspect_winners}
+                    "seed": 0, "inspect": True}
     assert cli.main(["compare", "--spec", "addition", "--cells", "gpt-m,looped-m", "--seed", "1", "--skip-inside",
                      "--out", str(tmp_path)]) == 0
-    assert seen["cells"] == ("gpt-m", "looped-m") and seen["seed"] == 1 and seen["inspect"] is None
+    assert seen["cells"] == ("gpt-m", "looped-m") and seen["seed"] == 1 and seen["inspect"] is False
     assert "a finding" in capsys.readouterr().out

@@ -16,18 +16,16 @@ import pytest
 
 from abacus_interp import checkpoints as ckpt
 from abacus_interp.core.scoring import score_examples
-from abacus_interp.experiments.compare import (
+from abacus_interp.tasks.carries import longest_cascade
+from abacus_interp.training import apply_overrides, get_preset
+from abacus_lab.experiments.compare import (
     ComparisonSpec,
     Contender,
     get_spec,
     run_comparison,
     summarise,
 )
-from abacus_interp.experiments.compare_eval import carry_balanced, evaluate_cell
-from abacus_interp.tasks.carries import longest_cascade
-from abacus_interp.training import apply_overrides, get_preset
-from analyses.report.architectures import findings
-from analyses.report.inside import inspect_winners
+from abacus_lab.experiments.compare_eval import carry_balanced, evaluate_cell
 
 
 def brief_edits(family: str, width: int, depth: int) -> dict[str, str]:
@@ -87,7 +85,7 @@ def tiny_addition() -> ComparisonSpec:
 def test_cells_are_evaluated_by_digits_and_a_second_seed_trains_beside_the_first(tmp_path):
     spec = tiny_addition()
     out = tmp_path / "cmp"
-    data = run_comparison(spec, out, progress=False, inspect_winners=inspect_winners, findings=findings)
+    data = run_comparison(spec, out, progress=False)
     looped = next(c for c in data["cells"] if c["cell"] == "looped-s")
     assert looped["trained_lengths"] == [1, 3] and looped["lengths"] == [1, 2, 3, 5]
     # 5-digit operands need 3*5+4 = 19 positions, past max_seq_len 16; 1-3 fit
@@ -119,7 +117,7 @@ def test_cells_are_evaluated_by_digits_and_a_second_seed_trains_beside_the_first
 
     # a second seed of one cell: its own directory and config, the first run untouched
     metrics = (out / "cells" / "gpt-s" / "metrics.jsonl").read_text()
-    again = run_comparison(spec, out, cells=("gpt-s",), seed=1, progress=False, findings=findings)
+    again = run_comparison(spec, out, cells=("gpt-s",), seed=1, progress=False, inspect=False)
     assert (out / "cells" / "gpt-s-seed1" / "evaluation.json").exists()
     assert ckpt.read_run_config(out / "cells" / "gpt-s-seed1")["train"]["seed"] == 1
     assert (out / "cells" / "gpt-s" / "metrics.jsonl").read_text() == metrics
@@ -129,7 +127,7 @@ def test_cells_are_evaluated_by_digits_and_a_second_seed_trains_beside_the_first
     assert json.loads((out / "comparison.json").read_text()) == again
 
     with pytest.raises(ValueError, match="unknown cell gpt-x"):
-        run_comparison(spec, out, cells=("gpt-x",), seed=1, progress=False)
+        run_comparison(spec, out, cells=("gpt-x",), seed=1, progress=False, inspect=False)
 
 
 def test_carry_balanced_problems_spread_their_longest_chain():
@@ -156,7 +154,7 @@ def test_shipped_addition_comparison_is_what_the_command_writes_and_its_weights_
     with tempfile.TemporaryDirectory() as tmp:
         shutil.copytree(SHIPPED / "cells", Path(tmp) / "cells", ignore=shutil.ignore_patterns("*.safetensors"))
         shutil.copy(SHIPPED / "inside.json", Path(tmp) / "inside.json")
-        assert summarise(get_spec("addition"), tmp, findings=findings) == shipped
+        assert summarise(get_spec("addition"), tmp) == shipped
     # the stored exact match of the best looped cell is what its weights score on the same
     # seeded 1,000 problems
     spec = get_spec("addition")

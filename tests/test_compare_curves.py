@@ -11,10 +11,10 @@ from dataclasses import asdict
 import pytest
 
 from abacus_interp import checkpoints as ckpt
-from abacus_interp.experiments.compare import get_spec
-from abacus_interp.experiments.compare_compute import CurvePoint, expected_depth
-from abacus_interp.experiments.compare_eval import cell_curve
 from abacus_interp.training import apply_overrides, get_preset
+from abacus_interp.training.compute import CurvePoint, expected_depth
+from abacus_lab.experiments.compare import get_spec
+from abacus_lab.experiments.compare_eval import cell_curve
 from analyses.report.architectures.curves import (
     equal_compute_sentences,
     interpolate,

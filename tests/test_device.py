@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from abacus_interp import checkpoints as ckpt
-from abacus_interp.cli import main
 from abacus_interp.core.devices import resolve_device
+from abacus_lab.cli import main
 
 SHIPPED_ADD = Path(__file__).resolve().parents[1] / "checkpoints" / "small-add"
 needs_shipped_add = pytest.mark.skipif(

@@ -11,7 +11,7 @@ import pytest
 from abacus_interp.core.families import build_model
 from abacus_interp.core.flops import forward_flops_per_token, layer_flops_per_token, training_depth
 from abacus_interp.core.summary import parameter_summary
-from abacus_interp.experiments.compare_compute import cell_compute
+from abacus_interp.training.compute import cell_compute
 from benchmarks._flops import forward_flops, training_step_flops
 
 FAMILIES = {

@@ -23,8 +23,8 @@ import pytest
 from conftest import make_tiny_model
 
 from abacus_interp import checkpoints as ckpt
-from abacus_interp.cli import main
 from abacus_interp.errors import UserError
+from abacus_lab.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(not (ROOT / "checkpoints" / "extrap-add" / "config.json").exists(),

@@ -122,8 +122,8 @@ def test_the_shipped_extrap_add_run_solves_longer_numbers_by_looping_longer(caps
 
     from abacus_interp import load_model
     from abacus_interp.checkpoints import load_task
-    from abacus_interp.cli import main
     from abacus_interp.evaluation.extrapolation import length_extrapolation
+    from abacus_lab.cli import main
 
     run = Path(__file__).resolve().parents[1] / "checkpoints" / "extrap-add"
     model, task = load_model(run), load_task(run)

@@ -1,10 +1,10 @@
-"""Dependencies point one way (ARCHITECTURE.md, "Layers"): library -> analyses -> report,
-and inside the library the model core (`abacus_interp/core/`) stands on nothing else of it
-and draws no figures.
+"""Dependencies point one way (ARCHITECTURE.md, "Layers"): library (`abacus_interp`) ->
+analyses -> report -> experiments -> CLI (`abacus_lab`), and inside the library the model core
+(`abacus_interp/core/`) stands on nothing else of it and draws no figures.
 
 Checked on the source, not by importing, so the test stays fast and names the offending
-line. The CLI may reach the report, but only inside a command function (a lazy import), so
-`import abacus_interp` never pulls in the analyses.
+line. Lazy imports (inside a function) count: a layer never reaches up, not even when a
+function runs.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("abacus_interp", "analyses", "abacus_lab")  # bottom to top
 
 
 def imported_modules(path: Path, *, module_level_only: bool) -> list[tuple[int, str]]:
@@ -44,14 +45,20 @@ def offending(paths, prefix: str, *, module_level_only: bool) -> list[str]:
     ]
 
 
-def test_the_library_never_imports_the_analyses_at_module_level():
+def test_the_library_never_imports_the_analyses_or_the_lab_even_lazily():
     library = sorted((ROOT / "abacus_interp").rglob("*.py"))
-    assert offending(library, "analyses", module_level_only=True) == []
-
-
-def test_only_the_cli_reaches_the_analyses_even_lazily():
-    library = [p for p in sorted((ROOT / "abacus_interp").rglob("*.py")) if p.name != "cli.py"]
     assert offending(library, "analyses", module_level_only=False) == []
+    assert offending(library, "abacus_lab", module_level_only=False) == []
+
+
+def test_the_analyses_never_import_the_lab_even_lazily():
+    analyses = sorted((ROOT / "analyses").rglob("*.py"))
+    assert offending(analyses, "abacus_lab", module_level_only=False) == []
+
+
+def test_the_experiments_never_import_the_cli():
+    experiments = sorted((ROOT / "abacus_lab" / "experiments").rglob("*.py"))
+    assert offending(experiments, "abacus_lab.cli", module_level_only=False) == []
 
 
 def test_no_analysis_imports_the_report():
@@ -114,14 +121,14 @@ def test_the_model_core_imports_nothing_else_of_the_library():
 
 def test_every_library_folder_is_a_package():
     """setuptools' find_packages ships only folders with an __init__.py."""
-    folders = {p.parent for p in (ROOT / "abacus_interp").rglob("*.py")} | {p.parent for p in (ROOT / "analyses").rglob("*.py")}
+    folders = {p.parent for top in PACKAGES for p in (ROOT / top).rglob("*.py")}
     assert sorted(str(f.relative_to(ROOT)) for f in folders if not (f / "__init__.py").exists()) == []
 
 
 def _import_graph() -> dict[Path, set[Path]]:
-    """file -> the files of abacus_interp/ and analyses/ it imports, lazy imports included
+    """file -> the files of the project's packages it imports, lazy imports included
     (`from pkg import name` imports pkg/__init__.py, and pkg/name.py where that is a module)."""
-    files = [p for folder in ("abacus_interp", "analyses") for p in (ROOT / folder).rglob("*.py")]
+    files = [p for folder in PACKAGES for p in (ROOT / folder).rglob("*.py")]
     module_file = {}
     for p in files:
         parts = list(p.relative_to(ROOT).with_suffix("").parts)
@@ -143,7 +150,7 @@ def _import_graph() -> dict[Path, set[Path]]:
 
 
 def test_no_import_circles_even_lazily():
-    """Every file stands above what it imports: no two files of the library or the analyses
+    """Every file stands above what it imports: no two files of the project's packages
     import each other, directly or round a loop, not even inside a function."""
     graph = _import_graph()
     state: dict[Path, str] = {}
@@ -169,7 +176,7 @@ def test_no_function_over_sixty_lines():
     """Orchestrators read as phases (ARCHITECTURE.md): a function past 60 lines, docstring
     included, is split into its phases instead."""
     long = []
-    for folder in ("abacus_interp", "analyses"):
+    for folder in PACKAGES:
         for path in (ROOT / folder).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60:

@@ -13,7 +13,6 @@ import pytest
 import torch
 
 from abacus_interp.checkpoints import load_model, save_checkpoint, write_json
-from abacus_interp.cli import build_parser, main
 from abacus_interp.core.config import ModelConfig
 from abacus_interp.core.halting import generate_adaptive
 from abacus_interp.core.model import LoopedTransformer
@@ -21,6 +20,7 @@ from abacus_interp.errors import UserError
 from abacus_interp.tasks import get_task
 from abacus_interp.tasks.base import decimal_text, decimal_value, digit_count, from_lsd, to_lsd
 from abacus_interp.tasks.carries import carry_chain_lengths, longest_cascade, sample_with_cascade
+from abacus_lab.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED_ADD = ROOT / "checkpoints" / "small-add"  # Abacus positions: digits 1..116 of a number

@@ -246,8 +246,8 @@ def test_the_shipped_multiplier_extrapolates_by_one_digit_and_refuses_longer_mul
     trained length) times one digit, held-out uniform problems, adaptive loops (100 of 100 in
     the README's eval); and a 4-digit multiplier is refused in one line."""
     from abacus_interp.checkpoints import load_model, load_task
-    from abacus_interp.cli import main
     from abacus_interp.evaluation.extrapolation import length_extrapolation
+    from abacus_lab.cli import main
 
     model, task = load_model(SHIPPED), load_task(SHIPPED)
     assert model.cfg.multiplier_heads == 3 and model.cfg.multiplier_select == "fixed"

@@ -264,7 +264,7 @@ def test_strings_from_configs_names_and_paths_are_escaped(tmp_path, tmp_path_fac
 
 
 def test_cli_report_prints_the_path(tmp_path, tmp_path_factory, monkeypatch, capsys):
-    from abacus_interp import cli
+    from abacus_lab import cli
 
     calls = {}
 
@@ -295,7 +295,7 @@ def test_cli_report_prints_the_path(tmp_path, tmp_path_factory, monkeypatch, cap
 def test_report_of_a_missing_run_says_what_to_do(tmp_path):
     with pytest.raises(FileNotFoundError, match="not a run directory"):
         build_report(tmp_path / "nope", tmp_path / "out")
-    from abacus_interp import cli
+    from abacus_lab import cli
 
     assert cli.main(["report", str(tmp_path / "nope"), "--out", str(tmp_path / "out")]) == 2
 

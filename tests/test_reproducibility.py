@@ -86,7 +86,7 @@ def test_a_run_killed_twice_with_sigkill_and_resumed_ends_bit_identical(tmp_path
     train(apply_overrides(get_preset("plain-add"), edits), reference, progress=False)
 
     killed = tmp_path / "killed"
-    command = [sys.executable, "-m", "abacus_interp.cli", "train", "--preset", "plain-add",
+    command = [sys.executable, "-m", "abacus_lab.cli", "train", "--preset", "plain-add",
                *[a for e in edits for a in ("--set", e)], "--out", str(killed)]
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     for kill_after_step in (60, 230):  # past a checkpoint, mid-interval: steps after it are lost

@@ -673,7 +673,7 @@ def test_train_command_starts_processes_that_train_as_one(tmp_path):
             "train.step_penalty=0.5"]
     args = [a for s in sets for a in ("--set", s)]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    command = [sys.executable, "-m", "abacus_interp.cli", "train", "--preset", "plain-add", *args]
+    command = [sys.executable, "-m", "abacus_lab.cli", "train", "--preset", "plain-add", *args]
     proc = subprocess.run([*command, "--set", "train.processes=2", "--out", str(tmp_path / "two")],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, f"train failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
@@ -694,7 +694,7 @@ def test_torchrun_two_processes_gloo(tmp_path):
         "--nnodes=1",
         f"--master_port={_free_port()}",
         "-m",
-        "abacus_interp.cli",
+        "abacus_lab.cli",
         "train",
         "--preset",
         "plain-add",
@@ -719,7 +719,7 @@ def test_train_command_processes_stop_together_on_sigterm(tmp_path):
     out = tmp_path / "run"
     sets = [*TINY, "train.steps=100000", "train.checkpoint_every=100000", "train.device=cpu", "train.processes=2"]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    command = [sys.executable, "-m", "abacus_interp.cli", "train", "--preset", "plain-add",
+    command = [sys.executable, "-m", "abacus_lab.cli", "train", "--preset", "plain-add",
                *[a for s in sets for a in ("--set", s)], "--out", str(out)]
     proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120

@@ -15,6 +15,7 @@ all, on a port the operating system picks (no window between finding a free port
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -50,9 +51,9 @@ def processes_to_start(cfg: TrainConfig) -> int:
     return max(1, min(cfg.processes, limit))
 
 
-def launch(cli_args: list[str], processes: int) -> int:
-    """Run `abacus-interp <cli_args>` as `processes` ranks; returns 0, or the exit status of
-    the first rank that failed (rank 0's when several did)."""
+def launch(cfg: RunConfig, run_dir, processes: int) -> int:
+    """Train `cfg` into `run_dir` in `processes` ranks (`training.worker`); returns 0, or the
+    exit status of the first rank that failed (rank 0's when several did)."""
     from torch.distributed import TCPStore
 
     # port 0: the OS picks a free one; held until every rank has exited
@@ -67,7 +68,8 @@ def launch(cli_args: list[str], processes: int) -> int:
             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(store.port), "TORCHELASTIC_USE_AGENT_STORE": "True",
             "OMP_NUM_THREADS": str(threads),
         }
-        ranks.append(subprocess.Popen([sys.executable, "-m", "abacus_interp.cli", *cli_args], env=env))
+        worker = [sys.executable, "-m", "abacus_interp.training.worker", str(run_dir), json.dumps(cfg.to_dict())]
+        ranks.append(subprocess.Popen(worker, env=env))
 
     def pass_on(signum, frame):  # Ctrl-C reaches the ranks from the terminal too; twice is harmless
         for process in ranks:
@@ -97,17 +99,16 @@ def _wait(ranks: list[subprocess.Popen]) -> int:
     return next((code for code in codes if code), 0)
 
 
-def train_run(cfg: RunConfig, run_dir, preset: str, edits: list[str], progress: bool = True) -> None:
-    """Train (or resume) the run `cfg` = preset `preset` with `--set` `edits` into `run_dir`
-    as `abacus-interp train` does: in `train.processes` processes (started here), or in this
-    process when that is one. For commands that train many runs (ablate, compare)."""
+def train_run(cfg: RunConfig, run_dir, progress: bool = True) -> None:
+    """Train (or resume) the run `cfg` into `run_dir` as `abacus-interp train` does: in
+    `train.processes` processes (started here), or in this process when that is one. For
+    commands that train many runs (ablate, compare)."""
     from .loop import train
 
     processes = processes_to_start(cfg.train)
     if processes == 1:
         train(cfg, run_dir, progress=progress)
         return
-    edit_args = [a for e in edits for a in ("--set", e)]
-    status = launch(["train", "--preset", preset, "--out", str(run_dir), *edit_args], processes)
+    status = launch(cfg, run_dir, processes)
     if status:
         raise RuntimeError(f"training {run_dir} failed (exit status {status}); run the same command again to resume")

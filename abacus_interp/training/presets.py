@@ -425,7 +425,7 @@ def expressions() -> RunConfig:
     most 5, held-out problems in a hashed test split that training never draws. The model is
     the comparison's smallest looped cell (d_model 32, one layer looped 3 times);
     `abacus-interp compare --spec expressions` trains every family and size from this recipe
-    by `--set` edits (abacus_interp/experiments/compare.py).
+    by `--set` edits (abacus_lab/experiments/compare.py).
 
     2,000 steps of 256 problems (512k problems, a fifth of one epoch of the reference's 2.6M)
     fit a CPU core in about 15 minutes at the smallest size; the reference trains 10 epochs

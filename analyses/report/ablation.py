@@ -1,9 +1,10 @@
 """The ablation's presentation: what an ablation found (ablation.json -> sentences) and its
 figure, exact match against operand length per factor.
 
-The ablation itself (its specs, cells, training and evaluation) is the library's
-`abacus_interp.experiments.ablation`; `abacus-interp ablate` hands `findings` to its
-`run_ablation`, and the report's ablation section draws `ablation_figure`.
+The ablation itself (its specs, cells, training and evaluation) is the experiment driver
+`abacus_lab.experiments.ablation`, which writes these findings into ablation.json; the report's
+ablation section recomputes them from the cells (so an edit here shows without a re-run) and
+draws `ablation_figure`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,15 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
-from abacus_interp.experiments.ablation import extrapolation_limit
+
+def extrapolation_limit(cell: dict[str, Any], threshold: float = 0.5) -> int | None:
+    """The longest length up to which exact match stays >= threshold (None: not even 1)."""
+    last = None
+    for n, em in zip(cell["lengths"], cell["exact_match"], strict=True):
+        if em is None or em < threshold:
+            break
+        last = n
+    return last
 
 
 def _at(cell: dict[str, Any], length: int) -> float | None:

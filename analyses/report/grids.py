@@ -37,6 +37,7 @@ def _grid_json(directory: Path | None, name: str, command: str, option: str) -> 
 
 def build_ablation(ctx: RunContext) -> Built:
     from .ablation import ablation_figure
+    from .ablation import findings as ablation_findings
 
     data = _grid_json(ctx.ablation_dir, "ablation.json", "ablate", "ablation")
     rows = [[c["factor"], c["label"], c.get("params"), c.get("train_seconds"),
@@ -44,10 +45,11 @@ def build_ablation(ctx: RunContext) -> Built:
     table = H.grid_table(["factor", "value", "params", "train s", *map(str, data["cells"][0]["lengths"])], rows,
                          caption=f"Exact match by operand length ({data['spec']['description']})")
     return Built(data=data, plots={"ablation": ablation_figure(data)}, tables=table,
-                 sentences=list(data["findings"]))
+                 sentences=ablation_findings(data))
 
 
 def build_architectures(ctx: RunContext) -> Built:
+    from .architectures import findings as architecture_findings
     from .architectures.curves import learning_curves_figure
     from .architectures.summary import (
         accuracy_vs_length_figure,
@@ -84,7 +86,7 @@ def build_architectures(ctx: RunContext) -> Built:
     table = accuracy + compute
     figures = {"accuracy_vs_params": accuracy_vs_params_figure(data), "accuracy_vs_length": accuracy_vs_length_figure(data),
                "learning_curves": learning_curves_figure(data)}
-    return Built(data=data, plots=figures, tables=table, sentences=list(data["findings"]))
+    return Built(data=data, plots=figures, tables=table, sentences=architecture_findings(data))
 
 
 class AblationAnalysis:

@@ -1,7 +1,7 @@
 """Learning curves of a comparison against training compute: families at equal FLOPs, which
 curves still rise, and the figure (comparison.json -> sentences and a plotly figure).
 
-A curve is a cell's `curve` (abacus_interp.experiments.compare_compute.CurvePoint rows):
+A curve is a cell's `curve` (abacus_interp.training.compute.CurvePoint rows):
 held-out exact match and loss per answer token of every in-run evaluation, against training FLOPs.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from abacus_interp.experiments.compare_compute import CurvePoint
+from abacus_interp.training.compute import CurvePoint
 
 from .common import FAMILY_COLORS, SIGNIFICANCE, label
 

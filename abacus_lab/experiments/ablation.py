@@ -15,15 +15,15 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import checkpoints as ckpt
-from ..core.scoring import score_examples
-from ..errors import UserError, check_output_dir
-from ..evaluation.grid import cell_examples, cell_fits
+from abacus_interp import checkpoints as ckpt
+from abacus_interp.core.scoring import score_examples
+from abacus_interp.errors import UserError, check_output_dir
+from abacus_interp.evaluation.grid import cell_examples, cell_fits
+from analyses.report.ablation import findings
 
 logger = logging.getLogger(__name__)
 
@@ -141,7 +141,7 @@ def evaluate_lengths(model, task, lengths, n_per_length: int, seed: int = 0) -> 
 def evaluate_generated(model, task, lengths, chains, n_per_length: int, seed: int = 0) -> dict[str, Any]:
     """Exact match of generated answers (the model's default loops, adaptive when it halts)
     on uniform lengths and planted chains; None where the problem does not fit the model."""
-    from ..evaluation.extrapolation import length_extrapolation
+    from abacus_interp.evaluation.extrapolation import length_extrapolation
 
     def scored(lengths_, chains_):
         digits = lengths_[0] if lengths_ else chains_[0][0]
@@ -162,14 +162,12 @@ def evaluate_generated(model, task, lengths, chains, n_per_length: int, seed: in
     }
 
 
-def run_ablation(spec: AblationSpec, out: str | Path, progress: bool = True,
-                 findings: Callable[[dict[str, Any]], list[str]] | None = None) -> dict[str, Any]:
+def run_ablation(spec: AblationSpec, out: str | Path, progress: bool = True) -> dict[str, Any]:
     """Train (or resume) every cell of `spec` under `out/cells/`, evaluate it, and write
-    `out/ablation.json`; returns its content. Its `findings` are what `findings(data)` says
-    of the cells (the CLI passes the report's, `analyses.report.ablation.findings`: the
-    library writes no sentences); without it they are empty."""
-    from ..training import apply_overrides, get_preset
-    from ..training.launch import train_run
+    `out/ablation.json` with what the report's `analyses.report.ablation.findings` says of
+    the cells; returns its content."""
+    from abacus_interp.training import apply_overrides, get_preset
+    from abacus_interp.training.launch import train_run
 
     out = check_output_dir(out)
     (out / "cells").mkdir(parents=True, exist_ok=True)
@@ -180,7 +178,7 @@ def run_ablation(spec: AblationSpec, out: str | Path, progress: bool = True,
         eval_path = cell_dir / "lengths.json"
         if not eval_path.exists():
             started = time.perf_counter()
-            train_run(cfg, cell_dir, spec.preset, [*spec.base, *variant.overrides], progress)
+            train_run(cfg, cell_dir, progress)
             model = ckpt.load_model(cell_dir)
             if spec.generate:
                 lengths = evaluate_generated(model, cfg.make_task(), spec.lengths, spec.chains, spec.n_per_length)
@@ -195,23 +193,13 @@ def run_ablation(spec: AblationSpec, out: str | Path, progress: bool = True,
         results.append({**asdict(variant), "cell": slug(variant), **lengths})
         logger.info("ablation cell %s: %s", slug(variant), lengths["exact_match"])
     data = {"spec": {**asdict(spec), "trained_max_digits": _trained_digits(spec)}, "cells": results}
-    data["findings"] = findings(data) if findings is not None else []
+    data["findings"] = findings(data)
     ckpt.write_json(out / "ablation.json", data)
     return json.loads((out / "ablation.json").read_text())  # JSON types, as a later reader sees them
 
 
 def _trained_digits(spec: AblationSpec) -> int:
     """The baseline's longest trained operand length (its task's max_digits)."""
-    from ..training import apply_overrides, get_preset
+    from abacus_interp.training import apply_overrides, get_preset
 
     return apply_overrides(get_preset(spec.preset), list(spec.base)).make_task().max_digits
-
-
-def extrapolation_limit(cell: dict[str, Any], threshold: float = 0.5) -> int | None:
-    """The longest length up to which exact match stays >= threshold (None: not even 1)."""
-    last = None
-    for n, em in zip(cell["lengths"], cell["exact_match"], strict=True):
-        if em is None or em < threshold:
-            break
-        last = n
-    return last

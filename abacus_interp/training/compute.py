@@ -1,4 +1,4 @@
-"""Training compute of a comparison cell, and its learning curve against that compute.
+"""Training compute of a run (a comparison cell), and its learning curve against that compute.
 
 FLOPs come from `core.flops` (the one count the model card and the benchmarks print too),
 with each query attending to n_ctx keys, the run's mean sequence length (real tokens per

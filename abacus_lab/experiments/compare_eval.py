@@ -15,11 +15,17 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from .. import checkpoints as ckpt
-from ..core.scoring import score_examples
-from ..errors import UserError
-from ..tasks.carries import sample_with_cascade
-from .compare_compute import CellCompute, CurvePoint, cell_compute, learning_curve, mean_context
+from abacus_interp import checkpoints as ckpt
+from abacus_interp.core.scoring import score_examples
+from abacus_interp.errors import UserError
+from abacus_interp.tasks.carries import sample_with_cascade
+from abacus_interp.training.compute import (
+    CellCompute,
+    CurvePoint,
+    cell_compute,
+    learning_curve,
+    mean_context,
+)
 
 UNIFORM = "uniform"  # the task's own sampler, as training draws problems
 CARRY_BALANCED = "carry-balanced"  # longest carry chain uniform in 0..digits (tasks.carries)
@@ -133,7 +139,7 @@ def heldout_size(config: dict[str, Any], task) -> int:
 
 def cell_curve(cell_dir: Path, params: int) -> tuple[CellCompute, tuple[CurvePoint, ...]]:
     """The compute and learning curve of a trained cell, from its config.json and metrics.jsonl."""
-    from ..tasks import task_from_config
+    from abacus_interp.tasks import task_from_config
 
     config = ckpt.read_run_config(cell_dir)
     task = task_from_config(config["task"])

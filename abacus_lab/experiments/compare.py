@@ -5,7 +5,7 @@ multi-layer LSTM on arithmetic expressions, three sizes each.
 
 Every cell is a real run of the project's `train` (resumable), evaluated on held-out problems
 (compare_eval says which) and stored beside the run with its learning curve against training
-FLOPs (compare_compute), so `run_comparison` on a finished directory only reads. A cell can
+FLOPs (abacus_interp.training.compute), so `run_comparison` on a finished directory only reads. A cell can
 be trained again at another seed (`cells/<cell>-seed<n>`); the findings then use both runs.
 
     abacus-interp compare --spec expressions --sizes S --out runs/expr-compare
@@ -18,16 +18,17 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .. import checkpoints as ckpt
-from ..errors import UserError, check_output_dir
+from abacus_interp import checkpoints as ckpt
+from abacus_interp.errors import UserError, check_output_dir
+from analyses.report.architectures import findings
+
 from .compare_cells import cell_dirs, read_evaluation
 from .compare_eval import cell_curve, evaluate_cell
-from .compare_inside import read_inside
+from .compare_inside import inspect_winners, read_inside
 
 logger = logging.getLogger(__name__)
 
@@ -191,7 +192,7 @@ def _check_same_config(cell_dir: Path, cfg) -> None:
     """A cell directory counts only if it holds the cell asked for, not one trained with other
     --set values into the same directory; read back through RunConfig, so a field added since
     (at its default) is no difference, and EXECUTION_FIELDS are no difference either."""
-    from ..training import RunConfig
+    from abacus_interp.training import RunConfig
 
     def trained(config: dict) -> dict:
         config = json.loads(json.dumps(config))
@@ -218,18 +219,16 @@ def run_comparison(
     progress: bool = True,
     cells: tuple[str, ...] | None = None,
     seed: int = 0,
-    inspect_winners: Callable[[ComparisonSpec, Path], object] | None = None,
-    findings: Callable[[dict[str, Any]], list[str]] | None = None,
+    inspect: bool = True,
 ) -> dict[str, Any]:
     """Train (or resume) each selected cell under `out/cells/` at train.seed=`seed` (a seed
     other than 0 writes `cells/<cell>-seed<seed>`), evaluate it, look inside the best looped
-    and GPT cells when given `inspect_winners` (the CLI passes the report's,
-    `analyses.report.inside.inspect_winners`: the library does not import the report), and
-    write `out/comparison.json` over every evaluated cell there (its findings written by
-    `findings`, see `summarise`); returns its content. A cell whose training finished is
+    and GPT cells with the report's sections when `inspect` (compare_inside), and write
+    `out/comparison.json` over every evaluated cell there (see `summarise`); returns its
+    content. A cell whose training finished is
     evaluated without training; one already evaluated is only read."""
-    from ..training import apply_overrides, get_preset
-    from ..training.launch import train_run
+    from abacus_interp.training import apply_overrides, get_preset
+    from abacus_interp.training.launch import train_run
 
     out = check_output_dir(out)
     (out / "cells").mkdir(parents=True, exist_ok=True)
@@ -245,7 +244,7 @@ def run_comparison(
             continue
         started = time.perf_counter()
         if not _finished(cell_dir, cfg.train.steps):
-            train_run(cfg, cell_dir, spec.preset, edits, progress)
+            train_run(cfg, cell_dir, progress)
         evaluation = evaluate_cell(ckpt.load_model(cell_dir, device="cpu"), cfg.make_task(), spec)
         compute, curve = cell_curve(cell_dir, evaluation.params)
         rows = ckpt.read_metrics(cell_dir)
@@ -255,19 +254,16 @@ def run_comparison(
             compute=compute, curve=curve)
         ckpt.write_json(eval_path, evaluation.to_dict())
         logger.info("comparison cell %s: exact match %.3f", contender.cell, evaluation.exact_match)
-    if inspect_winners is not None:
+    if inspect:
         inspect_winners(spec, out)
-    return summarise(spec, out, findings=findings)
+    return summarise(spec, out)
 
 
-def summarise(spec: ComparisonSpec, out: str | Path,
-              findings: Callable[[dict[str, Any]], list[str]] | None = None) -> dict[str, Any]:
+def summarise(spec: ComparisonSpec, out: str | Path) -> dict[str, Any]:
     """`comparison.json` from the evaluated cells under `out/cells/` (in the spec's order):
     `cells` holds every cell's first run (train.seed 0), `seeds` its runs at other seeds,
     `inside` what the interpretability sections found in the winners (compare_inside), and
-    `findings` what `findings(data)` says of them (the CLI passes the report's,
-    `analyses.report.architectures.findings`: the library writes no sentences); without it
-    they are empty."""
+    `findings` what the report's `analyses.report.architectures.findings` says of them."""
     out = Path(out)
     cells, seeds = [], []
     for contender, cell_dir in cell_dirs(spec, out):
@@ -278,6 +274,6 @@ def summarise(spec: ComparisonSpec, out: str | Path,
         raise UserError(f"{out}/cells has no evaluated cell; run `abacus-interp compare --out {out}` first")
     data = {"spec": asdict(spec), "cells": cells, "seeds": seeds, "inside": [asdict(i) for i in read_inside(out)]}
     data = json.loads(json.dumps(data))  # JSON types (lists, not tuples), as findings and a later reader see them
-    data["findings"] = findings(data) if findings is not None else []
+    data["findings"] = findings(data)
     ckpt.write_json(out / "comparison.json", data)
     return json.loads((out / "comparison.json").read_text())

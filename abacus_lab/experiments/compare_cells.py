@@ -13,7 +13,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .. import checkpoints as ckpt
+from abacus_interp import checkpoints as ckpt
+
 from .compare_eval import CellEvaluation, cell_curve
 
 

@@ -5,10 +5,10 @@ resumable (a finished directory is only read).
     compare          one run per model family and size; accuracy against parameters, length and compute
     compare_cells    where a comparison's evaluated cells are stored, and reading their evaluations
     compare_eval     how a comparison cell is evaluated (held-out problems, by length, carry-balanced)
-    compare_compute  training FLOPs and the learning curve of a cell
     compare_inside   which cells are a comparison's winners, and what was found inside them
 
-Their findings (sentences) and figures are the report's (`analyses.report.ablation`,
-`analyses.report.architectures`); the CLI hands the findings writers to `run_ablation` and
-`run_comparison`.
+They stand above the report: their findings (sentences) and figures are the report's
+(`analyses.report.ablation`, `analyses.report.architectures`), which these drivers call, and
+the report shows a finished grid again from its JSON (`--ablation`, `--architectures`). A
+cell's training compute and learning curve are the library's (`abacus_interp.training.compute`).
 """

@@ -1,0 +1,186 @@
+"""`abacus-interp eval` (exact-match grid, accuracy against loops, edge cases, length
+extrapolation) and `abacus-interp solve` (one problem, in human order)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from abacus_interp.errors import UserError
+
+from .args import (
+    add_device_option,
+    check_json_path,
+    parse_chains,
+    parse_int_list,
+    parse_loop_count,
+    parse_range,
+    write_json,
+)
+
+
+def cmd_eval(args) -> int:
+    from abacus_interp.checkpoints import (
+        checkpoint_at,
+        load_model,
+        load_task,
+        read_run_config,
+        run_dir_of,
+    )
+    from abacus_interp.core.config import ModelConfig
+    from abacus_interp.core.scoring import run_readout
+    from abacus_interp.evaluation.suite import evaluate, format_report
+
+    run = Path(args.run)
+    check_json_path(args.json)  # now, not after the evaluation
+    path = checkpoint_at(run, args.step) if args.step is not None else run
+    saved_capacity = ModelConfig.from_dict(read_run_config(run)["model"]).max_loops
+    # more hook sets only when asked for deeper loops; never fewer than the model has
+    model = load_model(path, max_loops=max([saved_capacity, *(args.loops or [])]), device=args.device)
+    task = load_task(run_dir_of(run))
+    if args.multipliers and not args.lengths:
+        raise UserError("--multipliers scores N x k products at the --lengths given: add --lengths, e.g. --lengths 5,20,50")
+    for k in args.multipliers if hasattr(task, "check_multiplier") and args.multipliers else ():
+        task.check_multiplier(k)
+    if args.lengths or args.chains:
+        with _eval_threads(model):
+            return _eval_extrapolation(model, task, args)
+    readout = run_readout(read_run_config(run)["train"], task)  # score it the way it was trained
+    with _eval_threads(model):
+        report = evaluate(model, task, grid=args.grid, loops=args.loops, n_per_cell=args.n, seed=args.seed, **readout)
+    print(format_report(report))
+    if args.json:
+        write_json(args.json, report.to_dict())
+        print(f"wrote {args.json}")
+    return 0
+
+
+def _eval_threads(model):
+    """One intra-op torch thread while a model on the CPU is evaluated, as the report does:
+    these models are too small to keep several threads busy, and on a machine whose cores
+    are taken (a training run) spinning OpenMP threads fight over them (`core.runtime`: 25x
+    slower on the evaluation suite with two busy cores)."""
+    from abacus_interp.core.runtime import torch_threads
+
+    return torch_threads(1 if model.W_E.device.type == "cpu" else None)
+
+
+def _eval_extrapolation(model, task, args) -> int:
+    from abacus_interp.evaluation.extrapolation import format_table, length_extrapolation
+
+    counts = args.loops or [None]  # None: the model's default loops (adaptive when it has halt_tol)
+    results = []
+    for n_loops in counts:
+        result = length_extrapolation(model, task, args.lengths or [], args.chains or [], n=args.n, n_loops=n_loops,
+                                      tol=args.halt_tol, seed=args.seed, multipliers=args.multipliers or ())
+        print(format_table(result))
+        results.append(result.to_dict())
+    print("samples: 'uniform' = both operands of exactly that many digits, digits uniform; "
+          "'uniform x k' = a multiplicand of that many digits times a k-digit multiplier, digits uniform; "
+          "'chain c' = a planted carry chain of c columns (tasks.carries.sample_with_cascade)")
+    if args.json:
+        write_json(args.json, {"extrapolation": results})
+        print(f"wrote {args.json}")
+    return 0
+
+
+def _beyond_trained_length(task, example, run) -> str | None:
+    """A warning when an operand has more digits than the run was trained on, else None.
+    Only tasks configured with a digit range (`max_digits`) have a trained length."""
+    from abacus_interp.tasks.base import digit_count
+
+    trained = task.config()
+    max_digits = trained.get("max_digits")
+    if max_digits is None:
+        return None
+    numbers = [op for op in example.operands if isinstance(op, int) and not isinstance(op, bool)]
+    longest = max((digit_count(abs(n)) for n in numbers), default=0)
+    if longest <= max_digits:
+        return None
+    min_digits = trained.get("min_digits", 1)
+    # a digit task's --lengths scores that one length (a --grid 1..5000 would be 25 million cells)
+    if task.name == "sorting":  # no grid: the report's comparisons section scores longer numbers
+        return (f"a number has {longest} digits but {run} was trained on numbers of {min_digits}..{max_digits} "
+                f"digits; past that range answers may be wrong, and how often they are right is what the "
+                f"comparisons section of `abacus-interp report {run} --out DIR` measures")
+    measure = f"--lengths {longest}" if task.has_digit_grid else f"--grid 1..{longest}"
+    return (
+        f"an operand has {longest} digits but {run} was trained on operands of {min_digits}..{max_digits} "
+        f"digits; past that range answers may be wrong, and how often they are right is what "
+        f"`abacus-interp eval {run} {measure}` measures"
+    )
+
+
+def cmd_solve(args) -> int:
+    from abacus_interp.checkpoints import load_model, load_task, read_run_config
+    from abacus_interp.core.scoring import decode_budget, run_readout
+    from abacus_interp.evaluation.common import check_fits_model
+    from abacus_interp.tasks.base import digit_count
+
+    model = load_model(args.run, device=args.device)
+    task = load_task(args.run)
+    example = task.from_human(args.problem)
+    if hasattr(task, "check_multiplier"):
+        task.check_multiplier(digit_count(example.operands[1]))
+    check_fits_model(model, example)  # the rule eval --lengths applies
+    warning = _beyond_trained_length(task, example, args.run)
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
+    from abacus_interp.core.halting import generate_adaptive, resolve_halting
+
+    # the answer's tokens (and EOS if the run was trained to write it), as eval decodes it
+    budget = decode_budget(task, [example], run_readout(read_run_config(args.run)["train"], task)["eos"])
+    fixed, tol = resolve_halting(model, args.loops, None)
+    if fixed is None:
+        decoded = generate_adaptive(model, [example.prompt], tol=tol, max_new_tokens=budget)
+        completion = decoded.completions[0]
+        loops = f"{decoded.loops_used[0]} loops ({'converged' if decoded.converged[0] else 'cap reached'}, tol {tol:g})"
+    else:
+        completion = model.generate([example.prompt], n_loops=fixed, max_new_tokens=budget)[0]
+        loops = f"{fixed} loops"
+    print(task.to_human(completion))
+    if args.verbose:
+        verdict = "correct" if task.check(example, completion) else f"wrong (expected {task.to_human(example.target)})"
+        print(f"model order: {example.prompt}{completion}  -> {verdict}; {loops}")
+    return 0
+
+
+def _add_eval_command(sub) -> None:
+    p = sub.add_parser("eval", help="exact-match grid, accuracy vs loops, edge cases")
+    p.add_argument("run")
+    p.add_argument("--step", type=int, help="checkpoint step (default: latest)")
+    p.add_argument("--grid", type=parse_range, help="operand digit range, e.g. 1..20")
+    p.add_argument("--loops", type=parse_int_list,
+                   help="loop counts, e.g. 1,2,4,8 (default: powers of two and 1x, 2x, 4x the trained loops, up to 4x)")
+    p.add_argument("--n", type=int, default=25,
+                   help="problems per grid cell (default 25, so eval takes seconds; 100 for finer cells); whole sets "
+                        "(vs loops, perplexity) get 4x this (per row with --lengths/--chains)")
+    p.add_argument("--lengths", type=parse_int_list,
+                   help="length extrapolation instead: exact match on operands of exactly these digit counts, e.g. 5,10,50")
+    p.add_argument("--chains", type=parse_chains,
+                   help="length extrapolation on planted carry chains: 5,10 (chain c in c digits) or 5:20")
+    p.add_argument("--multipliers", type=parse_int_list,
+                   help="with --lengths, multiplication: score each length times multipliers of these digit counts, e.g. 1,2,3")
+    p.add_argument("--halt-tol", type=float,
+                   help="with --lengths/--chains: adaptive loops at this tolerance (default: the model's halt_tol)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", help="write every number to this file")
+    add_device_option(p)
+    p.set_defaults(func=cmd_eval)
+
+
+def _add_solve_command(sub) -> None:
+    p = sub.add_parser("solve", help='solve one problem in human order, e.g. "123+456"')
+    p.add_argument("run")
+    # optional to argparse only: main() takes a problem that starts with "-" (an expression
+    # such as "-5+3") from the arguments argparse read as an unknown option
+    p.add_argument("problem", nargs="?", help='the problem, e.g. "123+456" (one that starts with "-" may also follow --)')
+    p.add_argument("--loops", type=parse_loop_count, help="a fixed loop count (default: the model's, adaptive when it has halt_tol)")
+    p.add_argument("--verbose", action="store_true", help="also show the model-order text, a verdict and the loops used")
+    add_device_option(p)
+    p.set_defaults(func=cmd_solve)
+
+
+def add_commands(sub) -> None:
+    _add_eval_command(sub)
+    _add_solve_command(sub)
