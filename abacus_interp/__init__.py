@@ -8,6 +8,7 @@ how the pieces fit together.
 """
 
 from .checkpoints import LoadedCheckpoint, list_checkpoints, load_checkpoint, load_model
+from .core import families as _families  # noqa: F401  (the built-in model families register themselves)
 from .core.cache import LoopActivationCache
 from .core.config import ModelConfig
 from .core.hooks import act_name, head_label, hook_name, layer_label, loop_label, neuron_label

@@ -59,7 +59,8 @@ class RunContext:
 
     @property
     def family(self) -> str:
-        """The model family (ModelConfig.family): "looped", "lstm" or "retran"."""
+        """The model family (ModelConfig.family): "looped", "lstm", "retran" or any other
+        registered one (abacus_interp.core.family_registry)."""
         return self.model.cfg.family
 
     @property

@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from abacus_interp import ModelConfig, get_task, load_model
-from abacus_interp.core.families import MODEL_CLASSES, build_model
+from abacus_interp.core.families import build_model, family_class
+from abacus_interp.core.summary import parameter_summary
 from abacus_interp.training import RunConfig, TrainConfig, apply_overrides, get_preset, train
 
 FAMILIES = ("lstm", "retran")
@@ -59,7 +60,7 @@ def test_config_selects_family_and_keeps_looped_configs_unchanged():
         cfg = tiny_model_cfg(family)
         assert cfg.max_loops == 1
         assert ModelConfig.from_dict(cfg.to_dict()) == cfg
-        assert isinstance(build_model(cfg), MODEL_CLASSES[family])
+        assert isinstance(build_model(cfg), family_class(family))
         with pytest.raises(ValueError, match="n_loops=1"):
             tiny_model_cfg(family, n_loops=2)
     with pytest.raises(ValueError, match="family"):
@@ -85,7 +86,7 @@ def test_training_lowers_the_loss(trained_run):
 def test_load_model_reproduces_the_trained_logits(trained_run):
     family, run_dir, _ = trained_run
     model = load_model(run_dir, device="cpu")
-    assert type(model) is MODEL_CLASSES[family]
+    assert type(model) is family_class(family)
     reloaded = load_model(run_dir, device="cpu")
     tokens = model.to_tokens(PROMPTS)
     with torch.no_grad():
@@ -166,10 +167,10 @@ def _metrics(run_dir):
 def test_parameter_summary_counts_the_lstm_layers():
     for family in FAMILIES:
         model = build_model(tiny_model_cfg(family))
-        summary = model.param_summary()
+        summary = parameter_summary(model)
         assert summary["total_parameters"] == sum(p.numel() for p in model.parameters())
         d, layers = model.cfg.d_model, model.cfg.n_layers
         assert summary["parameters"]["lstm"] == layers * (2 * d * 4 * d + 4 * d)  # W_ih, W_hh, b
         assert summary["parameters"]["mlp"] == 0
     # a looped model's summary lists the same components as before the families existed
-    assert "lstm" not in build_model(tiny_model_cfg("looped", n_loops=2)).param_summary()["parameters"]
+    assert "lstm" not in parameter_summary(build_model(tiny_model_cfg("looped", n_loops=2)))["parameters"]

@@ -9,7 +9,11 @@ import pytest
 import torch
 
 from abacus_interp import ArithmeticModel, LoopedTransformer, ModelConfig, act_name, hook_name
-from abacus_interp.core.families import MODEL_CLASSES, SinglePassModel, build_model
+from abacus_interp.core.families import (
+    SinglePassModel,
+    build_model,
+    registered_families,
+)
 from abacus_interp.tasks import get_task
 
 PER_LAYER = re.compile(r"^loops\.(\d+)\.blocks\.(\d+)\.(.+)$")
@@ -54,7 +58,7 @@ def _family_cfg(family: str) -> ModelConfig:
                        max_seq_len=24, positional="none" if family == "lstm" else "abacus", abacus_max_offset=4)
 
 
-@pytest.mark.parametrize("family", sorted(MODEL_CLASSES))
+@pytest.mark.parametrize("family", sorted(registered_families()))
 def test_every_family_derives_from_the_shared_base(family):
     model = build_model(_family_cfg(family))
     assert isinstance(model, ArithmeticModel)

@@ -23,7 +23,7 @@ from abacus_interp.core.positions import (
     learned_indices,
     sample_offsets,
 )
-from abacus_interp.core.summary import COMPONENTS
+from abacus_interp.core.summary import COMPONENTS, parameter_summary
 from abacus_interp.core.tokens import PAD_ID, left_pad
 
 ADDITION_VOCAB = Vocab(tuple("0123456789+="))  # the vocabulary of the `tiny_model` fixture
@@ -587,7 +587,7 @@ def test_parameter_summary_counts_add_up(tiny_model, tie_unembed, positional, no
     cfg = model.cfg
     d, h, e, m, v = cfg.d_model, cfg.n_heads, cfg.d_head, cfg.d_mlp, cfg.d_vocab
     n_layers = cfg.n_layers
-    summary = model.param_summary()
+    summary = parameter_summary(model)
     counts = summary["parameters"]
 
     assert tuple(counts) == COMPONENTS
@@ -615,9 +615,9 @@ def test_parameter_summary_counts_add_up(tiny_model, tie_unembed, positional, no
 
 def test_parameter_summary_counts_the_state_norm_of_norm_add(tiny_model):
     plain, normed = tiny_model(input_injection="add"), tiny_model(input_injection="norm_add")
-    extra = normed.param_summary()["parameters"]["norms"] - plain.param_summary()["parameters"]["norms"]
+    extra = parameter_summary(normed)["parameters"]["norms"] - parameter_summary(plain)["parameters"]["norms"]
     assert extra == 2 * normed.cfg.d_model  # ln_state's weight and bias
-    assert normed.param_summary()["total_parameters"] == sum(p.numel() for p in normed.parameters())
+    assert parameter_summary(normed)["total_parameters"] == sum(p.numel() for p in normed.parameters())
 
 
 # ------------------------------------------------------------------ 11. jaxtyping signatures

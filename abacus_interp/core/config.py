@@ -8,6 +8,7 @@ import typing
 from dataclasses import dataclass
 
 from ..errors import UserError
+from .family_registry import registered_families
 from .tokens import Vocab
 
 ACTIVATIONS = ("gelu", "relu", "swiglu")
@@ -18,9 +19,9 @@ ROTARIES = ("none", "abacus")
 OFFSET_MODES = ("batch", "example")
 MULTIPLIER_SELECTS = ("fixed", "learned")
 BACKENDS = ("auto", "explicit", "sdpa", "flash")
-# "gpt" is not a family of its own: it is the looped family with n_loops=1 and as many
-# layers as the looped model it is compared with (n_layers * n_loops), weights unshared.
-FAMILIES = ("looped", "lstm", "retran")
+# The families are the registry's (core/family_registry.py). "gpt" is not a family of its
+# own: it is the looped family with n_loops=1 and as many layers as the looped model it is
+# compared with (n_layers * n_loops), weights unshared.
 # Layers and loops are built one module at a time (a block per layer, a set of hook points
 # per loop: 1.3 ms each on extrap-add), so 10,000 take seconds; a count far beyond (a typo,
 # a damaged config.json, --loops 1000000000) would build for hours instead of failing.
@@ -170,7 +171,7 @@ class ModelConfig:
             ("abacus_offset_mode", self.abacus_offset_mode, OFFSET_MODES),
             ("rotary", self.rotary, ROTARIES),
             ("attention_backend", self.attention_backend, BACKENDS),
-            ("family", self.family, FAMILIES),
+            ("family", self.family, registered_families()),
             ("multiplier_select", self.multiplier_select, MULTIPLIER_SELECTS),
         ]:
             if value not in allowed:

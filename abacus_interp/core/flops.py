@@ -24,18 +24,29 @@ from __future__ import annotations
 from fractions import Fraction
 
 from .config import ModelConfig
+from .family_registry import family_class
 
 BACKWARD_FACTOR = 3  # forward + backward = 3x forward: the backward pass is two matmuls per forward one
 
 
+def attention_flops_per_token(cfg: ModelConfig, n_keys: float) -> float:
+    """One attention layer, each query attending to `n_keys` keys (the sequence's length)."""
+    inner = cfg.n_heads * cfg.d_head
+    return 2 * 4 * cfg.d_model * inner + 2 * 2 * n_keys * inner
+
+
+def mlp_flops_per_token(cfg: ModelConfig) -> float:
+    return 2 * cfg.mlp_matrices * cfg.d_model * cfg.d_mlp
+
+
+def lstm_flops_per_token(cfg: ModelConfig) -> float:
+    return 2 * 2 * cfg.d_model * 4 * cfg.d_model
+
+
 def layer_flops_per_token(cfg: ModelConfig, n_keys: float) -> float:
-    """Forward FLOPs per token of one application of one layer of `cfg`'s family, each query
-    attending to `n_keys` keys (the sequence's length)."""
-    d, inner = cfg.d_model, cfg.n_heads * cfg.d_head
-    attention = 2 * 4 * d * inner + 2 * 2 * n_keys * inner
-    mlp = 2 * cfg.mlp_matrices * d * cfg.d_mlp
-    lstm = 2 * 2 * d * 4 * d
-    return {"looped": attention + mlp, "lstm": lstm, "retran": attention + lstm}[cfg.family]
+    """Forward FLOPs per token of one application of one layer of `cfg`'s family (its
+    `layer_flops_per_token`, built from the terms above), each query attending to `n_keys` keys."""
+    return family_class(cfg.family).layer_flops_per_token(cfg, n_keys)
 
 
 def readout_flops_per_token(cfg: ModelConfig) -> float:

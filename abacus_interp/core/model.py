@@ -29,6 +29,8 @@ from transformer_lens.hook_points import HookPoint
 from ..errors import UserError
 from .attention import Attention, AttentionContext, AttentionHooks, KVEntry
 from .config import ModelConfig
+from .family_registry import register_family
+from .flops import attention_flops_per_token, mlp_flops_per_token
 from .hooks import (
     act_name as act_name,  # re-exported: `from abacus_interp.core.model import act_name`
 )
@@ -125,8 +127,15 @@ class LoopHooks(nn.Module):
         self.hook_state_post = HookPoint()  # [batch pos d_model]
 
 
+@register_family
 class LoopedTransformer(ArithmeticModel):
+    family: ClassVar[str] = "looped"
+    label: ClassVar[str] = "Looped"
     is_looped: ClassVar[bool] = True
+
+    @staticmethod
+    def layer_flops_per_token(cfg: ModelConfig, n_keys: float) -> float:
+        return attention_flops_per_token(cfg, n_keys) + mlp_flops_per_token(cfg)
 
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)  # W_E, W_pos and the input hook points

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -59,6 +59,12 @@ class ArithmeticModel(HookedRootModule, abc.ABC):
     `finish_setup()`, in that order: the parameters are then registered, and a seeded
     initialisation draws its numbers, in the same order in every family."""
 
+    # What makes a family (core/family_registry.py; registered with @register_family):
+    # its name in ModelConfig.family, how tables and figures name it, and the (parameter-name
+    # fragment, component) pairs of its own kinds of parameters (core/summary.py).
+    family: ClassVar[str]
+    label: ClassVar[str]
+    components: ClassVar[tuple[tuple[str, str], ...]] = ()
     # True when a shared block runs over loops, with one hook set per loop (hooks.hook_name);
     # False for a family that runs its layers once.
     is_looped: ClassVar[bool]
@@ -102,6 +108,12 @@ class ArithmeticModel(HookedRootModule, abc.ABC):
         self.cfg.attach_device(self.W_E.device)
 
     # ------------------------------------------------------- what a family supplies
+    @staticmethod
+    @abc.abstractmethod
+    def layer_flops_per_token(cfg: ModelConfig, n_keys: float) -> float:
+        """Forward FLOPs per token of one application of one of its layers, each query
+        attending to `n_keys` keys; built from core/flops.py's shared terms."""
+
     @abc.abstractmethod
     def run_loops(
         self,
@@ -341,11 +353,6 @@ class ArithmeticModel(HookedRootModule, abc.ABC):
         from .decoding import generate
 
         return generate(self, prompts, n_loops, max_new_tokens, batch_size, use_cache)
-
-    def param_summary(self) -> dict[str, Any]:
-        from .summary import parameter_summary
-
-        return parameter_summary(self)
 
 
 def _largest_offset(offset: Int[Tensor, " batch"] | int) -> int | None:

@@ -5,12 +5,17 @@ from __future__ import annotations
 from .flops import forward_flops_per_token
 
 COMPONENTS = ("token_embedding", "positions", "attention", "mlp", "norms", "unembedding")
-# the LSTM layers of the "lstm" and "retran" families; listed only for a model that has them,
-# so a looped model's summary reads as it always has
-RECURRENT_COMPONENT = "lstm"
+# A family's own components (its `components`, e.g. the LSTM layers of "lstm" and "retran")
+# are listed after these, only for a model that has them, so a looped model's summary reads
+# as it always has. All of them are the repeated block's, which looping multiplies.
 
 
-def component_of(param_name: str) -> str:
+def component_of(param_name: str, family_components: tuple[tuple[str, str], ...] = ()) -> str:
+    """The component a parameter belongs to: the family's own (name fragment, component)
+    pairs first, then the components every family shares."""
+    for fragment, component in family_components:
+        if fragment in param_name:
+            return component
     if param_name == "W_E":
         return "token_embedding"
     if param_name == "W_pos":
@@ -21,12 +26,11 @@ def component_of(param_name: str) -> str:
         return "attention"
     if ".mlp." in param_name:
         return "mlp"
-    if ".lstm." in param_name:
-        return RECURRENT_COMPONENT
     # ln_state: the norm of the state before injection ("norm_add")
     if ".ln" in param_name or param_name.startswith(("ln_final", "ln_state")):
         return "norms"
-    raise ValueError(f"parameter {param_name!r} belongs to no known component")
+    raise ValueError(f"parameter {param_name!r} belongs to no known component; a family names its own "
+                     "kinds of parameters in its `components` (core/family_registry.py)")
 
 
 def parameter_summary(model, seq_len: int | None = None) -> dict:
@@ -34,11 +38,13 @@ def parameter_summary(model, seq_len: int | None = None) -> dict:
     n_loops times, so forward compute is that of a model n_loops times deeper."""
     cfg = model.cfg
     counts = dict.fromkeys(COMPONENTS, 0)
+    family_components = getattr(type(model), "components", ())
     for name, p in model.named_parameters():
-        component = component_of(name)
+        component = component_of(name, family_components)
         counts[component] = counts.get(component, 0) + p.numel()
     total = sum(counts.values())
-    block_params = counts["attention"] + counts["mlp"] + counts.get(RECURRENT_COMPONENT, 0) + sum(
+    own = {component for _, component in family_components}
+    block_params = counts["attention"] + counts["mlp"] + sum(counts.get(c, 0) for c in own) + sum(
         p.numel() for n, p in model.named_parameters() if n.startswith("blocks.") and ".ln" in n
     )
     seq_len = seq_len or cfg.max_seq_len

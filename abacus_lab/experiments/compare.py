@@ -77,7 +77,8 @@ class ComparisonSpec:
 
     def select(self, sizes: tuple[str, ...] | None = None, families: tuple[str, ...] | None = None,
                cells: tuple[str, ...] | None = None) -> list[Contender]:
-        for what, given, known in (("size", sizes, SIZES), ("family", families, FAMILIES),
+        spec_families = tuple(dict.fromkeys(c.family for c in self.contenders))
+        for what, given, known in (("size", sizes, SIZES), ("family", families, spec_families),
                                    ("cell", cells, tuple(c.base_cell for c in self.contenders))):
             unknown = sorted(set(given or ()) - set(known))
             if unknown:

@@ -21,6 +21,9 @@ class CarryAttentionAnalysis:
     def skip_reason(self, run: RunContext) -> str | None:
         if not run.task.has_carries:
             return f"carry attention is defined for multi-digit addition; this run's task is {run.task.name}"
+        if not run.model.is_looped:
+            return (f"carry attention reads the looped family's attention, one hook set per loop; "
+                    f"a {run.family} model has no such hooks")
         return None
 
     def run(self, run: RunContext, config: CarryAttentionConfig, needs: Mapping[str, Result]) -> CarryAttentionResult:

@@ -6,7 +6,8 @@ than any it was trained on by running more loops.
     result.figures(); result.findings()
 """
 
-from .analysis import CarryWaveResult, LockInFit, WaveProblem, run
+from .analysis import run
 from .config import CarryWaveConfig
+from .result import CarryWaveResult, LockInFit, WaveProblem
 
 __all__ = ["CarryWaveConfig", "CarryWaveResult", "LockInFit", "WaveProblem", "run"]

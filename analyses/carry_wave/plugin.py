@@ -6,9 +6,10 @@ from collections.abc import Mapping
 
 from analyses.contract import Result, RunContext
 
-from .analysis import CarryWaveResult, far_length_reason
+from .analysis import far_length_reason
 from .analysis import run as run_carry_wave
 from .config import CarryWaveConfig
+from .result import CarryWaveResult
 
 
 class CarryWaveAnalysis:

@@ -7,7 +7,8 @@ the list, and the loop at which the answer locks in against the digit that decid
     result.figures(); result.findings()
 """
 
-from .analysis import ComparisonsResult, run
+from .analysis import run
 from .config import ComparisonsConfig
+from .result import ComparisonsResult
 
 __all__ = ["ComparisonsConfig", "ComparisonsResult", "run"]

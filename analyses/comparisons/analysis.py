@@ -12,7 +12,6 @@ answer query in every loop.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 
 import torch
 
@@ -20,15 +19,15 @@ from abacus_interp.core.scoring import score_examples
 from abacus_interp.core.tokens import encode_batch
 from abacus_interp.errors import UserError
 from abacus_interp.evaluation.common import fits_context, section_rng
-from abacus_interp.jsonsafe import to_json
-from analyses._head_groups import GroupReading, Knockout, group_attention_mass, head_names
+from analyses._head_groups import GroupReading, group_attention_mass, head_names
 from analyses._head_groups import knockout as knock_out_groups
 from analyses.common import resolve
 from analyses.contract import configure
 
 from .config import ComparisonsConfig
-from .decide import DecidingDigit, deciding_digit
+from .decide import deciding_digit
 from .layout import ANSWER_GROUPS, DIGIT_GROUPS, ListLayout, answer_masks, digit_masks
+from .result import AccuracyRow, ComparisonsResult
 
 BATCH = 64
 KNOCKOUT_GROUPS = ("the answer's label", "the answer's digits", "digits still to write")
@@ -41,44 +40,6 @@ def skip_reason(model, task) -> str | None:
     if not model.is_looped:
         return "the comparisons are read loop by loop; this model has no loops"
     return None
-
-
-@dataclass(frozen=True)
-class AccuracyRow:
-    label: str  # what the lists are, in words
-    numbers: tuple[int, int]  # how many numbers per list (min, max)
-    digits: tuple[int, int]  # how many digits per number (min, max)
-    n: int
-    exact_match: float | None  # None: no list of this row fits the model
-    in_distribution: bool
-
-
-@dataclass(frozen=True)
-class ComparisonsResult:
-    trained_numbers: tuple[int, int]
-    trained_digits: tuple[int, int]
-    n_loops: int
-    rows: tuple[AccuracyRow, ...]
-    answer_reading: GroupReading
-    digit_reading: GroupReading
-    knockout: Knockout
-    deciding: DecidingDigit
-
-    def row(self, label: str) -> AccuracyRow:
-        return next(r for r in self.rows if r.label == label)
-
-    def to_dict(self) -> dict:
-        return to_json(self)
-
-    def figures(self):
-        from .figures import comparisons_figures
-
-        return comparisons_figures(self)
-
-    def findings(self) -> list[str]:
-        from .findings import comparisons_findings
-
-        return comparisons_findings(self)
 
 
 def hard_lists(task, n: int, count: int, digits: int, rng: random.Random):

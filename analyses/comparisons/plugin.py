@@ -6,9 +6,10 @@ from collections.abc import Mapping
 
 from analyses.contract import Result, RunContext
 
-from .analysis import ComparisonsResult, skip_reason
 from .analysis import run as run_comparisons
+from .analysis import skip_reason
 from .config import ComparisonsConfig
+from .result import ComparisonsResult
 
 
 class ComparisonsAnalysis:

@@ -6,7 +6,8 @@ multiplier and moves its carries, and how far past its trained length it stays r
     result.figures(); result.findings()
 """
 
-from .analysis import MultiplicationResult, run
+from .analysis import run
 from .config import MultiplicationConfig
+from .result import MultiplicationResult
 
 __all__ = ["MultiplicationConfig", "MultiplicationResult", "run"]

@@ -6,9 +6,10 @@ from collections.abc import Mapping
 
 from analyses.contract import Result, RunContext
 
-from .analysis import MultiplicationResult, skip_reason
 from .analysis import run as run_multiplication
+from .analysis import skip_reason
 from .config import MultiplicationConfig
+from .result import MultiplicationResult
 
 
 class MultiplicationAnalysis:

@@ -7,7 +7,8 @@ product written token by token (the `mul` preset), and what each head is needed 
     result.figures(); result.findings()
 """
 
-from .analysis import ProductColumnsResult, run
+from .analysis import run
 from .config import ProductColumnsConfig
+from .result import ProductColumnsResult
 
 __all__ = ["ProductColumnsConfig", "ProductColumnsResult", "run"]

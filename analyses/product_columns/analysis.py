@@ -20,7 +20,6 @@ and head, and forbids one head one group in every loop (knockout) to see what it
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 
 import torch
 
@@ -29,14 +28,14 @@ from abacus_interp.core.tokens import encode_batch
 from abacus_interp.errors import UserError
 from abacus_interp.evaluation.common import section_rng
 from abacus_interp.evaluation.grid import cell_fits
-from abacus_interp.jsonsafe import to_json
-from analyses._head_groups import GroupReading, Knockout, group_attention_mass, head_names
+from analyses._head_groups import GroupReading, group_attention_mass, head_names
 from analyses._head_groups import knockout as knock_out_groups
 from analyses.common import resolve
 from analyses.contract import configure
 from analyses.prose import pct
 
 from .config import ProductColumnsConfig
+from .result import GridCell, ProductColumnsResult
 
 # groups no other group overlaps with, read as attention mass (they sum to 1 per query)
 ANSWER_GROUPS = ("answer digit just written", "lower answer digits", "* and =")
@@ -100,50 +99,6 @@ def _masks(vocab, examples, n_digits: int, batch_size: int):
                 queries.append((row, query))
                 masks.append(groups)
         yield batch.tokens, torch.tensor(queries), torch.stack(masks)
-
-
-@dataclass(frozen=True)
-class GridCell:
-    digits_a: int
-    digits_b: int
-    n: int
-    exact_match: float
-
-
-@dataclass(frozen=True)
-class ProductColumnsResult:
-    trained_digits: int
-    n_loops: int
-    grid: tuple[GridCell, ...]  # uniform N x M, 1 .. trained + beyond each
-    inside: str  # why the reading and the knockouts use the cell they use
-    reading: GroupReading
-    knockout: Knockout
-
-    def cell(self, digits_a: int, digits_b: int) -> GridCell | None:
-        return next((c for c in self.grid if (c.digits_a, c.digits_b) == (digits_a, digits_b)), None)
-
-    def largest_square(self, bar: float = 0.99) -> int | None:
-        """The largest N with every cell up to N x N at >= `bar` (None when 1 x 1 misses it)."""
-        best = None
-        for n in range(1, max(c.digits_a for c in self.grid) + 1):
-            cells = [self.cell(i, j) for i in range(1, n + 1) for j in range(1, n + 1)]
-            if any(c is None or c.exact_match < bar for c in cells):
-                break
-            best = n
-        return best
-
-    def to_dict(self) -> dict:
-        return to_json(self)
-
-    def figures(self):
-        from .figures import product_columns_figures
-
-        return product_columns_figures(self)
-
-    def findings(self) -> list[str]:
-        from .findings import product_columns_findings
-
-        return product_columns_findings(self)
 
 
 def run(model_or_run, task=None, *, config: ProductColumnsConfig | None = None, **overrides) -> ProductColumnsResult:

@@ -6,9 +6,10 @@ from collections.abc import Mapping
 
 from analyses.contract import Result, RunContext
 
-from .analysis import ProductColumnsResult, skip_reason
 from .analysis import run as run_product_columns
+from .analysis import skip_reason
 from .config import ProductColumnsConfig
+from .result import ProductColumnsResult
 
 
 class ProductColumnsAnalysis:

@@ -33,6 +33,8 @@ from transformer_lens.hook_points import HookPoint
 
 from ...errors import UserError
 from ..config import ModelConfig
+from ..family_registry import register_family
+from ..flops import lstm_flops_per_token
 from .base import SinglePassModel
 
 LSTMState = tuple[Tensor, Tensor]  # (hidden, cell), each [batch d_hidden]
@@ -120,6 +122,7 @@ class LSTMLayer(nn.Module):
         return self.hook_out(out), state
 
 
+@register_family
 class LSTMModel(SinglePassModel):
     """A multi-layer LSTM language model over the task's tokens (see the module docstring).
     The layers are stacked without residual connections, as in a standard multi-layer LSTM;
@@ -127,7 +130,13 @@ class LSTMModel(SinglePassModel):
     knows where it is."""
 
     family: ClassVar[str] = "lstm"
+    label: ClassVar[str] = "LSTM"
+    components: ClassVar[tuple[tuple[str, str], ...]] = ((".lstm.", "lstm"),)
     hooks_per_position: ClassVar[bool] = True  # HookedLSTM's step hooks, max_seq_len of them
+
+    @staticmethod
+    def layer_flops_per_token(cfg: ModelConfig, n_keys: float) -> float:
+        return lstm_flops_per_token(cfg)
 
     def build_layers(self, cfg: ModelConfig) -> None:
         self.blocks = nn.ModuleList([LSTMLayer(cfg) for _ in range(cfg.n_layers)])

@@ -30,6 +30,8 @@ from transformer_lens.hook_points import HookPoint
 
 from ..attention import Attention, AttentionContext, AttentionHooks, KVEntry
 from ..config import ModelConfig
+from ..family_registry import register_family
+from ..flops import attention_flops_per_token, lstm_flops_per_token
 from ..model_base import LayerNorm
 from .base import SinglePassModel
 from .lstm import HookedLSTM, LSTMState
@@ -74,11 +76,18 @@ class ReTranBlock(nn.Module):
         return x, (kv, lstm_state)
 
 
+@register_family
 class ReTranModel(SinglePassModel):
     """Attention and an LSTM per layer (see the module docstring)."""
 
     family: ClassVar[str] = "retran"
+    label: ClassVar[str] = "ReTran"
+    components: ClassVar[tuple[tuple[str, str], ...]] = ((".lstm.", "lstm"),)
     hooks_per_position: ClassVar[bool] = True  # HookedLSTM's step hooks, max_seq_len of them
+
+    @staticmethod
+    def layer_flops_per_token(cfg: ModelConfig, n_keys: float) -> float:
+        return attention_flops_per_token(cfg, n_keys) + lstm_flops_per_token(cfg)
 
     def build_layers(self, cfg: ModelConfig) -> None:
         self.blocks = nn.ModuleList([ReTranBlock(cfg) for _ in range(cfg.n_layers)])

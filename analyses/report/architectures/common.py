@@ -12,10 +12,28 @@ from typing import Any
 
 from plotly.colors import qualitative
 
-FAMILY_LABELS = {"looped": "Looped", "gpt": "GPT", "lstm": "LSTM", "retran": "ReTran"}  # compare.FAMILIES
-FAMILY_COLORS = {family: qualitative.Plotly[i] for i, family in enumerate(FAMILY_LABELS)}
+from abacus_interp.core.families import family_class, registered_families
+
+# A comparison's "gpt" cells are the looped family run once (abacus_lab.experiments.compare);
+# every other cell family is a model family, named by its registry entry.
+COMPARISON_ONLY_LABELS = {"gpt": "GPT"}
 SIGNIFICANCE = 2.0  # standard errors an exact-match gap must exceed to rank two cells
 
 
+def cell_families() -> tuple[str, ...]:
+    """Every family a comparison cell may have, in the order figures list them."""
+    looped, *others = registered_families()
+    return (looped, *COMPARISON_ONLY_LABELS, *others)
+
+
+def family_label(family: str) -> str:
+    return COMPARISON_ONLY_LABELS.get(family) or family_class(family).label
+
+
+def family_color(family: str) -> str:
+    palette = qualitative.Plotly
+    return palette[cell_families().index(family) % len(palette)]
+
+
 def label(cell: dict[str, Any]) -> str:
-    return f"{FAMILY_LABELS[cell['family']]}-{cell['size']}"
+    return f"{family_label(cell['family'])}-{cell['size']}"

@@ -15,7 +15,7 @@ from plotly.subplots import make_subplots
 
 from abacus_interp.training.compute import CurvePoint
 
-from .common import FAMILY_COLORS, SIGNIFICANCE, label
+from .common import SIGNIFICANCE, family_color, label
 
 SIZE_SYMBOLS = {"S": "circle", "M": "square", "L": "diamond"}
 LOSS_DROP = 0.05  # a held-out loss still falling by more than 5% over the last quarter of the steps is rising
@@ -165,7 +165,7 @@ def learning_curves_figure(data: dict[str, Any]) -> go.Figure:
     for cell in [*data["cells"], *data["seeds"]]:
         curve = curve_of(cell)
         name = label(cell) + (f" seed {cell['seed']}" if cell["seed"] else "")
-        style = {"color": FAMILY_COLORS[cell["family"]], "dash": "dot" if cell["seed"] else "solid"}
+        style = {"color": family_color(cell["family"]), "dash": "dot" if cell["seed"] else "solid"}
         marker = {"symbol": SIZE_SYMBOLS.get(cell["size"], "circle"), "size": 7}
         x = [p.train_flops for p in curve]
         for col, y in ((1, [p.exact_match for p in curve]), (2, [p.loss for p in curve])):

@@ -11,7 +11,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from .common import FAMILY_COLORS, FAMILY_LABELS, SIGNIFICANCE, label
+from .common import SIGNIFICANCE, cell_families, family_color, family_label, label
 from .curves import equal_compute_sentences, gap_in_se, reach_sentences, rising_sentences
 from .inside import inside_sentences
 from .seeds import seed_sentences
@@ -137,13 +137,13 @@ def findings(data: dict[str, Any]) -> list[str]:
 def accuracy_vs_params_figure(data: dict[str, Any]) -> go.Figure:
     """Held-out exact match against parameter count (log scale), one line per family."""
     fig = go.Figure()
-    for family in FAMILY_LABELS:
+    for family in cell_families():
         cells = sorted((c for c in data["cells"] if c["family"] == family), key=lambda c: c["params"])
         if cells:
             fig.add_trace(go.Scatter(
                 x=[c["params"] for c in cells], y=[c["exact_match"] for c in cells], mode="lines+markers+text",
-                text=[c["size"] for c in cells], textposition="top center", name=FAMILY_LABELS[family],
-                line={"color": FAMILY_COLORS[family]}, marker={"size": 10}))
+                text=[c["size"] for c in cells], textposition="top center", name=family_label(family),
+                line={"color": family_color(family)}, marker={"size": 10}))
     fig.update_xaxes(type="log", title_text="parameters")
     fig.update_yaxes(title_text="exact match (held-out, trained lengths)", range=[-0.02, 1.05])
     fig.update_layout(title="Accuracy against parameters", height=420)
@@ -157,7 +157,7 @@ def accuracy_vs_length_figure(data: dict[str, Any]) -> go.Figure:
     for cell in data["cells"]:
         fig.add_trace(go.Scatter(
             x=cell["lengths"], y=cell["exact_match_by_length"], mode="lines+markers", name=label(cell),
-            line={"color": FAMILY_COLORS[cell["family"]], "dash": SIZE_DASH.get(cell["size"], "solid")}))
+            line={"color": family_color(cell["family"]), "dash": SIZE_DASH.get(cell["size"], "solid")}))
     lengths = [n for c in data["cells"] for n in c["lengths"]]
     hi = data["cells"][0]["trained_lengths"][1] if data["cells"] else None
     if hi is not None and lengths and max(lengths) > hi:
