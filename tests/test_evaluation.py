@@ -22,7 +22,7 @@ from abacus_interp.evaluation.suite import (
     default_grid,
     default_loops,
 )
-from abacus_interp.jsonsafe import from_json, json_safe
+from abacus_interp.jsonsafe import json_safe
 from abacus_interp.tasks import get_task
 from abacus_interp.tasks.carries import carry_in, longest_cascade
 
@@ -158,7 +158,7 @@ def test_run_edge_cases_judges_and_reports_human_order():
     results = run_edge_cases(_Scripted(lambda p: truth[p]), task, cases)
     assert results and all(r.passed for r in results)
     chain = next(r for r in results if r.name == "999+1")
-    assert chain.expected == ["1000"] and chain.answers == ["1000"]
+    assert chain.expected == ("1000",) and chain.answers == ("1000",)
     # an oracle that botches one operand order fails that commutativity case only
     comm = next(c for c in cases if c.kind == "commutative")
     bad = comm.problems[1].prompt
@@ -182,31 +182,34 @@ def test_evaluate_addition_end_to_end():
     )
     assert isinstance(report, EvalReport)
     g = report.grid
-    assert g["digits_a"] == [1, 2, 3] and g["digits_b"] == [1, 2, 3]
-    assert len(g["exact_match"]) == 3 and all(len(row) == 3 for row in g["exact_match"])
-    assert all(0.0 <= v <= 1.0 for row in g["exact_match"] for v in row)
-    assert g["skipped_cells"] == [] and g["trained_digits"] == [1, 2]
-    assert 0.0 <= g["in_distribution_exact_match"] <= 1.0
-    assert 0.0 <= g["out_of_distribution_exact_match"] <= 1.0
+    assert g.digits_a == (1, 2, 3) and g.digits_b == (1, 2, 3)
+    assert len(g.exact_match) == 3 and all(len(row) == 3 for row in g.exact_match)
+    assert all(0.0 <= v <= 1.0 for row in g.exact_match for v in row)
+    assert g.skipped_cells == () and g.trained_digits == (1, 2)
+    assert 0.0 <= g.in_distribution_exact_match <= 1.0
+    assert 0.0 <= g.out_of_distribution_exact_match <= 1.0
     # greedy decoding reaches the same verdict as teacher-forced scoring
-    assert report.generate_agreement == 1.0 and report.agreement["n"] == 9 * 5
-    assert report.loops["loops"] == [1, 2]
-    assert set(report.loops["sets"]) == {"in_distribution", "out_of_distribution"}
-    assert all(len(s["exact_match"]) == 2 for s in report.loops["sets"].values())
-    assert report.lengths["lengths"] == [1, 2, 3, 4] and len(report.lengths["exact_match"]) == 4
-    assert [b["bucket"] for b in report.carry["buckets"]] == ["0", "1", "2", "3", "4", "5+"]
-    assert [b["n"] for b in report.carry["buckets"]] == [20, 20, 20, 0, 0, 0]
-    assert "3" in report.carry["buckets"][3]["reason"]
-    assert report.edge_cases["cases"] and set(report.edge_cases["by_group"]) >= {
+    assert report.generate_agreement == 1.0 and report.agreement.n == 9 * 5
+    assert report.loops.loops == (1, 2)
+    assert set(report.loops.sets) == {"in_distribution", "out_of_distribution"}
+    assert all(len(s.exact_match) == 2 for s in report.loops.sets.values())
+    assert report.lengths.lengths == (1, 2, 3, 4) and len(report.lengths.exact_match) == 4
+    assert [b.bucket for b in report.carry.buckets] == ["0", "1", "2", "3", "4", "5+"]
+    assert [b.n for b in report.carry.buckets] == [20, 20, 20, 0, 0, 0]
+    assert "3" in report.carry.buckets[3].reason
+    assert report.edge_cases.cases and set(report.edge_cases.by_group) >= {
         "carry_chain",
         "zeros",
     }
     for s in report.perplexity.values():
-        assert s["perplexity"] > 1.0 and s["n"] == 20
+        assert s.perplexity > 1.0 and s.n == 20
     assert report.skipped == {}
 
     d = report.to_dict()
     assert json.loads(json.dumps(d, allow_nan=False))["grid"]["digits_a"] == [1, 2, 3]
+    # the JSON reads back into the same tree, and writes the same JSON again
+    assert EvalReport.from_dict(d) == report and EvalReport.from_dict(d).to_dict() == d
+    assert "reason" not in d["carry"]["buckets"][0] and d["carry"]["buckets"][3]["reason"]
     figs = report.figures()
     assert set(figs) == {"grid", "loops", "lengths", "edge_cases", "carry", "perplexity"}
     assert all(isinstance(f, go.Figure) for f in figs.values())
@@ -224,8 +227,8 @@ def test_evaluate_skips_cells_that_do_not_fit():
     task = get_task("addition", max_digits=2)
     model = tiny(task, max_seq_len=12)  # 3x3 digits needs 13 tokens
     report = evaluate(model, task, grid=(1, 3), loops=[2], n_per_cell=2, progress=False)
-    assert report.grid["skipped_cells"] == [[3, 3]]
-    assert report.grid["exact_match"][2][2] is None and report.grid["exact_match"][2][1] is not None
+    assert report.grid.skipped_cells == ((3, 3),)
+    assert report.grid.exact_match[2][2] is None and report.grid.exact_match[2][1] is not None
     assert any("skipped" in n for n in report.notes)
     json.dumps(report.to_dict(), allow_nan=False)
     assert "-" in format_report(report)
@@ -236,7 +239,7 @@ def test_far_lengths_are_scored_after_the_equal_lengths_where_they_fit():
     model = tiny(task, max_seq_len=80)  # 20-digit operands fit (64 tokens), 30-digit ones (94) do not
     report = evaluate(model, task, grid=(1, 2), loops=[2], n_per_cell=2, max_length=3, far_lengths=[20, 30],
                       progress=False)
-    assert report.lengths["lengths"] == [1, 2, 3, 20] and len(report.lengths["exact_match"]) == 4
+    assert report.lengths.lengths == (1, 2, 3, 20) and len(report.lengths.exact_match) == 4
 
 
 def test_evaluate_modular_addition_reports_splits_and_skips_digit_sections():
@@ -244,13 +247,40 @@ def test_evaluate_modular_addition_reports_splits_and_skips_digit_sections():
     model = tiny(task, positional="learned", max_seq_len=8)
     report = evaluate(model, task, loops=[1, 2, 3], progress=False)
     assert set(report.splits) == {"train", "test"}
-    assert report.splits["train"]["n"] + report.splits["test"]["n"] == 49
-    assert set(report.loops["sets"]) == {"train", "test"} and report.loops["loops"] == [1, 2, 3]
+    assert report.splits["train"].n + report.splits["test"].n == 49
+    assert set(report.loops.sets) == {"train", "test"} and report.loops.loops == (1, 2, 3)
     assert set(report.skipped) == {"grid", "lengths", "edge_cases", "carry"}
     assert report.grid is None and report.generate_agreement == 1.0
     json.dumps(report.to_dict(), allow_nan=False)
+    assert EvalReport.from_dict(report.to_dict()).to_dict() == report.to_dict()
     assert set(report.figures()) == {"loops", "perplexity", "splits"}
     assert "Skipped" in format_report(report)
+
+
+@pytest.mark.parametrize("kind", ["addition", "addition_no_ood", "modular", "expressions"])
+def test_eval_report_reads_back_the_json_it_writes(kind):
+    """`from_dict(to_dict())` is the same typed tree and writes the same JSON, key order included:
+    a digit task (with a bucket's reason and the out-of-distribution digits), one whose longer
+    operands do not fit (no ood_digits, a note), the modular splits and a task of another kind."""
+    torch.manual_seed(0)
+    if kind == "modular":
+        task = get_task("modular_addition", p=7, train_fraction=0.5)
+        report = evaluate(tiny(task, positional="learned", max_seq_len=8), task, loops=[1, 2], progress=False)
+    elif kind == "expressions":
+        task = get_task("expressions", grammar="reference")
+        model = tiny(task, n_loops=1, max_loops=2, max_seq_len=task.max_sequence_length())
+        report = evaluate(model, task, loops=[1], n_per_cell=2, progress=False)
+    else:
+        task = get_task("addition", max_digits=2)
+        model = tiny(task, max_seq_len=12 if kind == "addition_no_ood" else 40)
+        report = evaluate(model, task, grid=(1, 3), loops=[1, 2], n_per_cell=3, progress=False, max_length=3)
+    d = report.to_dict()
+    back = EvalReport.from_dict(json.loads(json.dumps(d, allow_nan=False)))
+    assert back == report
+    assert json.dumps(back.to_dict()) == json.dumps(d)  # the same keys in the same order
+    assert list(d) == ["task", "model", "settings", "grid", "loops", "lengths", "edge_cases", "carry", "perplexity",
+                       "splits", "generate_agreement", "agreement", "skipped", "notes"]
+    assert ("ood_digits" in d["settings"]) == (kind == "addition")
 
 
 def test_evaluate_rejects_bad_arguments_with_a_fix():
@@ -280,11 +310,10 @@ def test_every_printed_accuracy_says_its_n_and_its_sample():
     assert "in_distribution: n=40, the held-out split (problems training never draws), problems of 8-30 characters" in text
     # --n counts problems per grid cell; the set is four cells' worth, and the text says so
     assert "(n=40 is 4 x --n 10: --n counts problems per grid cell" in text
-    assert f"on n={report.agreement['n']} problems (the first {report.agreement['n']} problems of the in_distribution set)" in text
+    assert f"on n={report.agreement.n} problems (the first {report.agreement.n} problems of the in_distribution set)" in text
     from analyses.report.findings import evaluation as evaluation_findings
-    from analyses.report.result import Evaluation
 
-    assert evaluation_findings(from_json(Evaluation, report.to_dict()))[0].startswith("On 40 held-out in-distribution problems, exact match is")
+    assert evaluation_findings(report)[0].startswith("On 40 held-out in-distribution problems, exact match is")
 
     modular = get_task("modular_addition", p=7, train_fraction=0.5)
     text = format_report(evaluate(tiny(modular, positional="learned", max_seq_len=8), modular, loops=[1], progress=False))
@@ -302,16 +331,15 @@ def test_shipped_small_add_drops_the_final_carry_of_long_all_nine_sums_and_eval_
     the report name the in-distribution failures."""
     from abacus_interp.checkpoints import load_model, load_task
     from analyses.report.findings import evaluation as evaluation_findings
-    from analyses.report.result import Evaluation
 
     model, task = load_model(SMALL_ADD, device="cpu"), load_task(SMALL_ADD)
     report = evaluate(model, task, grid=(1, 2), loops=[4], n_per_cell=2, max_length=2, progress=False)
-    max_sum = {c["name"]: c for c in report.edge_cases["cases"] if c["group"] == "max_sum"}
-    assert len(max_sum) == 8 and all(c["in_distribution"] for c in max_sum.values())
-    assert [n for n, c in max_sum.items() if not c["passed"]] == [
+    max_sum = {c.name: c for c in report.edge_cases.cases if c.group == "max_sum"}
+    assert len(max_sum) == 8 and all(c.in_distribution for c in max_sum.values())
+    assert [n for n, c in max_sum.items() if not c.passed] == [
         "999999+999999", "9999999+9999999", "99999999+99999999"]
-    assert max_sum["99999999+99999999"]["answers"] == ["999999998"]
+    assert max_sum["99999999+99999999"].answers == ("999999998",)
     text = format_report(report)
     assert "  in-distribution failure: 99999999+99999999: model 999999998, expected 199999998" in text
-    finding = next(f for f in evaluation_findings(from_json(Evaluation, report.to_dict())) if "edge cases fail" in f)
+    finding = next(f for f in evaluation_findings(report) if "edge cases fail" in f)
     assert finding.startswith("3 of ") and "99999999+99999999 gives 999999998, not 199999998" in finding

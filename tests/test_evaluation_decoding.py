@@ -14,9 +14,8 @@ import torch
 from abacus_interp import LoopedTransformer, ModelConfig
 from abacus_interp.evaluation import evaluate
 from abacus_interp.evaluation.answers import AnswerDecoding
-from abacus_interp.jsonsafe import from_json
+from abacus_interp.evaluation.report import EvalReport
 from abacus_interp.tasks import get_task
-from analyses.report.result import Evaluation
 
 EXTRAP_ADD = Path(__file__).resolve().parents[1] / "checkpoints" / "extrap-add"
 
@@ -37,7 +36,8 @@ def test_report_evaluation_of_extrap_add_uses_adaptive_loops_and_passes_the_carr
     # the report's own (operand lengths up to 2x trained, as the report's max_length allows)
     sizes = EvaluationSizes(settings={"n_per_cell": 2, "n_per_set": 4, "grid": (1, 2)}, max_loops=6)
     built = build_evaluation(ctx, sizes)
-    d = from_json(Evaluation, built.data)
+    d = EvalReport.from_dict(built.data)
+    assert d.to_dict() == built.data  # report.json holds the evaluation's own JSON
     cases = {c.name: c for c in d.edge_cases.cases}
     for name, expected, in_distribution in (("99999+1", "100000", True), ("9999999999+1", "10000000000", False)):
         case = cases[name]
@@ -45,7 +45,7 @@ def test_report_evaluation_of_extrap_add_uses_adaptive_loops_and_passes_the_carr
         assert case.passed and case.answers == (expected,), (name, case.answers)
         assert 6 < case.loops_used[0] <= 128  # read where its answer converged, not at the trained 6
     label = "adaptive loops, at most 128, halting at relative step < 0.001"
-    assert d.settings["decoding"]["label"] == label
+    assert d.settings.decoding.label == label
     assert d.grid.decoding == label and d.lengths.decoding == label and d.edge_cases.decoding == label
     assert d.edge_cases.in_distribution_pass_rate == 1.0
     assert set(d.loops.adaptive.sets) == {"in_distribution", "out_of_distribution"}
@@ -78,10 +78,10 @@ def test_extrap_add_at_a_fixed_six_loops_still_fails_the_chain_and_says_six_loop
     ctx = _extrap_add_context()
     report = evaluate(ctx.model, ctx.task, grid=(1, 1), loops=[6], n_per_cell=1, n_per_set=2, max_length=5,
                       n_loops=6, progress=False)
-    chain = next(c for c in report.edge_cases["cases"] if c["name"] == "99999+1")
-    assert not chain["passed"] and chain["loops_used"] == [6]
-    assert report.loops["adaptive"] is None
-    finding = next(f for f in evaluation_findings(from_json(Evaluation, report.to_dict())) if "edge cases" in f)
+    chain = next(c for c in report.edge_cases.cases if c.name == "99999+1")
+    assert not chain.passed and chain.loops_used == (6,)
+    assert report.loops.adaptive is None
+    finding = next(f for f in evaluation_findings(report) if "edge cases" in f)
     assert "under greedy decoding (6 loops): 99999+1 gives" in finding
 
 
@@ -92,9 +92,9 @@ def test_a_model_without_halting_is_read_at_its_trained_depth():
                                           max_seq_len=40)).eval()
     assert AnswerDecoding.of(model) == AnswerDecoding(n_loops=2)
     report = evaluate(model, task, grid=(1, 2), loops=[1, 2], n_per_cell=2, n_per_set=4, max_length=2, progress=False)
-    assert report.settings["decoding"]["label"] == "2 loops" and report.grid["decoding"] == "2 loops"
-    assert report.loops["adaptive"] is None
-    assert all(c["loops_used"] == [2] * len(c["answers"]) for c in report.edge_cases["cases"])
+    assert report.settings.decoding.label == "2 loops" and report.grid.decoding == "2 loops"
+    assert report.loops.adaptive is None
+    assert all(c.loops_used == (2,) * len(c.answers) for c in report.edge_cases.cases)
     rates = report.edge_cases
-    inside = [c["passed"] for c in rates["cases"] if c["in_distribution"]]
-    assert rates["in_distribution_pass_rate"] == sum(inside) / len(inside)
+    inside = [c.passed for c in rates.cases if c.in_distribution]
+    assert rates.in_distribution_pass_rate == sum(inside) / len(inside)

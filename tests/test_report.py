@@ -26,7 +26,7 @@ from analyses.registry import ANALYSES
 from analyses.report import SECTIONS, ReportSizes, build_report, load_report_json
 from analyses.report import findings as F
 from analyses.report import html as H
-from analyses.report.result import Evaluation
+from analyses.report.result import EvalReport
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "checkpoints"
@@ -347,7 +347,7 @@ def test_evaluation_findings_from_numbers():
         "carry": {"buckets": [{"bucket": "0", "exact_match": 1.0}, {"bucket": "1", "exact_match": 0.9},
                               {"bucket": "2", "exact_match": 0.8}, {"bucket": "5+", "exact_match": 0.5}]},
     }
-    out = F.evaluation(from_json(Evaluation, data, partial=True))
+    out = F.evaluation(EvalReport.from_dict(data, partial=True))
     assert 2 <= len(out) <= 4
     # every sentence names its sample and its loops (issue 37: no bullet said which)
     assert out[0] == ("Exact match is 99% on operands of 1-5 digits (the trained range) and 42% beyond it, "
@@ -375,7 +375,7 @@ def test_summary_names_the_samples_and_the_failures_in_and_out_of_distribution()
                                  case("999+1", "900", "1000", False, False)], "by_group": {}, "pass_rate": 1 / 3,
                        "lengths": [1, 2, 3]},
     }
-    out = summary_sentences(from_json(Evaluation, data, partial=True))
+    out = summary_sentences(EvalReport.from_dict(data, partial=True))
     assert out[0] == ("In distribution (operands of 1-2 digits, the trained range), exact match is 100% on 40 problems "
                       "(4 digit-count cells of n=10); out of distribution (the longer operand of 3 digits) it is 78% on 50 "
                       "problems (5 cells). Answers are read with 6 loops.")
@@ -483,7 +483,7 @@ def test_the_summary_opens_with_how_far_past_its_training_a_model_goes():
         "lengths": {"lengths": [1, 5, 15, 50, 125], "exact_match": [1.0, 1.0, 1.0, 0.99, 0.96], "trained_max": 5,
                     "n_per_length": 25},
     }
-    out = summary_sentences(from_json(Evaluation, data, partial=True))
+    out = summary_sentences(EvalReport.from_dict(data, partial=True))
     assert out[0] == ("Far past its training (operands of up to 5 digits), exact match is 99% at 50 digits (10x) and "
                       "96% at 125 digits (25x) (both operands of exactly that length, uniform digits, n=25 each, "
                       "adaptive loops).")

@@ -20,6 +20,7 @@ import plotly.graph_objects as go
 import pytest
 
 from abacus_interp.evaluation.figures import grid_figure
+from abacus_interp.evaluation.result import Grid
 from abacus_interp.jsonsafe import from_json
 from abacus_interp.tasks.base import lsd_text_to_human
 from analyses._axes import integer_ticks, log_ticks, percent_ticks
@@ -88,7 +89,7 @@ def test_phase_names_go_to_the_legend_not_onto_the_plot():
 def test_grid_cells_and_colour_bar_are_both_in_percent():
     grid = {"exact_match": [[1.0, 0.875], [0.5, None]], "digits_a": [1, 2], "digits_b": [1, 2],
             "trained_digits": [1, 1], "in_distribution_exact_match": 1.0, "out_of_distribution_exact_match": 0.6875}
-    heatmap = grid_figure(grid).data[0]
+    heatmap = grid_figure(from_json(Grid, grid, partial=True)).data[0]
     assert heatmap.zmax == 100 and heatmap.zmin == 0 and heatmap.colorbar.ticksuffix == "%"
     assert heatmap.z[0][1] == pytest.approx(87.5) and heatmap.text[0][1] == "88" and heatmap.text[1][1] == ""
     # the printed number is the colour bar's value of the cell

@@ -10,9 +10,9 @@ fraction of matching verdicts with a few disagreements for `EvalReport.agreement
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from abacus_interp.core.scoring import decode_budget
+from abacus_interp.evaluation.result import Agreement, Disagreement
 from abacus_interp.tasks.base import Example
 
 logger = logging.getLogger(__name__)
@@ -39,12 +39,12 @@ def pick_from_cells(
 
 def measure_agreement(
     model, task, examples: list[Example], verdicts: list[bool], n_loops: int, eos: bool = True, *, sample: str
-) -> dict[str, Any]:
+) -> Agreement:
     """Re-judge examples with greedy decoding; compare with the teacher-forced verdicts.
     `eos=False` (a run trained without the EOS): decode the answer's length, no EOS.
     `sample` says where the examples come from, for the printed report."""
     if not examples:
-        return {"agreement": None, "n": 0, "sample": sample, "disagreements": []}
+        return Agreement(agreement=None, n=0, sample=sample, disagreements=())
     completions = model.generate(
         [e.prompt for e in examples], n_loops=n_loops, max_new_tokens=decode_budget(task, examples, eos)
     )
@@ -55,25 +55,18 @@ def measure_agreement(
         if g == bool(v):
             agree += 1
         elif len(disagreements) < 5:
-            disagreements.append(
-                {
-                    "prompt": e.prompt,
-                    "target": e.target,
-                    "completion": c,
-                    "teacher_forced": bool(v),
-                    "generate": g,
-                }
-            )
+            disagreements.append(Disagreement(prompt=e.prompt, target=e.target, completion=c,
+                                              teacher_forced=bool(v), generate=g))
     if disagreements:
         logger.warning(
             "generate disagrees with teacher-forced scoring on %d of %d problems",
             len(examples) - agree,
             len(examples),
         )
-    return {
-        "agreement": agree / len(examples),
-        "n": len(examples),
-        "sample": sample,
-        "n_correct": int(sum(map(bool, verdicts))),
-        "disagreements": disagreements,
-    }
+    return Agreement(
+        agreement=agree / len(examples),
+        n=len(examples),
+        sample=sample,
+        n_correct=int(sum(map(bool, verdicts))),
+        disagreements=tuple(disagreements),
+    )

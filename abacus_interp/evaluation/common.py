@@ -20,6 +20,7 @@ from abacus_interp.core.devices import free_memory
 from abacus_interp.core.scoring import Scores
 from abacus_interp.core.tokens import EOS_ID
 from abacus_interp.errors import UserError
+from abacus_interp.evaluation.result import SetScores
 from abacus_interp.tasks.base import Example
 
 
@@ -59,15 +60,15 @@ def check_fits_model(model, example: Example, what: str = "this problem") -> Non
         )
 
 
-def scores_summary(s: Scores, n: int) -> dict[str, Any]:
-    return {
-        "exact_match": s.exact_match,
-        "loss": s.loss,
-        "token_accuracy": s.token_accuracy,
-        "perplexity": s.perplexity,
-        "mean_answer_logprob": sum(s.answer_logprob) / len(s.answer_logprob),
-        "n": n,
-    }
+def scores_summary(s: Scores, n: int) -> SetScores:
+    return SetScores(
+        exact_match=s.exact_match,
+        loss=s.loss,
+        token_accuracy=s.token_accuracy,
+        perplexity=s.perplexity,
+        mean_answer_logprob=sum(s.answer_logprob) / len(s.answer_logprob),
+        n=n,
+    )
 
 
 def mean_or_none(values: Sequence[float | None]) -> float | None:

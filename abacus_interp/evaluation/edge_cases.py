@@ -12,11 +12,12 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from abacus_interp.core.scoring import decode_budget
 from abacus_interp.evaluation.answers import AnswerDecoding, generate_answers
 from abacus_interp.evaluation.common import fits_context
+from abacus_interp.evaluation.result import EdgeCaseResult
 from abacus_interp.tasks.base import Example, random_with_digits
 
 logger = logging.getLogger(__name__)
@@ -34,19 +35,6 @@ class EdgeCase:
     # two completions must be identical.
     kind: str = "correct"
     in_distribution: bool = True
-
-
-@dataclass
-class EdgeCaseResult:
-    group: str
-    name: str
-    kind: str
-    in_distribution: bool
-    passed: bool
-    expected: list[str]  # human order, one per problem
-    answers: list[str]  # the model's answers in human order
-    correct: list[bool] = field(default_factory=list)
-    loops_used: list[int] = field(default_factory=list)  # per problem: the loop count its answer was read at (empty: not recorded)
 
 
 def _human(task, a: int, b: int) -> str:
@@ -190,10 +178,10 @@ def run_edge_cases(
                 kind=case.kind,
                 in_distribution=case.in_distribution,
                 passed=bool(passed),
-                expected=[str(p.answer) for p in case.problems],
-                answers=[task.to_human(c) for c in comps],
-                correct=correct,
-                loops_used=list(used),
+                expected=tuple(str(p.answer) for p in case.problems),
+                answers=tuple(task.to_human(c) for c in comps),
+                correct=tuple(correct),
+                loops_used=tuple(used),
             )
         )
     logger.debug("edge cases: %d/%d passed", sum(r.passed for r in results), len(results))

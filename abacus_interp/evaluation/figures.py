@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import plotly.graph_objects as go
 
+from abacus_interp.evaluation.result import Carry, EdgeCases, Grid, Lengths, Loops, SetScores
 
-def grid_figure(grid: dict[str, Any]) -> go.Figure:
+
+def grid_figure(grid: Grid) -> go.Figure:
     """Exact-match heatmap over (digits of a, digits of b), trained region outlined. Cells and
     colour bar are both in percent, so the printed numbers read straight off the bar."""
-    z = [[None if v is None else 100 * v for v in row] for row in grid["exact_match"]]
+    z = [[None if v is None else 100 * v for v in row] for row in grid.exact_match]
     text = [["" if v is None else f"{v:.0f}" for v in row] for row in z]
     fig = go.Figure(
         go.Heatmap(
             z=z,
-            x=grid["digits_b"],
-            y=grid["digits_a"],
+            x=list(grid.digits_b),
+            y=list(grid.digits_a),
             zmin=0,
             zmax=100,
             colorscale="Viridis",
@@ -26,9 +26,9 @@ def grid_figure(grid: dict[str, Any]) -> go.Figure:
             hovertemplate="a: %{y} digits<br>b: %{x} digits<br>exact match %{z:.1f}%<extra></extra>",
         )
     )
-    lo, hi = grid["trained_digits"]
-    a_lo, a_hi = min(grid["digits_a"]), max(grid["digits_a"])
-    b_lo, b_hi = min(grid["digits_b"]), max(grid["digits_b"])
+    lo, hi = grid.trained_digits
+    a_lo, a_hi = min(grid.digits_a), max(grid.digits_a)
+    b_lo, b_hi = min(grid.digits_b), max(grid.digits_b)
     x0, x1 = max(lo, b_lo), min(hi, b_hi)
     y0, y1 = max(lo, a_lo), min(hi, a_hi)
     if x0 <= x1 and y0 <= y1:
@@ -41,14 +41,14 @@ def grid_figure(grid: dict[str, Any]) -> go.Figure:
             line={"color": "red", "width": 3},
             fillcolor="rgba(0,0,0,0)",
         )
-    ind, ood = grid["in_distribution_exact_match"], grid["out_of_distribution_exact_match"]
+    ind, ood = grid.in_distribution_exact_match, grid.out_of_distribution_exact_match
     summary = ", ".join(
         f"{name} {100 * v:.1f}%" for name, v in (("in-dist", ind), ("OOD", ood)) if v is not None
     )
     # the sample and the loops, where the numbers carry them (a hand-made grid may not)
     how = "; ".join(part for part in (
-        f"n={grid['n_per_cell']} per cell" if grid.get("n_per_cell") is not None else None,
-        grid.get("decoding") or (f"{grid['n_loops']} loops" if grid.get("n_loops") is not None else None)) if part)
+        f"n={grid.n_per_cell} per cell" if grid.n_per_cell is not None else None,
+        grid.decoding or (f"{grid.n_loops} loops" if grid.n_loops is not None else None)) if part)
     fig.update_layout(
         title=f"Exact match (%) by operand length<br><sup>trained region outlined; {summary}"
               + (f"; {how}" if how else "") + "</sup>",
@@ -60,65 +60,65 @@ def grid_figure(grid: dict[str, Any]) -> go.Figure:
     return fig
 
 
-def loops_figure(loops: dict[str, Any]) -> go.Figure:
+def loops_figure(loops: Loops) -> go.Figure:
     fig = go.Figure()
-    for name, s in loops["sets"].items():
+    for name, s in loops.sets.items():
         fig.add_trace(
-            go.Scatter(x=loops["loops"], y=s["exact_match"], mode="lines+markers", name=name)
+            go.Scatter(x=list(loops.loops), y=list(s.exact_match), mode="lines+markers", name=name)
         )
     fig.add_vline(
-        x=loops["trained_loops"],
+        x=loops.trained_loops,
         line_dash="dash",
         line_color="gray",
         annotation_text="trained depth",
     )
-    adaptive = loops.get("adaptive")
-    for k, (name, a) in enumerate((adaptive or {}).get("sets", {}).items()):
+    adaptive = loops.adaptive
+    for k, (name, a) in enumerate(adaptive.sets.items() if adaptive is not None else ()):
         # the run's own decoding: one exact match per set, whatever loop count each problem took
-        fig.add_hline(y=a["exact_match"], line_dash="dot", line_color=["#1f77b4", "#ff7f0e"][k % 2],
-                      annotation_text=f"{name}, adaptive (median {a['median_loops']} loops)",
+        fig.add_hline(y=a.exact_match, line_dash="dot", line_color=["#1f77b4", "#ff7f0e"][k % 2],
+                      annotation_text=f"{name}, adaptive (median {a.median_loops} loops)",
                       annotation_position="bottom right" if k % 2 else "top right")
-    sizes = ", ".join(f"{name} n={s['n']}" for name, s in loops["sets"].items() if s.get("n") is not None)
+    sizes = ", ".join(f"{name} n={s.n}" for name, s in loops.sets.items() if s.n is not None)
     fig.update_layout(
         title="Exact match vs number of loops<br><sup>teacher-forced at each fixed loop count"
               + (f"; {sizes}" if sizes else "")
-              + (f"; dotted: {adaptive['label']}" if adaptive else "") + "</sup>",
+              + (f"; dotted: {adaptive.label}" if adaptive else "") + "</sup>",
         xaxis_title="loops (R)",
         yaxis={"title": "exact match", "range": [-0.02, 1.02]},
     )
     return fig
 
 
-def lengths_figure(lengths: dict[str, Any]) -> go.Figure:
+def lengths_figure(lengths: Lengths) -> go.Figure:
     fig = go.Figure()
     fig.add_trace(
         go.Scatter(
-            x=lengths["lengths"],
-            y=lengths["exact_match"],
+            x=list(lengths.lengths),
+            y=list(lengths.exact_match),
             mode="lines+markers",
             name="equal-length operands",
         )
     )
-    fg = lengths.get("from_grid")
-    if fg and fg["max_operand_digits"]:
+    fg = lengths.from_grid
+    if fg is not None and fg.max_operand_digits:
         fig.add_trace(
             go.Scatter(
-                x=fg["max_operand_digits"],
-                y=fg["exact_match"],
+                x=list(fg.max_operand_digits),
+                y=list(fg.exact_match),
                 mode="lines+markers",
                 name="grid, by longer operand",
                 line={"dash": "dot"},
             )
         )
     fig.add_vline(
-        x=lengths["trained_max"] + 0.5,
+        x=lengths.trained_max + 0.5,
         line_dash="dash",
         line_color="gray",
         annotation_text="trained",
     )
-    how = lengths.get("decoding")
+    how = lengths.decoding
     fig.update_layout(
-        title=f"Exact match by operand length<br><sup>n={lengths.get('n_per_length')} per length"
+        title=f"Exact match by operand length<br><sup>n={lengths.n_per_length} per length"
               + (f", {how}" if how else "") + "</sup>",
         xaxis={"title": "digits", "dtick": 1},
         yaxis={"title": "exact match", "range": [-0.02, 1.02]},
@@ -126,28 +126,28 @@ def lengths_figure(lengths: dict[str, Any]) -> go.Figure:
     return fig
 
 
-def edge_cases_figure(edge: dict[str, Any]) -> go.Figure:
-    cases = edge["cases"]
-    colors = [["#d4f7d4" if c["passed"] else "#f7d4d4" for c in cases]] * 5
+def edge_cases_figure(edge: EdgeCases) -> go.Figure:
+    cases = edge.cases
+    colors = [["#d4f7d4" if c.passed else "#f7d4d4" for c in cases]] * 5
     fig = go.Figure(
         go.Table(
             header={"values": ["group", "problem", "expected", "model", "result"]},
             cells={
                 "values": [
-                    [c["group"] for c in cases],
-                    [c["name"] + ("" if c["in_distribution"] else " (OOD)") for c in cases],
-                    [" / ".join(c["expected"]) for c in cases],
-                    [" / ".join(c["answers"]) for c in cases],
-                    ["pass" if c["passed"] else "FAIL" for c in cases],
+                    [c.group for c in cases],
+                    [c.name + ("" if c.in_distribution else " (OOD)") for c in cases],
+                    [" / ".join(c.expected) for c in cases],
+                    [" / ".join(c.answers) for c in cases],
+                    ["pass" if c.passed else "FAIL" for c in cases],
                 ],
                 "fill_color": colors,
             },
         )
     )
     rates = [f"{label} {100 * r:.0f}% pass" for label, r in (
-        ("in distribution", edge.get("in_distribution_pass_rate")),
-        ("out of distribution", edge.get("out_of_distribution_pass_rate"))) if r is not None]
-    how = edge.get("decoding")
+        ("in distribution", edge.in_distribution_pass_rate),
+        ("out of distribution", edge.out_of_distribution_pass_rate)) if r is not None]
+    how = edge.decoding
     # tall enough for every row: a table figure scrolls inside its height, hiding the rest
     fig.update_layout(
         title="Edge cases" + (f" ({'; '.join(rates)})" if rates else "") + (f"<br><sup>{how}</sup>" if how else ""),
@@ -157,45 +157,45 @@ def edge_cases_figure(edge: dict[str, Any]) -> go.Figure:
     return fig
 
 
-def carry_figure(carry: dict[str, Any]) -> go.Figure:
-    b = carry["buckets"]
+def carry_figure(carry: Carry) -> go.Figure:
+    b = carry.buckets
     fig = go.Figure(
         go.Bar(
-            x=[r["bucket"] for r in b],
-            y=[r["exact_match"] for r in b],
-            text=[f"n={r['n']}" for r in b],
+            x=[r.bucket for r in b],
+            y=[r.exact_match for r in b],
+            text=[f"n={r.n}" for r in b],
             textposition="outside",
         )
     )
-    how = carry.get("decoding")
+    how = carry.decoding
     fig.update_layout(
         title="Exact match by longest carry cascade (balanced set)"
-              + (f"<br><sup>n={carry['n_per_bucket']} per bucket, {how}</sup>" if how else ""),
+              + (f"<br><sup>n={carry.n_per_bucket} per bucket, {how}</sup>" if how else ""),
         xaxis_title="longest carry cascade",
         yaxis={"title": "exact match", "range": [0, 1.1]},
     )
     return fig
 
 
-def perplexity_figure(ppl: dict[str, Any], n_loops: int | None = None) -> go.Figure:
+def perplexity_figure(ppl: dict[str, SetScores], n_loops: int | None = None) -> go.Figure:
     names = list(ppl)
-    fig = go.Figure(go.Bar(x=[f"{n} (n={ppl[n]['n']})" for n in names], y=[ppl[n]["perplexity"] for n in names]))
+    fig = go.Figure(go.Bar(x=[f"{n} (n={ppl[n].n})" for n in names], y=[ppl[n].perplexity for n in names]))
     how = "teacher-forced" + (f" at {n_loops} loops" if n_loops is not None else "")
     fig.update_layout(title=f"Per-token perplexity of the correct answer<br><sup>{how}</sup>", yaxis_title="perplexity")
     return fig
 
 
-def splits_figure(splits: dict[str, Any], n_loops: int | None = None) -> go.Figure:
+def splits_figure(splits: dict[str, SetScores], n_loops: int | None = None) -> go.Figure:
     names = list(splits)
     fig = go.Figure(
         go.Bar(
             x=names,
-            y=[splits[n]["exact_match"] for n in names],
-            text=[f"loss {splits[n]['loss']:.3g}" for n in names],
+            y=[splits[n].exact_match for n in names],
+            text=[f"loss {splits[n].loss:.3g}" for n in names],
             textposition="outside",
         )
     )
-    sizes = ", ".join(f"{n} n={splits[n]['n']}" for n in names)
+    sizes = ", ".join(f"{n} n={splits[n].n}" for n in names)
     how = "teacher-forced" + (f" at {n_loops} loops" if n_loops is not None else "")
     fig.update_layout(title=f"Accuracy by split<br><sup>{sizes}, every problem; {how}</sup>",
                       yaxis={"title": "accuracy", "range": [0, 1.1]})
@@ -219,7 +219,7 @@ def report_figures(report) -> dict[str, go.Figure]:
     }
     # their loop count is the report's, not the section's
     if report.perplexity:
-        figures["perplexity"] = perplexity_figure(report.perplexity, report.settings.get("n_loops"))
+        figures["perplexity"] = perplexity_figure(report.perplexity, report.settings.n_loops)
     if report.splits:
-        figures["splits"] = splits_figure(report.splits, report.settings.get("n_loops"))
+        figures["splits"] = splits_figure(report.splits, report.settings.n_loops)
     return figures

@@ -10,10 +10,9 @@ with its in- and out-of-distribution means (`grid_section`).
 
 from __future__ import annotations
 
-from typing import Any
-
 from abacus_interp.evaluation.answers import AnswerDecoding, judge
 from abacus_interp.evaluation.common import SectionProgress, mean_or_none, section_rng
+from abacus_interp.evaluation.result import Grid
 from abacus_interp.tasks.base import Example
 from abacus_interp.tasks.binary_op import BinaryOpTask
 
@@ -48,12 +47,12 @@ def grid_section(
     task: BinaryOpTask,
     digits: list[int],
     fitting: list[Cell],
-    skipped_cells: list[list[int]],
+    skipped_cells: list[Cell],
     n_per_cell: int,
     seed: int,
     decoding: AnswerDecoding,
     bar: SectionProgress,
-) -> tuple[dict[str, Any], dict[Cell, float], dict[Cell, list[Example]], dict[Cell, list[bool]]]:
+) -> tuple[Grid, dict[Cell, float], dict[Cell, list[Example]], dict[Cell, list[bool]]]:
     """Judge every fitting cell under `decoding` (the loss teacher-forced at its fixed depth).
     Returns the report's `grid` section and, per cell, its exact match, its problems and their
     teacher-forced verdicts (for the lengths section and the greedy re-check)."""
@@ -70,17 +69,17 @@ def grid_section(
         bar.step()
     in_dist = [em[c] for c in fitting if max(c) <= task.max_digits]
     ood = [em[c] for c in fitting if max(c) > task.max_digits]
-    section = {
-        "digits_a": digits,
-        "digits_b": digits,
-        "exact_match": [[em.get((i, j)) for j in digits] for i in digits],
-        "loss": [[loss.get((i, j)) for j in digits] for i in digits],
-        "skipped_cells": skipped_cells,
-        "trained_digits": [task.min_digits, task.max_digits],
-        "n_per_cell": n_per_cell,
-        "n_loops": decoding.n_loops,
-        "decoding": decoding.label,
-        "in_distribution_exact_match": mean_or_none(in_dist),
-        "out_of_distribution_exact_match": mean_or_none(ood),
-    }
+    section = Grid(
+        digits_a=tuple(digits),
+        digits_b=tuple(digits),
+        exact_match=tuple(tuple(em.get((i, j)) for j in digits) for i in digits),
+        loss=tuple(tuple(loss.get((i, j)) for j in digits) for i in digits),
+        skipped_cells=tuple(skipped_cells),
+        trained_digits=(task.min_digits, task.max_digits),
+        n_per_cell=n_per_cell,
+        n_loops=decoding.n_loops,
+        decoding=decoding.label,
+        in_distribution_exact_match=mean_or_none(in_dist),
+        out_of_distribution_exact_match=mean_or_none(ood),
+    )
     return section, em, cell_ex, cell_verdicts

@@ -10,7 +10,7 @@ and exact match by equal operand length (`equal_lengths`, `lengths_section`) int
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
 from abacus_interp.core.scoring import Scores, score_examples
 from abacus_interp.evaluation.answers import AnswerDecoding, judge
@@ -22,6 +22,15 @@ from abacus_interp.evaluation.common import (
     section_rng,
 )
 from abacus_interp.evaluation.grid import Cell, cell_fits
+from abacus_interp.evaluation.result import (
+    AdaptiveLoops,
+    AdaptiveSet,
+    FromGrid,
+    Lengths,
+    Loops,
+    LoopSet,
+    SetScores,
+)
 from abacus_interp.tasks.base import Example
 from abacus_interp.tasks.binary_op import BinaryOpTask
 
@@ -41,16 +50,25 @@ def default_loops(cfg) -> list[int]:
     return sorted(r for r in loops if r <= top)
 
 
-def digit_sets(model, task: BinaryOpTask, report, n_per_set: int, seed: int):
+@dataclass(frozen=True)
+class EvalSets:
+    """The sets a sweep runs on, and what the report says of them."""
+
+    sets: dict[str, list[Example]]
+    samples: dict[str, str]  # set name -> where its problems come from, in words
+    ood_digits: tuple[int, int] | None  # the out-of-distribution set's digit range; None: no such set
+    notes: tuple[str, ...]  # why a set is missing
+
+
+def digit_sets(model, task: BinaryOpTask, n_per_set: int, seed: int) -> EvalSets:
     """The in-distribution set (problems that fit) and, when longer operands fit, the
-    out-of-distribution set; records `ood_digits` in report.settings or a note why not."""
+    out-of-distribution set, with its digit range, or a note why there is none."""
     cfg = model.cfg
     L = cfg.max_seq_len
     # generated problems: none is held out, as a repeat of a training problem is rare enough
     # not to matter in a space this large
     samples = {"in_distribution": f"sampled as in training: each operand's digit count uniform in "
                                   f"{task.min_digits}..{task.max_digits}, then uniform digits"}
-    report.settings["samples"] = samples
     sets: dict[str, list[Example]] = {
         "in_distribution": [
             e for e in task.sample(n_per_set, section_rng(seed, "set", "id")) if fits_context(e, cfg.vocab, L)
@@ -59,18 +77,15 @@ def digit_sets(model, task: BinaryOpTask, report, n_per_set: int, seed: int):
     ood_hi = 2 * task.max_digits
     while ood_hi > task.max_digits and not cell_fits(task, ood_hi, ood_hi, L):
         ood_hi -= 1
-    if ood_hi > task.max_digits:
-        sets["out_of_distribution"] = task.sample(
-            n_per_set, section_rng(seed, "set", "ood"), min_digits=task.max_digits + 1, max_digits=ood_hi
-        )
-        report.settings["ood_digits"] = [task.max_digits + 1, ood_hi]
-        samples["out_of_distribution"] = (f"each operand's digit count uniform in {task.max_digits + 1}..{ood_hi} "
-                                          "(longer than trained), then uniform digits")
-    else:
-        report.notes.append(
-            f"no out-of-distribution set: {task.max_digits + 1}-digit operands exceed max_seq_len={L}"
-        )
-    return sets
+    if ood_hi <= task.max_digits:
+        return EvalSets(sets, samples, None, (
+            f"no out-of-distribution set: {task.max_digits + 1}-digit operands exceed max_seq_len={L}",))
+    sets["out_of_distribution"] = task.sample(
+        n_per_set, section_rng(seed, "set", "ood"), min_digits=task.max_digits + 1, max_digits=ood_hi
+    )
+    samples["out_of_distribution"] = (f"each operand's digit count uniform in {task.max_digits + 1}..{ood_hi} "
+                                      "(longer than trained), then uniform digits")
+    return EvalSets(sets, samples, (task.max_digits + 1, ood_hi), ())
 
 
 def scored_sets(
@@ -89,7 +104,7 @@ def scored_sets(
 
 
 def adaptive_sets(model, task, sets: dict[str, list[Example]], decoding: AnswerDecoding,
-                  bar: SectionProgress) -> dict[str, Any] | None:
+                  bar: SectionProgress) -> AdaptiveLoops | None:
     """Each set's exact match with adaptive loops (the run's own decoding) and the loops its
     problems used, beside the fixed loop counts of the sweep; None when the run has fixed loops."""
     if not decoding.adaptive:
@@ -99,31 +114,31 @@ def adaptive_sets(model, task, sets: dict[str, list[Example]], decoding: AnswerD
         bar.section(f"adaptive loops {name}")
         judged = judge(model, task, examples, decoding)
         used = sorted(judged.loops_used)
-        out[name] = {"exact_match": judged.exact_match, "median_loops": used[len(used) // 2],
-                     "max_loops_used": used[-1], "n": len(examples)}
+        out[name] = AdaptiveSet(exact_match=judged.exact_match, median_loops=used[len(used) // 2],
+                                max_loops_used=used[-1], n=len(examples))
         bar.step()
-    return {"label": decoding.label, "cap": decoding.cap, "sets": out}
+    return AdaptiveLoops(label=decoding.label, cap=decoding.cap, sets=out)
 
 
-def loops_section(sets, scored, loops, trained, adaptive: dict[str, Any] | None = None) -> dict[str, Any]:
+def loops_section(sets, scored, loops, trained, adaptive: AdaptiveLoops | None = None) -> Loops:
     """Exact match and loss of every set at every fixed loop count (teacher-forced), and
     `adaptive`, the sets under adaptive loops when the run has them (`adaptive_sets`)."""
-    return {
-        "loops": list(loops),
-        "trained_loops": trained,
-        "adaptive": adaptive,
-        "sets": {
-            name: {
-                "exact_match": [scored[(name, r)].exact_match for r in loops],
-                "loss": [scored[(name, r)].loss for r in loops],
-                "n": len(examples),
-            }
+    return Loops(
+        loops=tuple(loops),
+        trained_loops=trained,
+        adaptive=adaptive,
+        sets={
+            name: LoopSet(
+                exact_match=tuple(scored[(name, r)].exact_match for r in loops),
+                loss=tuple(scored[(name, r)].loss for r in loops),
+                n=len(examples),
+            )
             for name, examples in sets.items()
         },
-    }
+    )
 
 
-def perplexity_section(sets, scored, eval_loops) -> dict[str, Any]:
+def perplexity_section(sets, scored, eval_loops) -> dict[str, SetScores]:
     return {name: scores_summary(scored[(name, eval_loops)], len(ex)) for name, ex in sets.items()}
 
 
@@ -150,7 +165,7 @@ def lengths_section(
     seed: int,
     decoding: AnswerDecoding,
     bar: SectionProgress,
-) -> dict[str, Any]:
+) -> Lengths:
     """Exact match on equal-length operands under `decoding` (the loss teacher-forced at its
     fixed depth), plus the grid's exact match by the longer operand (`em` of the fitting cells)."""
     len_em, len_loss = [], []
@@ -161,15 +176,15 @@ def lengths_section(
         len_loss.append(judged.teacher_forced.loss)
         bar.step()
     by_max = sorted({max(c) for c in fitting})
-    return {
-        "lengths": lengths,
-        "exact_match": len_em,
-        "loss": len_loss,
-        "n_per_length": n_per_cell,
-        "decoding": decoding.label,
-        "trained_max": task.max_digits,
-        "from_grid": {
-            "max_operand_digits": by_max,
-            "exact_match": [mean_or_none([em[c] for c in fitting if max(c) == m]) for m in by_max],
-        },
-    }
+    return Lengths(
+        lengths=tuple(lengths),
+        exact_match=tuple(len_em),
+        loss=tuple(len_loss),
+        n_per_length=n_per_cell,
+        decoding=decoding.label,
+        trained_max=task.max_digits,
+        from_grid=FromGrid(
+            max_operand_digits=tuple(by_max),
+            exact_match=tuple(mean_or_none([em[c] for c in fitting if max(c) == m]) for m in by_max),
+        ),
+    )

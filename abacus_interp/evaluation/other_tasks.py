@@ -10,6 +10,8 @@ loss and perplexity vs loops on a sampled in-distribution set. Both re-check up 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from abacus_interp.errors import UserError
 from abacus_interp.evaluation.agreement import AGREEMENT_PROBLEMS, measure_agreement
 from abacus_interp.evaluation.common import (
@@ -19,41 +21,45 @@ from abacus_interp.evaluation.common import (
     section_rng,
 )
 from abacus_interp.evaluation.loops import loops_section, perplexity_section, scored_sets
+from abacus_interp.evaluation.report import EvalReport
 
 DIGIT_SECTIONS = ("grid", "lengths", "edge_cases", "carry")
 
 
-def evaluate_modular(model, task, report, loops, eval_loops, progress, allowed=None, eos=True):
+def evaluate_modular(model, task, header: EvalReport, loops, eval_loops, progress, allowed=None,
+                     eos=True) -> EvalReport:
+    """`header` with the splits, loops, perplexity and agreement of the train and test splits."""
     sets = {"train": task.full_split("train"), "test": task.full_split("test")}
-    report.settings["samples"] = {"train": "every problem of the train split",
-                                  "test": "every problem of the held-out test split (never trained on)"}
+    samples = {"train": "every problem of the train split",
+               "test": "every problem of the held-out test split (never trained on)"}
+    notes = []
     if not sets["test"]:
         del sets["test"]
-        report.notes.append("the test split is empty (train_fraction=1)")
+        notes.append("the test split is empty (train_fraction=1)")
     bar = SectionProgress(progress, len(sets) * len(set(loops) | {eval_loops}) + 1)
     try:
         scored = scored_sets(model, sets, loops, eval_loops, bar, allowed, eos)
-        report.splits = {
-            name: scores_summary(scored[(name, eval_loops)], len(ex)) for name, ex in sets.items()
-        }
-        report.loops = loops_section(sets, scored, loops, model.cfg.n_loops)
-        report.perplexity = perplexity_section(sets, scored, eval_loops)
+        splits = {name: scores_summary(scored[(name, eval_loops)], len(ex)) for name, ex in sets.items()}
+        loops_result = loops_section(sets, scored, loops, model.cfg.n_loops)
+        perplexity = perplexity_section(sets, scored, eval_loops)
         bar.section("generate agreement")
         name = "test" if "test" in sets else "train"
         ex = sets[name][:AGREEMENT_PROBLEMS]
         verdicts = scored[(name, eval_loops)].per_example_correct[:AGREEMENT_PROBLEMS]
-        report.agreement = measure_agreement(model, task, ex, verdicts, eval_loops, eos,
-                                             sample=f"the first {len(ex)} problems of the {name} split")
-        report.generate_agreement = report.agreement["agreement"]
+        agreement = measure_agreement(model, task, ex, verdicts, eval_loops, eos,
+                                      sample=f"the first {len(ex)} problems of the {name} split")
         bar.step()
     finally:
         bar.close()
     reason = f"{task.name} has single-token residues, not digit-count operands"
-    for section in DIGIT_SECTIONS:
-        report.skipped[section] = reason
+    return replace(header, settings=replace(header.settings, samples=samples), splits=splits, loops=loops_result,
+                   perplexity=perplexity, agreement=agreement, notes=(*header.notes, *notes),
+                   skipped={**header.skipped, **dict.fromkeys(DIGIT_SECTIONS, reason)})
 
 
-def evaluate_generic(model, task, report, loops, eval_loops, n_per_set, seed, progress, allowed=None, eos=True):
+def evaluate_generic(model, task, header: EvalReport, loops, eval_loops, n_per_set, seed, progress, allowed=None,
+                     eos=True) -> EvalReport:
+    """`header` with the loops, perplexity and agreement of a sampled in-distribution set."""
     examples = [
         e
         for e in task.sample_held_out(n_per_set, section_rng(seed, "set", "id"))
@@ -65,14 +71,11 @@ def evaluate_generic(model, task, report, loops, eval_loops, n_per_set, seed, pr
             "evaluate the model on the task configuration it was trained with"
         )
     sets = {"in_distribution": examples}
-    report.settings["samples"] = {"in_distribution": _generic_sample(task)}
     bar = SectionProgress(progress, len(set(loops) | {eval_loops}) + 1)
     try:
         scored = scored_sets(model, sets, loops, eval_loops, bar, allowed, eos)
-        report.loops = loops_section(sets, scored, loops, model.cfg.n_loops)
-        report.perplexity = perplexity_section(sets, scored, eval_loops)
         ex = examples[:AGREEMENT_PROBLEMS]
-        report.agreement = measure_agreement(
+        agreement = measure_agreement(
             model,
             task,
             ex,
@@ -81,13 +84,14 @@ def evaluate_generic(model, task, report, loops, eval_loops, n_per_set, seed, pr
             eos,
             sample=f"the first {len(ex)} problems of the in_distribution set",
         )
-        report.generate_agreement = report.agreement["agreement"]
         bar.step()
     finally:
         bar.close()
     reason = f"{task.name} is not a two-operand digit task (addition, multiplication)"
-    for section in DIGIT_SECTIONS:
-        report.skipped[section] = reason
+    return replace(header, settings=replace(header.settings, samples={"in_distribution": _generic_sample(task)}),
+                   loops=loops_section(sets, scored, loops, model.cfg.n_loops),
+                   perplexity=perplexity_section(sets, scored, eval_loops), agreement=agreement,
+                   skipped={**header.skipped, **dict.fromkeys(DIGIT_SECTIONS, reason)})
 
 
 def _generic_sample(task) -> str:

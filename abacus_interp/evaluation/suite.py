@@ -30,7 +30,8 @@ Other tasks get accuracy, loss and perplexity vs loops on a sampled set.
 Problems are drawn from `random.Random` streams derived from `seed` and the section/cell
 name, so one cell's problems do not depend on which other cells are evaluated.
 
-The sections live in sibling modules: `report.py` (the `EvalReport` dataclass), `grid.py`
+The sections live in sibling modules: `report.py` (the `EvalReport` dataclass) and `result.py`
+(its sections' frozen dataclasses, each built whole by its module), `grid.py`
 (the exact-match grid), `loops.py` (accuracy vs loops and lengths, perplexity sets),
 `carry.py` (carry-complexity buckets), `agreement.py` (the greedy re-check),
 `edge_cases.py`, `other_tasks.py` (modular addition and non-digit tasks), `text.py`
@@ -44,6 +45,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 
 from abacus_interp.errors import UserError
 from abacus_interp.evaluation.agreement import (
@@ -79,6 +81,14 @@ from abacus_interp.evaluation.other_tasks import (
     evaluate_modular,
 )
 from abacus_interp.evaluation.report import EvalReport
+from abacus_interp.evaluation.result import (
+    Decoding,
+    EdgeCaseResult,
+    EdgeCases,
+    GroupCount,
+    ModelInfo,
+    Settings,
+)
 from abacus_interp.evaluation.text import format_report
 
 __all__ = [
@@ -181,15 +191,15 @@ def evaluate(
     eval_loops = decoding.n_loops
     _check_depth_and_vocabulary(cfg, task, eval_loops)
     loops = sorted(set(loops)) if loops is not None else default_loops(cfg)
-    report = _empty_report(model, task, seed=seed, n_per_cell=n_per_cell, n_per_set=n_per_set,
-                           decoding=decoding, loops=loops, grid=grid)
+    header = _header(model, task, seed=seed, n_per_cell=n_per_cell, n_per_set=n_per_set,
+                     decoding=decoding, loops=loops, grid=grid)
     if task.has_fixed_split:
-        evaluate_modular(model, task, report, loops, eval_loops, progress, allowed, eos)
+        report = evaluate_modular(model, task, header, loops, eval_loops, progress, allowed, eos)
     elif task.has_digit_grid:
-        _evaluate_digits(model, task, report, grid, loops, decoding, n_per_cell, n_per_set, seed, max_length,
-                         progress, far_lengths)
+        report = _evaluate_digits(model, task, header, grid, loops, decoding, n_per_cell, n_per_set, seed,
+                                  max_length, progress, far_lengths)
     else:
-        evaluate_generic(model, task, report, loops, eval_loops, n_per_set, seed, progress, allowed, eos)
+        report = evaluate_generic(model, task, header, loops, eval_loops, n_per_set, seed, progress, allowed, eos)
     for section, reason in report.skipped.items():
         logger.info("eval: skipped %s: %s", section, reason)
     return report
@@ -203,72 +213,71 @@ def _check_depth_and_vocabulary(cfg, task, eval_loops: int) -> None:
                         "evaluate a model on the task it was trained on (see the run's config.json)")
 
 
-def _empty_report(model, task, *, seed, n_per_cell, n_per_set, decoding, loops, grid) -> EvalReport:
+def _header(model, task, *, seed, n_per_cell, n_per_set, decoding, loops, grid) -> EvalReport:
     """The report before any section ran: what was evaluated and how."""
     cfg = model.cfg
     return EvalReport(
         task={"name": task.name, **task.config()},
-        model={
-            "n_loops": cfg.n_loops,
-            "max_loops": cfg.max_loops,
-            "max_seq_len": cfg.max_seq_len,
-            "n_layers": cfg.n_layers,
-            "d_model": cfg.d_model,
-            "positional": cfg.positional,
-            "checkpoint": model.checkpoint_path,
-        },
-        settings={
-            "seed": seed,
-            "n_per_cell": n_per_cell,
-            "n_per_set": n_per_set,
-            "n_loops": decoding.n_loops,
-            "decoding": decoding.to_dict(),
-            "loops": loops,
-            "grid": list(grid) if grid is not None else None,
-        },
+        model=ModelInfo(
+            n_loops=cfg.n_loops,
+            max_loops=cfg.max_loops,
+            max_seq_len=cfg.max_seq_len,
+            n_layers=cfg.n_layers,
+            d_model=cfg.d_model,
+            positional=cfg.positional,
+            checkpoint=model.checkpoint_path,
+        ),
+        settings=Settings(
+            seed=seed,
+            n_per_cell=n_per_cell,
+            n_per_set=n_per_set,
+            n_loops=decoding.n_loops,
+            decoding=Decoding(**decoding.to_dict()),
+            loops=tuple(loops),
+            grid=tuple(grid) if grid is not None else None,
+        ),
     )
 
 
-def _grid_cells(task, report, digits: list[int], max_seq_len: int) -> tuple[list, list]:
-    """(cells that fit, cells skipped for length) of the digits x digits grid, leaving out
-    what the run cannot read; each omission noted on the report."""
+def _grid_cells(task, digits: list[int], max_seq_len: int) -> tuple[list, list, list[str]]:
+    """(cells that fit, cells skipped for length, notes) of the digits x digits grid, leaving
+    out what the run cannot read; each omission noted."""
     L = max_seq_len
+    notes = []
     cells = [(i, j) for i in digits for j in digits]
     unreadable = [[i, j] for i, j in cells if not task.can_read(i, j)]
     if unreadable:
-        report.notes.append(
+        notes.append(
             f"grid: {len(unreadable)} of {len(cells)} cells left out, the run cannot read their operands "
             f"(e.g. {unreadable[-1][0]}x{unreadable[-1][1]} digits: {task.name} trained with a multiplier of up "
             f"to {task.multiplier_range[1]} digits)" if hasattr(task, "multiplier_range") else
             f"grid: {len(unreadable)} of {len(cells)} cells left out, the run cannot read their operands")
     cells = [(i, j) for i, j in cells if task.can_read(i, j)]
     fitting = [(i, j) for i, j in cells if cell_fits(task, i, j, L)]
-    skipped_cells = [[i, j] for i, j in cells if not cell_fits(task, i, j, L)]
+    skipped_cells = [(i, j) for i, j in cells if not cell_fits(task, i, j, L)]
     if skipped_cells:
         msg = (
             f"grid: {len(skipped_cells)} of {len(cells)} cells skipped, their sequences exceed "
             f"max_seq_len={L} (e.g. {skipped_cells[-1][0]}x{skipped_cells[-1][1]} digits needs "
             f"{cell_length(task, *skipped_cells[-1])} tokens)"
         )
-        report.notes.append(msg)
+        notes.append(msg)
         logger.info(msg)
-    return fitting, skipped_cells
+    return fitting, skipped_cells, notes
 
 
 def _evaluate_digits(
-    model, task, report, grid, loops, decoding, n_per_cell, n_per_set, seed, max_length, progress, far_lengths
-):
+    model, task, header: EvalReport, grid, loops, decoding, n_per_cell, n_per_set, seed, max_length, progress,
+    far_lengths,
+) -> EvalReport:
     cfg = model.cfg
     eval_loops = decoding.n_loops  # the teacher-forced parts' depth
     L = cfg.max_seq_len
     lo, hi = grid if grid is not None else default_grid(task, L)
-    report.settings["grid"] = [lo, hi]
     digits = list(range(lo, hi + 1))
-    fitting, skipped_cells = _grid_cells(task, report, digits, L)
-
-    # in- and out-of-distribution sets
-    sets = digit_sets(model, task, report, n_per_set, seed)
-
+    fitting, skipped_cells, notes = _grid_cells(task, digits, L)
+    evaluated = digit_sets(model, task, n_per_set, seed)  # in- and out-of-distribution sets
+    sets = evaluated.sets
     lengths, edge_lengths = _lengths(task, max_length, hi, L, far_lengths)
     cases = edge_cases(task, edge_lengths, section_rng(seed, "edge"), max_seq_len=L)
     is_add = task.has_carries  # carry buckets: addition only
@@ -276,40 +285,35 @@ def _evaluate_digits(
              + (len(CASCADE_BUCKETS) if is_add else 0) + 1 + (len(sets) if decoding.adaptive else 0))
     bar = SectionProgress(progress, total)
     try:
-        # 1. grid
-        report.grid, em, cell_ex, cell_verdicts = grid_section(
+        # 1. grid, then the greedy re-check of a round-robin pick of its problems
+        grid_result, em, cell_ex, cell_verdicts = grid_section(
             model, task, digits, fitting, skipped_cells, n_per_cell, seed, decoding, bar
         )
-
-        # greedy re-check of a round-robin pick of grid problems
         bar.section("generate agreement")
         picked = pick_from_cells(cell_ex, cell_verdicts, fitting, n_per_cell)
-        report.agreement = measure_agreement(model, task, [p[0] for p in picked], [p[1] for p in picked], eval_loops,
-                                             sample="grid problems, round robin over the cells, both verdicts represented")
-        report.generate_agreement = report.agreement["agreement"]
+        agreement = measure_agreement(model, task, [p[0] for p in picked], [p[1] for p in picked], eval_loops,
+                                      sample="grid problems, round robin over the cells, both verdicts represented")
         bar.step()
-
         # 2. loops and 6. perplexity
         scored = scored_sets(model, sets, loops, eval_loops, bar)
-        report.loops = loops_section(sets, scored, loops, cfg.n_loops, adaptive_sets(model, task, sets, decoding, bar))
-        report.perplexity = perplexity_section(sets, scored, eval_loops)
-
+        loops_result = loops_section(sets, scored, loops, cfg.n_loops, adaptive_sets(model, task, sets, decoding, bar))
         # 3. lengths
-        report.lengths = lengths_section(model, task, lengths, fitting, em, n_per_cell, seed, decoding, bar)
-
+        lengths_result = lengths_section(model, task, lengths, fitting, em, n_per_cell, seed, decoding, bar)
         # 4. edge cases
         bar.section("edge cases")
-        report.edge_cases = _edge_case_section(run_edge_cases(model, task, cases, decoding=decoding), decoding,
-                                               edge_lengths)
+        edge = _edge_case_section(run_edge_cases(model, task, cases, decoding=decoding), decoding, edge_lengths)
         bar.step()
-
         # 5. carry complexity
-        if is_add:
-            report.carry = carry_section(model, task, sets["in_distribution"], n_per_set, seed, decoding, bar, L)
-        else:
-            report.skipped["carry"] = f"carry cascades are defined for addition, not {task.name}"
+        carry = carry_section(model, task, sets["in_distribution"], n_per_set, seed, decoding, bar, L) if is_add else None
     finally:
         bar.close()
+    skipped = {} if is_add else {"carry": f"carry cascades are defined for addition, not {task.name}"}
+    return replace(
+        header, settings=replace(header.settings, grid=(lo, hi), samples=evaluated.samples,
+                                 ood_digits=evaluated.ood_digits),
+        grid=grid_result, loops=loops_result, lengths=lengths_result, edge_cases=edge, carry=carry,
+        perplexity=perplexity_section(sets, scored, eval_loops), agreement=agreement,
+        skipped={**header.skipped, **skipped}, notes=(*header.notes, *notes, *evaluated.notes))
 
 
 def _lengths(task, max_length, hi: int, max_seq_len: int, far_lengths) -> tuple[list[int], list[int]]:
@@ -324,19 +328,17 @@ def _lengths(task, max_length, hi: int, max_seq_len: int, far_lengths) -> tuple[
     return lengths, edge_lengths
 
 
-def _edge_case_section(results, decoding, lengths: list[int]) -> dict:
-    by_group: dict[str, dict[str, int]] = {}
-    for r in results:
-        g = by_group.setdefault(r.group, {"passed": 0, "total": 0})
-        g["passed"] += int(r.passed)
-        g["total"] += 1
-    return {
-        "cases": [r.__dict__ for r in results],
-        "by_group": by_group,
-        "pass_rate": mean_or_none([float(r.passed) for r in results]),
+def _edge_case_section(results: list[EdgeCaseResult], decoding, lengths: list[int]) -> EdgeCases:
+    groups = dict.fromkeys(r.group for r in results)  # in the order the cases first name them
+    by_group = {g: GroupCount(passed=sum(int(r.passed) for r in results if r.group == g),
+                              total=sum(1 for r in results if r.group == g)) for g in groups}
+    return EdgeCases(
+        cases=tuple(results),
+        by_group=by_group,
+        pass_rate=mean_or_none([float(r.passed) for r in results]),
         # apart: a rate over both mixes the trained range with what the run never saw
-        "in_distribution_pass_rate": mean_or_none([float(r.passed) for r in results if r.in_distribution]),
-        "out_of_distribution_pass_rate": mean_or_none([float(r.passed) for r in results if not r.in_distribution]),
-        "decoding": decoding.label,
-        "lengths": lengths,
-    }
+        in_distribution_pass_rate=mean_or_none([float(r.passed) for r in results if r.in_distribution]),
+        out_of_distribution_pass_rate=mean_or_none([float(r.passed) for r in results if not r.in_distribution]),
+        decoding=decoding.label,
+        lengths=tuple(lengths),
+    )

@@ -10,6 +10,7 @@ buckets, perplexity), then what was skipped and any notes. Exact match is shown 
 from __future__ import annotations
 
 from abacus_interp.evaluation.report import EvalReport
+from abacus_interp.evaluation.result import EdgeCaseResult, LoopSet
 
 
 def _pct(x: float | None, width: int = 5) -> str:
@@ -18,13 +19,13 @@ def _pct(x: float | None, width: int = 5) -> str:
 
 def format_report(report: EvalReport) -> str:
     """A plain-text summary of every section for a terminal (exact match in percent)."""
-    t = report.task
+    t, m = report.task, report.model
     lines = [
         f"task {t['name']} ({', '.join(f'{k}={v}' for k, v in t.items() if k != 'name')}); "
-        f"model: {report.model['n_layers']} layer(s) x {report.model['n_loops']} loops, "
-        f"d_model={report.model['d_model']}, {report.model['positional']} positions"
-        + (f"; checkpoint {report.model['checkpoint']}" if report.model.get("checkpoint") else ""),
-        f"seed {report.settings['seed']}, answers read with {_decoding(report)}",
+        f"model: {m.n_layers} layer(s) x {m.n_loops} loops, "
+        f"d_model={m.d_model}, {m.positional} positions"
+        + (f"; checkpoint {m.checkpoint}" if m.checkpoint else ""),
+        f"seed {report.settings.seed}, answers read with {report.settings.decoding.label}",
     ]
     for section in (_grid_lines, _split_lines, _loop_lines, _length_lines, _edge_case_lines, _carry_lines,
                     _perplexity_lines):
@@ -40,29 +41,29 @@ def _grid_lines(report: EvalReport) -> list[str]:
     lines = []
     g = report.grid
     if g is not None:
-        lo, hi = g["trained_digits"]
+        lo, hi = g.trained_digits
         lines += [
             "",
-            f"Exact match (%) by digits of a (rows) x digits of b (columns), n={g['n_per_cell']} per cell "
-            f"(operands of exactly those digit counts, uniform digits; {g.get('decoding') or 'teacher-forced'}); "
+            f"Exact match (%) by digits of a (rows) x digits of b (columns), n={g.n_per_cell} per cell "
+            f"(operands of exactly those digit counts, uniform digits; {g.decoding or 'teacher-forced'}); "
             f"* = trained region ({lo}..{hi} digits), - = does not fit",
         ]
         w = 5
-        lines.append("a\\b".rjust(4) + "".join(str(j).rjust(w) for j in g["digits_b"]))
-        for i, row in zip(g["digits_a"], g["exact_match"], strict=True):
+        lines.append("a\\b".rjust(4) + "".join(str(j).rjust(w) for j in g.digits_b))
+        for i, row in zip(g.digits_a, g.exact_match, strict=True):
             cells = []
-            for j, v in zip(g["digits_b"], row, strict=True):
+            for j, v in zip(g.digits_b, row, strict=True):
                 mark = "*" if lo <= i <= hi and lo <= j <= hi else " "
                 cells.append(_pct(v, w - 1) + mark)
             lines.append(str(i).rjust(4) + "".join(cells))
         lines.append(
-            f"  in-distribution mean {_pct(g['in_distribution_exact_match'], 0)}% (over the * cells), "
-            f"out-of-distribution mean {_pct(g['out_of_distribution_exact_match'], 0)}% (over the others)"
+            f"  in-distribution mean {_pct(g.in_distribution_exact_match, 0)}% (over the * cells), "
+            f"out-of-distribution mean {_pct(g.out_of_distribution_exact_match, 0)}% (over the others)"
         )
     if report.generate_agreement is not None:
         a = report.agreement
         lines.append(
-            f"  greedy decoding agrees with teacher-forced scoring on n={a['n']} problems ({a['sample']}): "
+            f"  greedy decoding agrees with teacher-forced scoring on n={a.n} problems ({a.sample}): "
             f"{100 * report.generate_agreement:.0f}%"
         )
     return lines
@@ -73,7 +74,7 @@ def _split_lines(report: EvalReport) -> list[str]:
         return []
     lines = ["", "Splits (every problem of each, teacher-forced):"]
     for name, s in report.splits.items():
-        lines.append(f"  {name:<6} exact match {_pct(s['exact_match'], 0)}%  loss {s['loss']:.4g}  (n={s['n']})")
+        lines.append(f"  {name:<6} exact match {_pct(s.exact_match, 0)}%  loss {s.loss:.4g}  (n={s.n})")
     return lines
 
 
@@ -81,17 +82,17 @@ def _loop_lines(report: EvalReport) -> list[str]:
     lp = report.loops
     if lp is None:
         return []
-    lines = ["", f"Exact match (%) vs loops (trained: {lp['trained_loops']}), teacher-forced on the sets below"]
-    names = list(lp["sets"])
+    lines = ["", f"Exact match (%) vs loops (trained: {lp.trained_loops}), teacher-forced on the sets below"]
+    names = list(lp.sets)
     lines.append("   R " + "".join(n[:20].rjust(22) for n in names))
-    for k, r in enumerate(lp["loops"]):
-        lines.append(f"{r:4d} " + "".join((_pct(lp["sets"][n]["exact_match"][k], 0) + "%").rjust(22) for n in names))
-    if lp.get("adaptive"):
-        ad = lp["adaptive"]
-        lines.append(f"  {ad['label']}: " + ", ".join(
-            f"{n} {_pct(a['exact_match'], 0)}% (median {a['median_loops']} loops, at most {a['max_loops_used']})"
-            for n, a in ad["sets"].items()))
-    return lines + _set_lines(report, lp["sets"])
+    for k, r in enumerate(lp.loops):
+        lines.append(f"{r:4d} " + "".join((_pct(lp.sets[n].exact_match[k], 0) + "%").rjust(22) for n in names))
+    if lp.adaptive:
+        ad = lp.adaptive
+        lines.append(f"  {ad.label}: " + ", ".join(
+            f"{n} {_pct(a.exact_match, 0)}% (median {a.median_loops} loops, at most {a.max_loops_used})"
+            for n, a in ad.sets.items()))
+    return lines + _set_lines(report, lp.sets)
 
 
 def _length_lines(report: EvalReport) -> list[str]:
@@ -100,10 +101,10 @@ def _length_lines(report: EvalReport) -> list[str]:
         return []
     return [
         "",
-        f"Exact match (%) by operand length, equal lengths (trained up to {ln['trained_max']}), "
-        f"n={ln['n_per_length']} per length (both operands of exactly that many digits, uniform digits)",
-        "  len " + " ".join(str(n).rjust(4) for n in ln["lengths"]),
-        "  EM  " + " ".join(_pct(v, 4) for v in ln["exact_match"]),
+        f"Exact match (%) by operand length, equal lengths (trained up to {ln.trained_max}), "
+        f"n={ln.n_per_length} per length (both operands of exactly that many digits, uniform digits)",
+        "  len " + " ".join(str(n).rjust(4) for n in ln.lengths),
+        "  EM  " + " ".join(_pct(v, 4) for v in ln.exact_match),
     ]
 
 
@@ -111,12 +112,12 @@ def _edge_case_lines(report: EvalReport) -> list[str]:
     ec = report.edge_cases
     if ec is None:
         return []
-    lines = ["", *_edge_case_summary(ec["cases"], ec.get("decoding") or _decoding(report))]
-    for c in ec["cases"]:
-        verdict = "PASS" if c["passed"] else "FAIL"
-        tag = "" if c["in_distribution"] else " (OOD)"
-        lines.append(f"  {verdict} {c['group']:<16} {c['name']}{tag}: model {' / '.join(c['answers'])}, "
-                     f"expected {' / '.join(c['expected'])}")
+    lines = ["", *_edge_case_summary(ec.cases, ec.decoding or report.settings.decoding.label)]
+    for c in ec.cases:
+        verdict = "PASS" if c.passed else "FAIL"
+        tag = "" if c.in_distribution else " (OOD)"
+        lines.append(f"  {verdict} {c.group:<16} {c.name}{tag}: model {' / '.join(c.answers)}, "
+                     f"expected {' / '.join(c.expected)}")
     return lines
 
 
@@ -125,10 +126,10 @@ def _carry_lines(report: EvalReport) -> list[str]:
     if cr is None:
         return []
     lines = ["", "Exact match (%) by longest carry cascade (balanced, in-distribution lengths)"]
-    for b in cr["buckets"]:
-        extra = f"  ({b['reason']})" if b.get("reason") else ""
-        lines.append(f"  {b['bucket']:>3}: {_pct(b['exact_match'], 4)}%  n={b['n']:<5} "
-                     f"natural frequency {100 * b['natural_fraction']:.1f}%{extra}")
+    for b in cr.buckets:
+        extra = f"  ({b.reason})" if b.reason else ""
+        lines.append(f"  {b.bucket:>3}: {_pct(b.exact_match, 4)}%  n={b.n:<5} "
+                     f"natural frequency {100 * b.natural_fraction:.1f}%{extra}")
     return lines
 
 
@@ -138,42 +139,36 @@ def _perplexity_lines(report: EvalReport) -> list[str]:
         return []
     lines = ["", "Perplexity of the correct answer (per token)"]
     for name, s in pp.items():
-        lines.append(f"  {name:<20} {s['perplexity']:.4g}  (loss {s['loss']:.4g}, exact match "
-                     f"{_pct(s['exact_match'], 0)}%, n={s['n']})")
+        lines.append(f"  {name:<20} {s.perplexity:.4g}  (loss {s.loss:.4g}, exact match "
+                     f"{_pct(s.exact_match, 0)}%, n={s.n})")
     return lines
 
 
-def _set_lines(report: EvalReport, sets: dict) -> list[str]:
+def _set_lines(report: EvalReport, sets: dict[str, LoopSet]) -> list[str]:
     """Each scored set's size and where its problems come from."""
-    samples = report.settings.get("samples") or {}
-    per_set, per_cell = report.settings.get("n_per_set"), report.settings.get("n_per_cell")
-    lines = [f"  {name}: n={s['n']}, {samples[name]}" if name in samples else f"  {name}: n={s['n']}"
+    samples = report.settings.samples
+    per_set, per_cell = report.settings.n_per_set, report.settings.n_per_cell
+    lines = [f"  {name}: n={s.n}, {samples[name]}" if name in samples else f"  {name}: n={s.n}"
              for name, s in sets.items()]
-    if per_set is not None and per_set == 4 * per_cell and any(s["n"] == per_set for s in sets.values()):
+    if per_set == 4 * per_cell and any(s.n == per_set for s in sets.values()):
         # --n counts problems per grid cell; a whole set is four cells' worth
         lines.append(f"  (n={per_set} is 4 x --n {per_cell}: --n counts problems per grid cell, a whole set gets "
                      "four cells' worth)")
     return lines
 
 
-def _decoding(report: EvalReport) -> str:
-    """The label of how answers were read ("6 loops", "adaptive loops ..., at most 128")."""
-    decoding = report.settings.get("decoding")
-    return decoding["label"] if decoding else f"{report.settings['n_loops']} loops"
-
-
-def _edge_case_summary(cases: list[dict], decoding: str) -> list[str]:
+def _edge_case_summary(cases: tuple[EdgeCaseResult, ...], decoding: str) -> list[str]:
     """The pass counts, in and out of distribution apart, and every failed in-distribution
     case named: one failure there matters more than all the out-of-distribution ones."""
-    inside = [c for c in cases if c["in_distribution"]]
-    outside = [c for c in cases if not c["in_distribution"]]
-    failed = [c for c in inside if not c["passed"]]
+    inside = [c for c in cases if c.in_distribution]
+    outside = [c for c in cases if not c.in_distribution]
+    failed = [c for c in inside if not c.passed]
     lines = [
         f"Edge cases (one hand-picked problem each, greedy decoding, {decoding}): "
         f"in distribution {len(inside) - len(failed)}/{len(inside)} passed, "
-        f"out of distribution {sum(c['passed'] for c in outside)}/{len(outside)}"
+        f"out of distribution {sum(c.passed for c in outside)}/{len(outside)}"
     ]
     for c in failed:
-        lines.append(f"  in-distribution failure: {c['name']}: model {' / '.join(c['answers'])}, "
-                     f"expected {' / '.join(c['expected'])}")
+        lines.append(f"  in-distribution failure: {c.name}: model {' / '.join(c.answers)}, "
+                     f"expected {' / '.join(c.expected)}")
     return lines

@@ -10,10 +10,9 @@ from typing import Any
 # the sibling modules themselves, not `from . import`: the package's __init__ imports this one
 import analyses.report.findings as F
 import analyses.report.html as H
-from abacus_interp.jsonsafe import from_json, to_json
 from analyses.contract import Result, RunContext
 
-from .result import Built, EdgeCases, Evaluation
+from .result import Built, EdgeCases
 
 
 @dataclass(frozen=True)
@@ -77,7 +76,6 @@ def build_evaluation(ctx: RunContext, sizes: EvaluationSizes) -> Built:
     if not ctx.task.has_digit_grid:  # score the run the way it was trained (its readout)
         kwargs.update(run_readout((ctx.run_config or {}).get("train", {}), ctx.task))
     report = evaluate(ctx.model, ctx.task, seed=ctx.seed, progress=False, **kwargs)
-    typed = from_json(Evaluation, report.to_dict())  # typed once: a renamed key fails here
     figs = report.figures()
     figs.pop("edge_cases", None)  # shown whole as an HTML table below
     # the order: the grid and accuracy vs loops first
@@ -85,13 +83,14 @@ def build_evaluation(ctx: RunContext, sizes: EvaluationSizes) -> Built:
     figures = {k: figs[k] for k in order if k in figs}
     figures.update({k: v for k, v in figs.items() if k not in figures})
     tables = ""
-    if typed.edge_cases is not None and typed.edge_cases.cases:
-        tables += edge_case_table(typed.edge_cases, typed.edge_cases.decoding or F.decoding_label(typed))
-    if typed.skipped:
-        tables = H.grid_table(["part", "skipped because"], [[k, v] for k, v in typed.skipped.items()],
+    if report.edge_cases is not None and report.edge_cases.cases:
+        tables += edge_case_table(report.edge_cases, report.edge_cases.decoding or F.decoding_label(report))
+    if report.skipped:
+        tables = H.grid_table(["part", "skipped because"], [[k, v] for k, v in report.skipped.items()],
                               caption="Parts of the evaluation that do not apply")
-    tables += notes_html(list(typed.notes))
-    return Built(data=to_json(typed), sentences=F.evaluation(typed), plots=figures, tables=tables)
+    tables += notes_html(list(report.notes))
+    # report.json holds the evaluation's own JSON, the layout `EvalReport.from_dict` reads back
+    return Built(data=report.to_dict(), sentences=F.evaluation(report), plots=figures, tables=tables)
 
 
 

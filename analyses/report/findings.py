@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from analyses.prose import finite, first_step_at, limit, num, pct, slope
 
-from .result import Carry, EdgeCases, Evaluation, Grid, Lengths, Loops, ModelCard, Scores
+from .result import Carry, EdgeCases, EvalReport, Grid, Lengths, Loops, ModelCard, SetScores
 
 # --------------------------------------------------------------------------- model card
 
@@ -74,13 +74,13 @@ def model_card(d: ModelCard) -> list[str]:
 # --------------------------------------------------------------------------- evaluation
 
 
-def decoding_label(d: Evaluation) -> str:
+def decoding_label(d: EvalReport) -> str:
     """How the evaluation read its answers ("6 loops", "adaptive loops ..., at most 128"):
-    every sentence of the section says it, so no two sections are compared at different loops."""
-    decoding = d.settings.get("decoding") if d.settings else None
-    if decoding:
-        return decoding["label"]
-    n_loops = d.settings.get("n_loops") if d.settings else None
+    every sentence of the section says it, so no two sections are compared at different loops.
+    (A hand-written fragment may lack the settings or their decoding.)"""
+    if d.settings is not None and d.settings.decoding is not None and d.settings.decoding.label is not None:
+        return d.settings.decoding.label
+    n_loops = d.settings.n_loops if d.settings is not None else None
     return f"{n_loops} loops" if n_loops is not None else "the model's loops"
 
 
@@ -104,7 +104,7 @@ def edge_case_outcome(edge: EdgeCases | None, how: str) -> str | None:
             f"({how}): {named}{beyond}.")
 
 
-def evaluation(d: Evaluation) -> list[str]:
+def evaluation(d: EvalReport) -> list[str]:
     out: list[str | None] = []
     grid, lengths, loops, carry, splits = d.grid, d.lengths, d.loops, d.carry, d.splits
     how = decoding_label(d)
@@ -166,7 +166,7 @@ def _lengths_sentence(lengths: Lengths, how: str) -> str:
             f"{'s' if below != 1 else ''}, inside the trained range (up to {trained}; {sample}).")
 
 
-def _splits_sentences(splits: dict[str, Scores], how: str) -> list[str]:
+def _splits_sentences(splits: dict[str, SetScores], how: str) -> list[str]:
     """Accuracy on every full split and, with two losses, how the answer's cross-entropy compares."""
     parts = [f"{name} {pct(s.exact_match, 1)}" for name, s in splits.items()]
     out = ["Accuracy on the full splits: " + ", ".join(parts) + f" (every problem of each split, {how})."]

@@ -9,11 +9,10 @@ from typing import Any
 
 # the sibling modules themselves, not `from . import`: the package's __init__ imports this one
 import analyses.report.html as H
-from abacus_interp.jsonsafe import from_json
 from analyses.prose import pct
 
 from .findings import decoding_label
-from .result import EdgeCase, EdgeCases, Evaluation, Grid
+from .result import EdgeCaseResult, EdgeCases, EvalReport, Grid
 
 SUMMARY_KEY = "summary"
 SUMMARY_TITLE = "Summary"
@@ -28,7 +27,7 @@ def _grid_cells(grid: Grid, inside: bool) -> list[tuple[int, int, float]]:
             if v is not None and (max(a, b) <= top) == inside]
 
 
-def _cases(cases: list[EdgeCase], most: int = 3) -> str:
+def _cases(cases: list[EdgeCaseResult], most: int = 3) -> str:
     named = "; ".join(f"{c.name} gives {' / '.join(c.answers)}, not {' / '.join(c.expected)}" for c in cases[:most])
     return named + (f"; and {len(cases) - most} more" if len(cases) > most else "")
 
@@ -47,7 +46,7 @@ def _far_sentence(lengths, how: str) -> str | None:
             f"(both operands of exactly that length, uniform digits, n={lengths.n_per_length} each, {how}).")
 
 
-def summary_sentences(d: Evaluation) -> list[str]:
+def summary_sentences(d: EvalReport) -> list[str]:
     """What the model does and where it fails, each number with its sample; [] when the
     evaluation produced no accuracy."""
     how = decoding_label(d)
@@ -131,7 +130,7 @@ def _weakest_cell(grid: Grid | None) -> list[str]:
 def summary_of(evaluation_section: dict[str, Any] | None) -> list[str]:
     """The summary's sentences from report.json's evaluation section ([] when it did not run)."""
     if evaluation_section is not None and evaluation_section.get("status") == "ok" and evaluation_section.get("data"):
-        return summary_sentences(from_json(Evaluation, evaluation_section["data"]))
+        return summary_sentences(EvalReport.from_dict(evaluation_section["data"]))
     return []
 
 
