@@ -64,8 +64,10 @@ class RunContext:
         return self.model.cfg.family
 
     @property
-    def is_looped(self) -> bool:
-        """False for one pass without input injection (extra passes then mean nothing) and for
+    def has_loop_dynamics(self) -> bool:
+        """Whether running the block once more changes anything worth reading: a looped family
+        (`model.is_looped`, the class flag) that loops more than once or re-injects its input.
+        False for one pass without input injection (extra passes then mean nothing) and for
         the families whose recurrence runs over positions rather than a loop."""
         cfg = self.model.cfg
         return self.model.is_looped and not (cfg.n_loops == 1 and cfg.input_injection == "none")

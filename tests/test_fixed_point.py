@@ -276,11 +276,11 @@ def test_the_report_omits_the_section_for_a_single_loop_and_says_why():
 
     def context(cell: str) -> Context:
         run = EXPR_CELLS / cell
-        return Context(run_dir=run, config={}, model=load_model(run, device="cpu"), task=load_task(run),
-                       compare_dir=None, sizes=ReportSizes.quick())
+        return Context(run=RunContext(run_dir=run, model=load_model(run, device="cpu"), task=load_task(run),
+                                      run_config={}), sizes=ReportSizes.quick())
 
     gpt = context("gpt-s")  # 3 layers x 1 loop, input injection on, max_loops 1
-    assert gpt.model.cfg.n_loops == gpt.model.cfg.max_loops == 1 and gpt.run.is_looped
+    assert gpt.run.model.cfg.n_loops == gpt.run.model.cfg.max_loops == 1 and gpt.run.has_loop_dynamics
     reason = ANALYSIS.skip_reason(gpt.run)
     assert reason is not None and "single loop" in reason and "no fixed point" in reason
     with pytest.raises(Omitted, match="single loop"):

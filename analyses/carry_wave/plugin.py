@@ -23,7 +23,7 @@ class CarryWaveAnalysis:
         cfg = run.model.cfg
         if not getattr(run.task, "has_carries", False):
             return f"task {run.task.name!r} has no carries to follow"
-        if not (run.is_looped and cfg.answer_slots):
+        if not (run.has_loop_dynamics and cfg.answer_slots):
             return ("the carry wave is read off an answer-slot model's loops (answer_format='slots'); "
                     "this model writes its answer token by token, so carries travel through its own answer")
         return far_length_reason(run.model, run.task, CarryWaveConfig.far_multiple)

@@ -23,7 +23,7 @@ class FixedPointAnalysis:
         if not run.model.is_looped:
             return (f"a {run.family} model recurs over positions, not over a loop: there is no loop state "
                     "that could converge to a fixed point")
-        if not run.is_looped:
+        if not run.has_loop_dynamics:
             return ("the model is not looped (n_loops=1, no input injection): there is no loop whose state "
                     "could converge to a fixed point")
         if default_horizon(run.model.cfg) < 2:

@@ -38,7 +38,7 @@ from tqdm.auto import tqdm
 from abacus_interp.core.runtime import torch_threads as limit_threads
 from abacus_interp.errors import MissingPathError, UserError, check_output_dir
 from abacus_interp.jsonsafe import json_safe
-from analyses.contract import Analysis, Result
+from analyses.contract import Analysis, Result, RunContext
 from analyses.registry import dependency_order
 
 from . import html as H
@@ -122,21 +122,22 @@ def _load_context(run_dir: Path, weights: Path, device: str, *, compare_dir: Pat
     config = read_run_config(run_dir)
     task = task_from_config(config["task"])
     model = load_model(weights, device=device)
-    return Context(run_dir=run_dir, config=config, model=model, task=task, compare_dir=compare_dir,
-                   sizes=sizes, seed=seed, ablation_dir=Path(ablation) if ablation is not None else None,
-                   architectures_dir=Path(architectures) if architectures is not None else None)
+    run = RunContext(run_dir=run_dir, model=model, task=task, compare_dir=compare_dir, seed=seed, run_config=config,
+                     ablation_dir=Path(ablation) if ablation is not None else None,
+                     architectures_dir=Path(architectures) if architectures is not None else None)
+    return Context(run=run, sizes=sizes)
 
 
 def _report_dict(ctx: Context, results: list[dict[str, Any]], total_s: float) -> dict[str, Any]:
     """report.json: the run and its options, then every section's entry in the page's order."""
     return {
-        "run": str(ctx.run_dir),
-        "compare": str(ctx.compare_dir) if ctx.compare_dir else None,
-        "task": ctx.config.get("task"),
-        "preset": ctx.config.get("preset"),
-        "checkpoint": ctx.model.checkpoint_path,
+        "run": str(ctx.run.run_dir),
+        "compare": str(ctx.run.compare_dir) if ctx.run.compare_dir else None,
+        "task": ctx.run.run_config.get("task"),
+        "preset": ctx.run.run_config.get("preset"),
+        "checkpoint": ctx.run.model.checkpoint_path,
         "generated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "seed": ctx.seed,
+        "seed": ctx.run.seed,
         "sizes": ctx.sizes.to_dict(),
         "timing": {"total_s": total_s, "sections": {r["key"]: r["elapsed_s"] for r in results}},
         "failed_sections": [r["key"] for r in results if r["status"] == "failed"],

@@ -16,10 +16,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from abacus_interp.core.model_base import ArithmeticModel
 from abacus_interp.jsonsafe import json_safe
 from analyses.contract import Analysis, Result, RunContext
 from analyses.registry import ANALYSES
@@ -88,25 +86,11 @@ class ReportSizes:
 
 @dataclass(frozen=True)
 class Context:
-    """What the report was asked for: the run (as `run`, the frozen `RunContext` every analysis
-    sees, options included) and the sizes each analysis runs at."""
+    """What the report was asked for: the run as every analysis sees it (the frozen
+    `RunContext`, the report's options included) and the sizes each analysis runs at."""
 
-    run_dir: Path
-    config: dict[str, Any]  # the run's config.json
-    model: ArithmeticModel
-    task: Any
-    compare_dir: Path | None
+    run: RunContext
     sizes: ReportSizes
-    seed: int = 0
-    ablation_dir: Path | None = None  # written by `abacus-interp ablate`
-    architectures_dir: Path | None = None  # written by `abacus-interp compare`
-    run: RunContext = field(init=False)
-
-    def __post_init__(self) -> None:
-        run = RunContext(run_dir=self.run_dir, model=self.model, task=self.task, compare_dir=self.compare_dir,
-                         seed=self.seed, run_config=self.config, ablation_dir=self.ablation_dir,
-                         architectures_dir=self.architectures_dir)
-        object.__setattr__(self, "run", run)  # derived once; the dataclass is frozen
 
 
 @dataclass(frozen=True)
