@@ -12,6 +12,7 @@ itself) stay plain ValueErrors.
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 
@@ -40,3 +41,20 @@ def check_output_dir(path: str | Path, option: str = "--out") -> Path:
                                 "under it; pass another path")
             break
     return path
+
+
+def one_line_error(e: UserError | OSError) -> str:
+    """What a command (the CLI, a training rank) prints for an error that is not a bug: a
+    UserError's message on one line, or an OSError (the machine: a full disk, a folder that
+    cannot be written, a path in the way) with what to do. Every file is written through a
+    temporary file renamed into place, so nothing that was there before is half-overwritten."""
+    if isinstance(e, UserError):
+        return "error: " + " ".join(str(e).splitlines())
+    where = f": {e.filename}" if e.filename else ""
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        advice = "free some disk space, then run the same command again (what was written before is intact)"
+    elif e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        advice = "make it writable, or choose another path"
+    else:
+        advice = "check the path, or choose another"
+    return f"error: {e.strerror or e}{where}; {advice}"

@@ -26,7 +26,8 @@ from bench_commits import WORKTREE, export
 def logged_losses(tree: Path, preset: str, steps: int, out: Path) -> list[dict]:
     sets = [f"train.steps={steps}", "train.eval_every=1000000", "train.checkpoint_every=1000000",
             "train.eval_problems=8"]
-    command = [sys.executable, "-m", "abacus_lab.cli", "train", "--preset", preset, "--out", str(out)]
+    cli = "abacus_lab.cli" if (tree / "abacus_lab" / "cli").is_dir() else "abacus_interp.cli"  # before 42238e1
+    command = [sys.executable, "-m", cli, "train", "--preset", preset, "--out", str(out)]
     env = {**os.environ, "PYTHONPATH": str(tree)}
     subprocess.run([*command, *(a for s in sets for a in ("--set", s))], cwd=tree, env=env, check=True,
                    capture_output=True)

@@ -25,7 +25,7 @@ def _package_of(analysis) -> str:
     return ".".join(type(analysis).__module__.split(".")[:2])
 
 
-PACKAGES = sorted({_package_of(a) for a in ANALYSES} | {"analyses.embedding_evolution"})
+PACKAGES = sorted({_package_of(a) for a in ANALYSES})
 
 
 def _folder(package: str) -> Path:

@@ -46,7 +46,7 @@ def tiny_spec() -> ComparisonSpec:
 def test_comparison_trains_each_cell_once_and_evaluates_by_length(tmp_path):
     spec = tiny_spec()
     data = run_comparison(spec, tmp_path / "cmp", families=("looped", "lstm"), progress=False,
-                          inspect=False)
+                          look_inside=False)
     assert [c["cell"] for c in data["cells"]] == ["looped-s", "lstm-s"]
     for cell in data["cells"]:
         model = ckpt.load_model(tmp_path / "cmp" / "cells" / cell["cell"], device="cpu")
@@ -59,7 +59,7 @@ def test_comparison_trains_each_cell_once_and_evaluates_by_length(tmp_path):
 
     # a second call with another family trains only that one and keeps the first two as they were
     metrics = (tmp_path / "cmp" / "cells" / "looped-s" / "metrics.jsonl").read_text()
-    again = run_comparison(spec, tmp_path / "cmp", families=("retran",), progress=False, inspect=False)
+    again = run_comparison(spec, tmp_path / "cmp", families=("retran",), progress=False, look_inside=False)
     assert [c["cell"] for c in again["cells"]] == ["looped-s", "lstm-s", "retran-s"]
     assert again["cells"][:2] == data["cells"]
     assert (tmp_path / "cmp" / "cells" / "looped-s" / "metrics.jsonl").read_text() == metrics
@@ -67,12 +67,12 @@ def test_comparison_trains_each_cell_once_and_evaluates_by_length(tmp_path):
     # a finished cell trained with other settings is not taken for the one asked for
     changed = dataclasses.replace(spec, base=(*spec.base, "train.lr=1e-4"))
     with pytest.raises(ValueError, match="other settings"):
-        run_comparison(changed, tmp_path / "cmp", families=("looped",), progress=False, inspect=False)
+        run_comparison(changed, tmp_path / "cmp", families=("looped",), progress=False, look_inside=False)
     # ... but one trained in another number of processes is the same cell (the shipped
     # expr-compare cells ran in one process, the preset now asks for two)
     other_processes = dataclasses.replace(spec, base=(*spec.base, "train.processes=2"))
     assert run_comparison(other_processes, tmp_path / "cmp", families=("looped",), progress=False,
-                          inspect=False)["cells"][:2] == data["cells"]
+                          look_inside=False)["cells"][:2] == data["cells"]
 
     # the report shows it as a section: the table, both figures and the findings
     from analyses.report import ReportSizes, build_report, load_report_json
@@ -229,8 +229,8 @@ def test_cli_compare_passes_set_to_every_cell(tmp_path, monkeypatch, capsys):
 
     seen = {}
 
-    def fake(spec, out, sizes=None, families=None, cells=None, seed=0, inspect=True):
-        seen.update(base=spec.base, sizes=sizes, families=families, cells=cells, seed=seed, inspect=inspect)
+    def fake(spec, out, sizes=None, families=None, cells=None, seed=0, look_inside=True):
+        seen.update(base=spec.base, sizes=sizes, families=families, cells=cells, seed=seed, inspect=look_inside)
         return {"cells": [], "seeds": [], "findings": ["a finding"]}
 
     monkeypatch.setattr(compare, "run_comparison", fake)

@@ -117,7 +117,7 @@ def test_cells_are_evaluated_by_digits_and_a_second_seed_trains_beside_the_first
 
     # a second seed of one cell: its own directory and config, the first run untouched
     metrics = (out / "cells" / "gpt-s" / "metrics.jsonl").read_text()
-    again = run_comparison(spec, out, cells=("gpt-s",), seed=1, progress=False, inspect=False)
+    again = run_comparison(spec, out, cells=("gpt-s",), seed=1, progress=False, look_inside=False)
     assert (out / "cells" / "gpt-s-seed1" / "evaluation.json").exists()
     assert ckpt.read_run_config(out / "cells" / "gpt-s-seed1")["train"]["seed"] == 1
     assert (out / "cells" / "gpt-s" / "metrics.jsonl").read_text() == metrics
@@ -127,7 +127,7 @@ def test_cells_are_evaluated_by_digits_and_a_second_seed_trains_beside_the_first
     assert json.loads((out / "comparison.json").read_text()) == again
 
     with pytest.raises(ValueError, match="unknown cell gpt-x"):
-        run_comparison(spec, out, cells=("gpt-x",), seed=1, progress=False, inspect=False)
+        run_comparison(spec, out, cells=("gpt-x",), seed=1, progress=False, look_inside=False)
 
 
 def test_carry_balanced_problems_spread_their_longest_chain():

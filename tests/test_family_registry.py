@@ -70,7 +70,9 @@ TOY = ("model.family=prefix-mean", "model.n_loops=1", "model.max_loops=1", "mode
 
 @pytest.fixture(scope="module")
 def toy_run(tmp_path_factory):
-    register_family(PrefixMeanModel)  # the one registry line
+    # in the project the registry line is the family module's import in core/families/__init__.py;
+    # a test registers in its own process (so train.processes=1 above)
+    register_family(PrefixMeanModel)
     run_dir = tmp_path_factory.mktemp("toy-family")
     torch.manual_seed(0)
     train(apply_overrides(get_preset("plain-add"), list(TOY)), run_dir, progress=False)
@@ -125,7 +127,7 @@ def test_compare_runs_a_toy_family_cell(toy_run, tmp_path):
         preset="plain-add", base=tuple(t for t in TOY if not t.startswith("model.family")),
         contenders=(Contender("prefix-mean", "S", ("model.family=prefix-mean",)),),
         lengths=(1, 2, 3, 5), n_per_length=6, n_test=12, description="toy family", length_unit="digits", band=1)
-    data = run_comparison(spec, tmp_path / "cmp", progress=False, inspect=False)
+    data = run_comparison(spec, tmp_path / "cmp", progress=False, look_inside=False)
     cell = data["cells"][0]
     assert cell["family"] == "prefix-mean" and cell["params"] > 0
     cfg = ckpt.load_model(tmp_path / "cmp" / "cells" / "prefix-mean-s", device="cpu").cfg

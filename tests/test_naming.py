@@ -27,7 +27,7 @@ def test_labels_count_loops_from_one_and_name_heads_like_transformer_lens():
 
 
 def _sources():
-    for folder in ("abacus_interp", "analyses", "benchmarks"):
+    for folder in ("abacus_interp", "analyses", "abacus_lab", "benchmarks"):
         for path in sorted((ROOT / folder).rglob("*.py")):
             if path.name != "hooks.py":
                 yield path.relative_to(ROOT), path.read_text()

@@ -8,7 +8,7 @@ import typing
 from dataclasses import dataclass
 
 from ..errors import UserError
-from .family_registry import registered_families
+from .family_registry import family_class
 from .tokens import Vocab
 
 ACTIVATIONS = ("gelu", "relu", "swiglu")
@@ -171,11 +171,11 @@ class ModelConfig:
             ("abacus_offset_mode", self.abacus_offset_mode, OFFSET_MODES),
             ("rotary", self.rotary, ROTARIES),
             ("attention_backend", self.attention_backend, BACKENDS),
-            ("family", self.family, registered_families()),
             ("multiplier_select", self.multiplier_select, MULTIPLIER_SELECTS),
         ]:
             if value not in allowed:
                 raise UserError(f"ModelConfig.{name}={value!r}; choose one of {allowed}")
+        family_class(self.family)  # a UserError naming the registered families when unknown
         for name in ("d_model", "n_heads", "n_layers", "n_loops", "max_seq_len"):
             if getattr(self, name) < 1:
                 raise UserError(f"ModelConfig.{name} must be >= 1, got {getattr(self, name)}")

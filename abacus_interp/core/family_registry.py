@@ -10,10 +10,13 @@ A family is one file: a subclass of `ArithmeticModel` (core/model_base.py) that 
                 forward FLOPs per token of one layer application (core/flops.py has the
                 shared terms: attention, MLP, LSTM)
 
-and one registry line: `@register_family` on the class. The built-in families register when
-`abacus_interp.core.families` is imported (as `import abacus_interp` does); this module
-imports nothing of the model, so the config, the FLOPs count and the summary may look a
-family up without standing above the models.
+marked `@register_family`, which registers it when its module is imported; and one registry
+line: that import, in `core/families/__init__.py`, beside the built-in families'. Every
+process imports that package (`import abacus_interp` does), so the CLI, `load_model` and the
+ranks of a multi-process training know the family too; a family registered only inside a
+notebook or a test (as tests/test_family_registry.py does) is known to that process alone,
+so train it with train.processes=1. This module imports nothing of the model, so the config,
+the FLOPs count and the summary may look a family up without standing above the models.
 """
 
 from __future__ import annotations

@@ -3,26 +3,29 @@ each rank that `launch` starts runs (`python -m abacus_interp.training.worker RU
 CONFIG_JSON`).
 
 The rank receives the run's whole config as JSON, already resolved from the preset and
-every `--set` edit by the command that launched it, so the edits are parsed once, and the
-library never calls its own command line. Like a command, a rank prints its outcome (one
-rank of several: rank 0) and ends with an exit status the launcher passes on.
+every `--set` edit by the command that launched it, so the edits are parsed once and the
+library starts no command line. A rank is a process entry point like a command: it prints
+its outcome (one rank of several: rank 0), an expected error on one line, and ends with an
+exit status the launcher passes on.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 
-from ..errors import UserError
+from ..errors import UserError, one_line_error
 from .config import RunConfig
 from .loop import TrainingInterrupted, train
 from .run_state import TrainingDiverged
 
 INTERRUPTED_STATUS = 130  # as a shell reports a command stopped by Ctrl-C
+LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"  # the CLI's too
 
 
-def train_and_report(cfg: RunConfig, run_dir) -> int:
+def train_and_print_outcome(cfg: RunConfig, run_dir) -> int:
     """Train (or resume) `cfg` into `run_dir` in this process and print the outcome; returns
     the exit status (0 done, 130 interrupted and saved, 1 diverged). A UserError propagates
     to the caller, which says it once (a non-lead rank returns 2 silently)."""
@@ -62,11 +65,12 @@ def exit_rank(code: int) -> None:
 
 
 def main(argv: list[str]) -> int:
+    logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
     run_dir, config_json = argv
     try:
-        return train_and_report(RunConfig.from_dict(json.loads(config_json)), run_dir)
-    except UserError as e:
-        print(f"error: {' '.join(str(e).splitlines())}", file=sys.stderr)
+        return train_and_print_outcome(RunConfig.from_dict(json.loads(config_json)), run_dir)
+    except (UserError, OSError) as e:  # anything else is a bug: its traceback shows where
+        print(one_line_error(e), file=sys.stderr)
         return 2
 
 

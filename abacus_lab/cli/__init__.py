@@ -1,6 +1,7 @@
 """`abacus-interp` command line: train, eval, solve, summary, report, ablate, compare.
 
-The CLI prints; the library only logs. Every user error (`abacus_interp.errors.UserError`)
+The CLI prints (and so does a training rank, `abacus_interp.training.worker`, which is a
+process entry point too); the library only logs. Every user error (`abacus_interp.errors.UserError`)
 ends with a one-line message that says what to do, and exit status 2, and so does an OSError
 (a full disk, a folder that cannot be written: the machine, not the toolkit); any other
 exception is a bug and ends with its traceback. Each command group is one module here
@@ -10,12 +11,12 @@ exception is a bug and ends with its traceback. Each command group is one module
 from __future__ import annotations
 
 import argparse
-import errno
 import logging
 import re
 import sys
 
-from abacus_interp.errors import UserError
+from abacus_interp.errors import UserError, one_line_error
+from abacus_interp.training.worker import LOG_FORMAT
 
 from . import evaluate, experiments, report, train
 
@@ -44,31 +45,12 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.
     return args
 
 
-def _os_error_message(e: OSError) -> str:
-    """An OSError as one line that says what to do: the disk is full, a folder cannot be
-    written, a path is in the way or too long."""
-    where = f": {e.filename}" if e.filename else ""
-    if e.errno in (errno.ENOSPC, errno.EDQUOT):
-        advice = "free some disk space, then run the same command again (what was written before is intact)"
-    elif e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        advice = "make it writable, or choose another path"
-    else:
-        advice = "check the path, or choose another"
-    return f"{e.strerror or e}{where}; {advice}"
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = _parse(parser, argv)
-    logging.basicConfig(level=logging.INFO if args.verbose_logs else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO if args.verbose_logs else logging.WARNING, format=LOG_FORMAT)
     try:
         return args.func(args)
-    except UserError as e:  # anything else is a bug: its traceback shows where
-        print(f"error: {' '.join(str(e).splitlines())}", file=sys.stderr)
-        return 2
-    except OSError as e:
-        # the machine, not the toolkit: a full disk or a folder that cannot be written. Every
-        # file is written through a temporary file renamed into place, so nothing that was
-        # there before is half-overwritten
-        print(f"error: {_os_error_message(e)}", file=sys.stderr)
+    except (UserError, OSError) as e:  # anything else is a bug: its traceback shows where
+        print(one_line_error(e), file=sys.stderr)
         return 2

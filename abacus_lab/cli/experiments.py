@@ -29,7 +29,7 @@ def cmd_compare(args) -> int:
     spec = dataclasses.replace(spec, base=(*spec.base, *args.set))
     data = run_comparison(spec, args.out, sizes=names(args.sizes), families=names(args.families),
                           cells=names(args.cells), seed=args.seed,
-                          inspect=not args.skip_inside)
+                          look_inside=not args.skip_inside)
     print(f"{'cell':<15} {'params':>9} {'exact':>7} {'train s':>8} {'train FLOPs':>11}")
     for cell in [*data["cells"], *data["seeds"]]:
         seconds = cell["train_seconds"]

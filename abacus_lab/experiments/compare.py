@@ -33,12 +33,14 @@ from .compare_inside import inspect_winners, read_inside
 logger = logging.getLogger(__name__)
 
 SIZES = ("S", "M", "L")
-FAMILIES = ("looped", "gpt", "lstm", "retran")  # the report names them (analyses.report.architectures)
+# The comparison's cell families: the model families, and "gpt", the looped family run once
+# with as many unshared layers (the report labels it, analyses.report.architectures.common).
+FAMILIES = ("looped", "gpt", "lstm", "retran")
 
 
 @dataclass(frozen=True)
 class Contender:
-    family: str  # one of FAMILIES
+    family: str  # one of FAMILIES, or any registered model family (core/family_registry.py)
     size: str  # one of SIZES
     overrides: tuple[str, ...]  # `--set` edits that make this family at this size
     seed: int = 0  # train.seed; a seed other than 0 is a second run of the same cell
@@ -220,11 +222,11 @@ def run_comparison(
     progress: bool = True,
     cells: tuple[str, ...] | None = None,
     seed: int = 0,
-    inspect: bool = True,
+    look_inside: bool = True,
 ) -> dict[str, Any]:
     """Train (or resume) each selected cell under `out/cells/` at train.seed=`seed` (a seed
     other than 0 writes `cells/<cell>-seed<seed>`), evaluate it, look inside the best looped
-    and GPT cells with the report's sections when `inspect` (compare_inside), and write
+    and GPT cells with the report's sections when `look_inside` (compare_inside), and write
     `out/comparison.json` over every evaluated cell there (see `summarise`); returns its
     content. A cell whose training finished is
     evaluated without training; one already evaluated is only read."""
@@ -255,7 +257,7 @@ def run_comparison(
             compute=compute, curve=curve)
         ckpt.write_json(eval_path, evaluation.to_dict())
         logger.info("comparison cell %s: exact match %.3f", contender.cell, evaluation.exact_match)
-    if inspect:
+    if look_inside:
         inspect_winners(spec, out)
     return summarise(spec, out)
 

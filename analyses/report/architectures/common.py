@@ -22,8 +22,8 @@ SIGNIFICANCE = 2.0  # standard errors an exact-match gap must exceed to rank two
 
 def cell_families() -> tuple[str, ...]:
     """Every family a comparison cell may have, in the order figures list them."""
-    looped, *others = registered_families()
-    return (looped, *COMPARISON_ONLY_LABELS, *others)
+    others = tuple(f for f in registered_families() if f != "looped")
+    return ("looped", *COMPARISON_ONLY_LABELS, *others)
 
 
 def family_label(family: str) -> str:

@@ -99,7 +99,7 @@ def equal_parameter_sentences(cells: list[dict[str, Any]]) -> list[str]:
 def findings(data: dict[str, Any]) -> list[str]:
     """Every sentence of a comparison: accuracy and loss, at equal parameters, at equal compute
     (curves), by length, over seeds (seeds) and inside the winners
-    (inside.py, from the rows analyses.report.inside stores). `data` is comparison.json's
+    (inside.py, from the rows abacus_lab.experiments.compare_inside stores). `data` is comparison.json's
     content."""
     cells = data["cells"]
     if not cells:
