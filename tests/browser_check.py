@@ -201,6 +201,13 @@ class BrowserReport:
                 if f["scroll_width"] > f["client_width"] + 1 or f["right"] > self.viewport_width + 1]
 
     @property
+    def cut_off_titles(self) -> list[str]:
+        """Figures whose title is drawn past their own left or right edge (plotly does not wrap
+        a title: what does not fit is cut off)."""
+        return [f["id"] for f in self.figures if f.get("title_left") is not None
+                and (f["title_left"] < f["left"] - 1 or f["title_right"] > f["left"] + f["client_width"] + 1)]
+
+    @property
     def cut_off_tables(self) -> list[str]:
         """Tables reaching past the right edge of the viewport: their last columns are cut off."""
         return [t["caption"] for t in self.tables if t["right"] > self.viewport_width + 1]
@@ -214,7 +221,7 @@ class BrowserReport:
     def ok(self) -> bool:
         return (not self.console_errors and not self.external_requests and not self.empty_figures
                 and len(self.figures) == self.figure_blocks and not self.wide_figures
-                and not self.cut_off_tables and self.page_width <= self.viewport_width)
+                and not self.cut_off_titles and not self.cut_off_tables and self.page_width <= self.viewport_width)
 
     def problems(self) -> list[str]:
         out = [f"console error: {e}" for e in self.console_errors]
@@ -226,6 +233,9 @@ class BrowserReport:
         out += [f"figure wider than the page: {i} ({by_id[i]['scroll_width']} px drawn in a "
                 f"{by_id[i]['client_width']} px box, right edge at {by_id[i]['right']:.0f} px, "
                 f"viewport {self.viewport_width} px)" for i in self.wide_figures]
+        out += [f"figure title cut off: {i} ({by_id[i]['title']!r}, drawn from {by_id[i]['title_left']:.0f} to "
+                f"{by_id[i]['title_right']:.0f} px in a figure from {by_id[i]['left']:.0f} px, "
+                f"{by_id[i]['client_width']} px wide)" for i in self.cut_off_titles]
         out += [f"table cut off at the right edge: {c!r}" for c in self.cut_off_tables]
         if self.page_width > self.viewport_width:
             out.append(f"page is {self.page_width} px wide in a {self.viewport_width} px viewport")
@@ -238,8 +248,12 @@ FIGURE_JS = """
   let children = 0;
   svgs.forEach(s => { children += s.childElementCount; });
   const box = d.getBoundingClientRect();
+  // the title's drawn text: wider than the figure, or starting left of it, and plotly clips it
+  const title = d.querySelector('.gtitle');
+  const t = title ? title.getBoundingClientRect() : null;
   return {id: d.id, svgs: svgs.length, children: children, scroll_width: d.scrollWidth,
-          client_width: d.clientWidth, right: box.right};
+          client_width: d.clientWidth, right: box.right, left: box.left,
+          title: title ? title.textContent : '', title_left: t ? t.left : null, title_right: t ? t.right : null};
 }))()
 """
 

@@ -58,7 +58,7 @@ def test_report_renders_offline_in_chromium(tmp_path_factory):
 @pytest.mark.timeout(300)
 def test_checker_catches_errors_external_requests_and_empty_figures(tmp_path):
     """The checks are not vacuous: a page with a console error, a remote image, a fetch, an
-    empty figure div and a figure wider than the page fails each of them (and the remote
+    empty figure div, a figure wider than the page and a title wider than its figure fails each of them (and the remote
     requests are blocked)."""
     page = tmp_path / "bad.html"
     page.write_text(
@@ -67,6 +67,9 @@ def test_checker_catches_errors_external_requests_and_empty_figures(tmp_path):
         '<div class="plotly-graph-div" id="empty"></div>'
         '<div class="plotly-graph-div" id="wide" style="width: 3000px">'
         '<svg class="main-svg" width="3000" height="10"><rect width="3000" height="10"/></svg></div>'
+        '<div class="plotly-graph-div" id="long-title" style="width: 200px; overflow: hidden">'
+        '<svg class="main-svg" width="200" height="40"><text class="gtitle" x="10" y="20">'
+        'A title far too long for a figure two hundred pixels wide, drawn past its edge</text></svg></div>'
         "<script>console.error('boom'); fetch('https://example.invalid/data.json').catch(function () {});"
         "window.__reportStatus = {done: true, failed: []};</script>"
         "</body></html>"
@@ -80,6 +83,8 @@ def test_checker_catches_errors_external_requests_and_empty_figures(tmp_path):
     assert result.wide_figures == ["wide"]
     assert result.page_width > result.viewport_width
     assert any("figure wider than the page: wide" in p for p in result.problems())
+    # a title plotly would clip (extrap-add's grid and carry-wave head-reading titles were)
+    assert result.cut_off_titles == ["long-title"]
     assert (tmp_path / "bad.png").exists()
 
 

@@ -50,8 +50,9 @@ def grid_figure(grid: Grid) -> go.Figure:
         f"n={grid.n_per_cell} per cell" if grid.n_per_cell is not None else None,
         grid.decoding or (f"{grid.n_loops} loops" if grid.n_loops is not None else None)) if part)
     fig.update_layout(
+        # the sample on a line of its own: the figure is 700 px wide and a title is never wrapped
         title=f"Exact match (%) by operand length<br><sup>trained region outlined; {summary}"
-              + (f"; {how}" if how else "") + "</sup>",
+              + (f"<br>{how}" if how else "") + "</sup>",
         xaxis={"title": "digits of b", "dtick": 1},
         yaxis={"title": "digits of a", "dtick": 1},
         width=700,

@@ -139,8 +139,8 @@ def head_reading(result) -> go.Figure:
                                  colorbar={"title": "attention share", "tickformat": ".0%"}), row=1, col=h + 1)
     fig.update_yaxes(title_text="loop", row=1, col=1)
     fig.update_xaxes(tickangle=45)
-    fig.update_layout(title=f"Where each head reads from an answer position, loop by loop ({r.label}, "
-                            f"{r.n_rows} answer digits; columns relative to the digit predicted)", height=520)
+    fig.update_layout(title=f"Where each head reads from an answer position, loop by loop<br><sup>{r.label}, "
+                            f"{r.n_rows} answer digits; columns relative to the digit predicted</sup>", height=520)
     return label_every_row(fig)
 
 

@@ -38,7 +38,7 @@ def lock_in(d) -> go.Figure:
                                hovertemplate="%{text}<br>locks in at loop %{y:.2f}"))
     fig.update_xaxes(title_text="depth of the deciding digit from the top (1 = the leading digit)", dtick=1)
     fig.update_yaxes(title_text="loop the first label locks in at (mean)", range=[0.5, d.n_loops + 0.5])
-    fig.update_layout(title=f"Lock-in against the deciding digit ({d.label}; {d.fit.describe('loops per place')})")
+    fig.update_layout(title=f"Lock-in against the deciding digit<br><sup>{d.label}; {d.fit.describe('loops per place')}</sup>")
     return fig
 
 
