@@ -732,6 +732,13 @@ def test_train_command_processes_stop_together_on_sigterm(tmp_path):
     assert stdout.count("interrupted: SIGTERM received") == 1
     saved = json.loads((out / "resume" / "state.json").read_text())["step"]
     assert saved >= 20 and ckpt.step_path(out, saved).exists()
+    # resumed without --preset, in two ranks again: the ranks get the run's own config (config.json
+    # with this --set applied) as JSON from the launcher, and train on to the new last step
+    resume = [sys.executable, "-m", "abacus_lab.cli", "train", "--out", str(out), "--set", f"train.steps={saved + 4}"]
+    proc = subprocess.run(resume, cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "training in 2 processes" in proc.stdout and f"to step {saved + 4}" in proc.stdout
+    assert max(r["step"] for r in ckpt.read_metrics(out)) == saved + 4
 
 
 def test_rotary_positions_train_with_the_random_abacus_offset(tmp_path):
