@@ -228,15 +228,21 @@ def extrap_mul() -> RunConfig:
     so the carry stays a local automaton as in extrap-add. The MLP is gated (`swiglu`): a unit
     multiplies two linear readings of the state, so a_i * b_j is formed, not tabulated.
 
-    Measured on the shipped run (checkpoints/extrap-mul, 9,000 steps, 73 minutes in one process
-    beside other work, 270k parameters), `abacus-interp eval checkpoints/extrap-mul --lengths
-    5,20,50,100 --multipliers 1,2,3 --n 100` (uniform digits, adaptive loops): x 1 digit 100% /
-    100% / 100% / 97% at 5 / 20 / 50 / 100 digits; x 2 digits 28% / 7% / 3% / 2%; x 3 digits 1% / 0%.
-    The previous layout (five windowed heads, a GELU MLP, the same schedule) scored 99 / 98 / 91 /
-    88% on x 1 and 16% on 5 x 2: with both levers it reads N x 1 to 20x, and still does not add
-    two or three partial products. The levers one at a time, at equal steps (held-out exact
-    match in distribution at step 1,000): window only 19.5%, + offset heads 19.1%, + offset
-    heads and the gated MLP 26.6%; at step 9,000: 54% without either, 60% with both.
+    Measured on the shipped run (checkpoints/extrap-mul, 270k parameters): trained to step 9,000
+    with steps=9000, then resumed with `--set train.steps=13000` (the cosine schedule stretched at
+    the resume, so its learning rate rose from 2e-4 to ~4.6e-4 at step 9,000 and fell again; a
+    fresh run of this preset decays smoothly instead), 100 minutes of training clock over four
+    segments, most of them beside other work. `abacus-interp eval checkpoints/extrap-mul --lengths
+    5,20,50,100 --multipliers 1,2,3 --n 100` (uniform digits, adaptive loops): x 1 digit 100% at
+    5 / 20 / 50 / 100 digits; x 2 digits 50% / 22% / 5% / 11%; x 3 digits 7% / 0% / 0% / 0%. At
+    step 9,000 (the checkpoint kept in the run) it was 100 / 100 / 100 / 97%, 28 / 7 / 3 / 2% and
+    1 / 0 / 0 / 0%: the 4,000 more steps are what moved N x 2, where no lever did at equal steps.
+    The previous layout (five windowed heads, a GELU MLP, 9,000 steps) scored 99 / 98 / 91 / 88%
+    on x 1 and 16% on 5 x 2. The levers one at a time, at equal steps (held-out exact match in
+    distribution at step 1,000): window only 19.5%, + offset heads 19.1%, + offset heads and the
+    gated MLP 26.6%; at step 9,000: 54% without either, 60% with both. Two layers x 4 loops (equal
+    FLOPs), no 3-digit multipliers in the data, or d_mlp 1,024: no better than this recipe at
+    equal steps (1,000-2,259-step probes).
     """
     return _run(
         "extrap-mul",
@@ -247,7 +253,7 @@ def extrap_mul() -> RunConfig:
              positional="none", rotary="abacus", abacus_window=2, offset_heads=(-1, 0, 1, 1), multiplier_heads=3,
              activation="swiglu", input_injection="norm_add", halt_tol=1e-3),
         TrainConfig(
-            steps=9000, batch_size=64, lr=2e-3, weight_decay=0.01, warmup_steps=200, grad_clip=1.0, processes=1,
+            steps=13000, batch_size=64, lr=2e-3, weight_decay=0.01, warmup_steps=200, grad_clip=1.0, processes=1,
             progressive="mix", mix_depths=(8, 24), step_penalty=1.0, init_state_noise=0.5,
             eval_every=250, eval_problems=256,
             checkpoint_every=500, dense_checkpoints=8, dense_until=500,
