@@ -9,6 +9,7 @@ from plotly.colors import qualitative
 
 from abacus_interp.core.hooks import loop_label
 from analyses._axes import percent_ticks
+from analyses._titles import title_with_detail
 
 COLORS = qualitative.Plotly
 SITE_NAMES = {"resid_pre": "residual (resid_pre)", "z": "head output (hook_z)", "mlp_out": "MLP output",
@@ -108,11 +109,11 @@ def circuit_graph(result) -> go.Figure:
                      ticktext=[loop_label(t) for t in range(result.n_loops)] + ["logits"], showgrid=False, zeroline=False)
     fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False)
     fig.update_layout(
-        title=f"The circuit across loops: {result.circuit_edges} of {result.total_edges} edges, "
-              f"{_pct(result.circuit_recovered)} of the behaviour kept on held-out pairs ({result.ablation} ablation)"
-              f"<br><sup>{result.sample}; the state between loops runs along the top, the input (bottom row) is "
-              "re-injected at every loop; edges into a head end at its query (top), key (middle) or value (bottom) "
-              "input</sup>",
+        **title_with_detail(
+            f"The circuit across loops: {result.circuit_edges} of {result.total_edges} edges, "
+            f"{_pct(result.circuit_recovered)} of the behaviour kept on held-out pairs ({result.ablation} ablation)",
+            f"{result.sample}; the state between loops runs along the top, the input (bottom row) is re-injected "
+            "at every loop; edges into a head end at its query (top), key (middle) or value (bottom) input"),
         height=560, legend={"orientation": "h", "y": -0.15})
     return fig
 
@@ -138,9 +139,10 @@ def attribution_vs_patching(result) -> go.Figure:
                              name="attribution = patching"))
     one = "" if n.steps == 1 else f"; one gradient r = {_r(n.one_gradient_pearson)}"
     fig.update_layout(
-        title=f"Attribution against activation patching, {len(n.labels)} nodes: r = {_r(n.pearson)} "
-              f"({n.steps} step{'s' if n.steps > 1 else ''}{one})<br><sup>{n.sample}; "
-              f"patching {n.patching_s:.1f} s, attribution {n.attribution_s:.2f} s</sup>",
+        **title_with_detail(
+            f"Attribution against activation patching, {len(n.labels)} nodes: r = {_r(n.pearson)} "
+            f"({n.steps} step{'s' if n.steps > 1 else ''}{one})",
+            f"{n.sample}; patching {n.patching_s:.1f} s, attribution {n.attribution_s:.2f} s"),
         xaxis_title="real patch: metric(clean run, one activation from the corrupted run) - metric(clean run)",
         yaxis_title="attribution estimate")
     return fig
@@ -161,8 +163,8 @@ def recovery(result) -> go.Figure:
     fig.update_yaxes(title_text="share of the behaviour kept (real ablation)",
                      **{**percent_ticks(), "range": [min(0.0, min(values)) - 0.05, max(1.0, max(values)) + 0.05]})
     fig.update_xaxes(title_text=f"edges kept (of {result.total_edges})")
-    fig.update_layout(title=f"How much of the behaviour a circuit keeps ({result.ablation} ablation of every other edge)"
-                            f"<br><sup>{result.sample}</sup>")
+    fig.update_layout(**title_with_detail(
+        f"How much of the behaviour a circuit keeps ({result.ablation} ablation of every other edge)", result.sample))
     return fig
 
 
