@@ -4,9 +4,9 @@ CONFIG_JSON`).
 
 The rank receives the run's whole config as JSON, already resolved from the preset and
 every `--set` edit by the command that launched it, so the edits are parsed once and the
-library starts no command line. A rank is a process entry point like a command: it prints
-its outcome (one rank of several: rank 0), an expected error on one line, and ends with an
-exit status the launcher passes on.
+library starts no command line. A rank says its outcome (one rank of several: rank 0) and an
+expected error on one line, through a logger that writes bare lines as a command would, and
+ends with an exit status the launcher passes on. `train_outcome` is the part the CLI shares.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import sys
+from dataclasses import dataclass
 
 from ..errors import UserError, one_line_error
 from .config import RunConfig
@@ -25,29 +26,51 @@ INTERRUPTED_STATUS = 130  # as a shell reports a command stopped by Ctrl-C
 LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"  # the CLI's too
 
 
-def train_and_print_outcome(cfg: RunConfig, run_dir) -> int:
-    """Train (or resume) `cfg` into `run_dir` in this process and print the outcome; returns
-    the exit status (0 done, 130 interrupted and saved, 1 diverged). A UserError propagates
-    to the caller, which says it once (a non-lead rank returns 2 silently)."""
+@dataclass(frozen=True)
+class TrainOutcome:
+    """How a training process ended, for its entry point to say and exit with."""
+
+    status: int  # the exit status: 0 done, 130 interrupted and saved, 1 diverged, 2 a user error
+    message: str | None  # the one line to show; None in a rank other than the lead, which stays quiet
+
+
+def train_outcome(cfg: RunConfig, run_dir) -> TrainOutcome:
+    """Train (or resume) `cfg` into `run_dir` in this process. A UserError propagates in the
+    lead process, whose entry point says it once; another rank returns status 2 quietly."""
     lead = os.environ.get("RANK", "0") == "0"  # under several processes, one reports
+
+    def said(status: int, message: str) -> TrainOutcome:
+        return TrainOutcome(status, message if lead else None)
+
     try:
         result = train(cfg, run_dir)
     except TrainingInterrupted as e:
-        if lead:
-            print(f"interrupted: {e}")
-        return INTERRUPTED_STATUS
+        return said(INTERRUPTED_STATUS, f"interrupted: {e}")
     except TrainingDiverged as e:
-        if lead:
-            print(f"training diverged: {e}")
-        return 1
+        return said(1, f"training diverged: {e}")
     except UserError:
         if not lead:
-            return 2
+            return TrainOutcome(2, None)
         raise
-    if result.is_writer:
-        metrics = {k: round(v, 4) if isinstance(v, float) else v for k, v in result.last_metrics.items()}
-        print(f"trained {run_dir} to step {result.final_step}: {json.dumps(metrics)}")
-    return 0
+    metrics = {k: round(v, 4) if isinstance(v, float) else v for k, v in result.last_metrics.items()}
+    done = f"trained {run_dir} to step {result.final_step}: {json.dumps(metrics)}"
+    return TrainOutcome(0, done if result.is_writer else None)
+
+
+def _rank_voice() -> logging.Logger:
+    """The rank's own lines, bare as a command writes them: its outcome on stdout, an error
+    on stderr (the library's other log records keep LOG_FORMAT)."""
+    voice = logging.getLogger(f"{__name__}.rank")
+    voice.propagate = False
+    voice.setLevel(logging.INFO)
+    voice.handlers.clear()  # one entry point per process; a test may call main again
+    out, err = logging.StreamHandler(sys.stdout), logging.StreamHandler(sys.stderr)
+    out.addFilter(lambda record: record.levelno < logging.ERROR)
+    err.setLevel(logging.ERROR)
+    for handler in (out, err):
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        voice.addHandler(handler)
+    return voice
 
 
 def exit_rank(code: int) -> None:
@@ -66,12 +89,16 @@ def exit_rank(code: int) -> None:
 
 def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
+    voice = _rank_voice()
     run_dir, config_json = argv
     try:
-        return train_and_print_outcome(RunConfig.from_dict(json.loads(config_json)), run_dir)
+        outcome = train_outcome(RunConfig.from_dict(json.loads(config_json)), run_dir)
     except (UserError, OSError) as e:  # anything else is a bug: its traceback shows where
-        print(one_line_error(e), file=sys.stderr)
+        voice.error(one_line_error(e))
         return 2
+    if outcome.message is not None:
+        voice.info(outcome.message)
+    return outcome.status
 
 
 if __name__ == "__main__":

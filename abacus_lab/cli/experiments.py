@@ -12,10 +12,7 @@ def cmd_ablate(args) -> int:
 
     spec = get_spec(args.spec)
     data = run_ablation(dataclasses.replace(spec, base=(*spec.base, *args.set)), args.out)
-    for line in data["findings"]:
-        print(line)
-    print(f"wrote {Path(args.out) / 'ablation.json'}; add it to a report with "
-          f"`abacus-interp report RUN --ablation {args.out} --out DIR`")
+    _print_findings(data, Path(args.out) / "ablation.json", "--ablation")
     return 0
 
 
@@ -37,11 +34,15 @@ def cmd_compare(args) -> int:
         flops = f"{curve[-1]['train_flops']:.2g}" if curve else "-"
         print(f"{cell['cell']:<15} {cell['params']:>9,} {100 * cell['exact_match']:>6.1f}% "
               f"{'-' if seconds is None else f'{seconds:.0f}':>8} {flops:>11}")
+    _print_findings(data, Path(args.out) / "comparison.json", "--architectures")
+    return 0
+
+
+def _print_findings(data: dict, written: Path, report_option: str) -> None:
+    """An experiment's findings, the file it wrote and how to show it in a report."""
     for line in data["findings"]:
         print(line)
-    print(f"wrote {Path(args.out) / 'comparison.json'}; add it to a report with "
-          f"`abacus-interp report RUN --architectures {args.out} --out DIR`")
-    return 0
+    print(f"wrote {written}; add it to a report with `abacus-interp report RUN {report_option} {written.parent} --out DIR`")
 
 
 def _add_ablate_command(sub) -> None:

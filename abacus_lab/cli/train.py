@@ -11,7 +11,7 @@ from .args import WholeWordsHelp
 def cmd_train(args) -> int:
     from abacus_interp.training import apply_overrides, get_preset
     from abacus_interp.training.launch import launch, processes_to_start
-    from abacus_interp.training.worker import train_and_print_outcome
+    from abacus_interp.training.worker import train_outcome
 
     out = check_output_dir(args.out)
     if (out / "resume" / "state.json").exists() and args.preset is None:
@@ -28,7 +28,10 @@ def cmd_train(args) -> int:
     if processes > 1:
         print(f"training in {processes} processes, one per core (train.processes={cfg.train.processes})")
         return launch(cfg, out, processes)
-    return train_and_print_outcome(cfg, out)
+    outcome = train_outcome(cfg, out)
+    if outcome.message is not None:  # under torchrun, one rank says it
+        print(outcome.message)
+    return outcome.status
 
 
 def add_commands(sub) -> None:
