@@ -4,6 +4,7 @@ and against independent computations (Python ints, sorted(), an `ast` evaluator)
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 from collections import Counter
@@ -192,6 +193,37 @@ def test_sorting() -> None:
         assert 2 <= len(ex.operands) <= 5
         order = sorted(range(len(ex.operands)), key=lambda k: (ex.operands[k], k))
         assert ex.answer == "".join("abcde"[k] for k in order)
+
+
+def test_sorting_plants_lists_that_agree_above_a_depth_and_keeps_the_plain_stream() -> None:
+    plain = SortingTask(label_pool=26, random_labels=True)
+    zero = SortingTask(label_pool=26, random_labels=True, shared_prefix_fraction=0.0)
+    assert zero.sample(50, random.Random(3)) == plain.sample(50, random.Random(3))
+    assert "shared_prefix_fraction" not in zero.config()
+
+    planted = SortingTask(max_digits=8, shared_prefix_fraction=1.0)
+    assert SortingTask(**planted.config()).shared_prefix_fraction == 1.0
+    deep = 0
+    for ex in planted.sample(400, random.Random(4)):
+        values = ex.operands
+        # the numbers agree above some depth: their common prefix (MSD first, at one width) is
+        # non-empty unless the plant drew depth == digits
+        width = max(len(str(v)) for v in values)
+        padded = [str(v).zfill(width) for v in values]
+        shared = len(os.path.commonprefix(padded))
+        assert ex.answer == "".join("abcde"[k] for k in sorted(range(len(values)), key=lambda k: (values[k], k)))
+        deep += shared >= 3
+    assert deep > 100  # the lists a comparison of the three leading digits cannot order
+
+    rng = random.Random(5)
+    for digits, depth in [(1, 1), (5, 1), (5, 3), (20, 2), (6, 6)]:
+        values = SortingTask.shared_prefix_values(7, digits, depth, rng)
+        assert all(v < 10**digits for v in values)
+        assert len({v // 10**depth for v in values}) == 1
+    with pytest.raises(ValueError, match="depth"):
+        SortingTask.shared_prefix_values(3, 4, 5, rng)
+    with pytest.raises(ValueError, match="shared_prefix_fraction"):
+        SortingTask(shared_prefix_fraction=1.5)
 
 
 # ---------------------------------------------------------------------------------------

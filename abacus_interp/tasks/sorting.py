@@ -9,6 +9,10 @@ Counting past the trained number of items needs labels the model has read: `labe
 puts that many letters in the vocabulary, and `random_labels` gives each example a random
 set of them (in letter order), so a model trained on up to 5 numbers has seen every letter
 and must copy a number's label rather than infer it from its place in the list.
+
+Under uniform digits two numbers are almost always told apart by their lengths or their
+leading digits, so a model never needs to look further down; `shared_prefix_fraction` plants
+lists whose numbers agree on every digit above a random depth (`shared_prefix_values`).
 """
 
 from __future__ import annotations
@@ -50,8 +54,12 @@ class SortingTask(Task):
         min_digits: int = 1,
         label_pool: int | None = None,
         random_labels: bool = False,
+        shared_prefix_fraction: float = 0.0,
     ) -> None:
         check_digit_range(min_numbers, max_numbers, "numbers")
+        if isinstance(shared_prefix_fraction, bool) or not isinstance(shared_prefix_fraction, (int, float)) \
+                or not 0.0 <= shared_prefix_fraction <= 1.0:
+            raise UserError(f"shared_prefix_fraction must be a number in [0, 1], got {shared_prefix_fraction!r}")
         check_digit_range(min_digits, max_digits)
         pool = max_numbers if label_pool is None else label_pool
         if not max_numbers <= pool <= len(LETTERS):
@@ -65,6 +73,8 @@ class SortingTask(Task):
         self.min_digits = min_digits
         self.label_pool = label_pool
         self.random_labels = random_labels
+        # the share of sampled lists whose numbers agree above a random depth (`sample`)
+        self.shared_prefix_fraction = float(shared_prefix_fraction)
         # every letter the vocabulary holds: a list may have up to this many numbers
         self.labels = LETTERS[:pool]
         self.vocab = Vocab(symbols=tuple(DIGIT_SYMBOLS + self.labels + ":,="), separator="")
@@ -107,7 +117,10 @@ class SortingTask(Task):
         max_digits: int | None = None,
     ) -> list[Example]:
         """`n` examples: a count uniform over [min_numbers, max_numbers], then each number's
-        digit count uniform over [min_digits, max_digits] (defaults: the task's ranges)."""
+        digit count uniform over [min_digits, max_digits] (defaults: the task's ranges). With
+        `shared_prefix_fraction`, that share of the lists instead takes one length d uniform
+        over the digit range and a depth uniform over 1..d, and its numbers share every digit
+        above the lowest `depth` (`shared_prefix_values`)."""
         check_count(n)
         lo_n = self.min_numbers if min_numbers is None else min_numbers
         hi_n = self.max_numbers if max_numbers is None else max_numbers
@@ -122,10 +135,28 @@ class SortingTask(Task):
             )
         out = []
         for _ in range(n):
+            # no draw for the plant when there is none: the plain stream, draw for draw
+            planted = bool(self.shared_prefix_fraction) and rng.random() < self.shared_prefix_fraction
             count = rng.randint(lo_n, hi_n)
-            values = [random_with_digits(rng, rng.randint(lo_d, hi_d)) for _ in range(count)]
+            if planted:
+                digits = rng.randint(lo_d, hi_d)
+                values = self.shared_prefix_values(count, digits, rng.randint(1, digits), rng)
+            else:
+                values = [random_with_digits(rng, rng.randint(lo_d, hi_d)) for _ in range(count)]
             out.append(self.make(*values, labels=self.draw_labels(count, rng)))
         return out
+
+    @staticmethod
+    def shared_prefix_values(count: int, digits: int, depth: int, rng: random.Random) -> list[int]:
+        """`count` numbers below 10^digits that agree on every digit above their lowest `depth`
+        (a `digits`-digit prefix drawn once, the low digits drawn per number), so the digit
+        that orders them lies at or below index `depth`: the lists a comparison of leading
+        digits gets wrong. With depth == digits they are independent numbers below 10^digits."""
+        if not 1 <= depth <= digits:
+            raise UserError(f"depth={depth}: the shared digits lie above the lowest 1..{digits}; pass 1 <= depth <= digits")
+        low = 10**depth
+        top = rng.randrange(10 ** (digits - 1), 10**digits) // low * low
+        return [top + rng.randrange(low) for _ in range(count)]
 
     def draw_labels(self, count: int, rng: random.Random) -> str | None:
         """The labels of a list of `count` numbers as training draws them: with random_labels
@@ -174,4 +205,6 @@ class SortingTask(Task):
             out["label_pool"] = self.label_pool
         if self.random_labels:
             out["random_labels"] = True
+        if self.shared_prefix_fraction:
+            out["shared_prefix_fraction"] = self.shared_prefix_fraction
         return out

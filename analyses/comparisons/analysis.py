@@ -45,12 +45,8 @@ def skip_reason(model, task) -> str | None:
 def hard_lists(task, n: int, count: int, digits: int, rng: random.Random):
     """`n` lists of `count` numbers of `digits` digits that share every digit but the units:
     the deciding digit is the lowest one, the last a top-down comparison reaches."""
-    out = []
-    for _ in range(n):
-        top = rng.randrange(10 ** (digits - 1), 10**digits) // 10 * 10
-        values = [top + rng.randrange(10) for _ in range(count)]
-        out.append(task.make(*values, labels=task.draw_labels(count, rng)))
-    return out
+    return [task.make(*task.shared_prefix_values(count, digits, 1, rng), labels=task.draw_labels(count, rng))
+            for _ in range(n)]
 
 
 def accuracy_rows(model, task, cfg: ComparisonsConfig) -> tuple[AccuracyRow, ...]:
