@@ -11,7 +11,7 @@ import pytest
 from abacus_interp.core.families import build_model
 from abacus_interp.core.flops import forward_flops_per_token, layer_flops_per_token, training_depth
 from abacus_interp.core.summary import parameter_summary
-from abacus_interp.training.compute import cell_compute
+from abacus_interp.training.compute import training_cost
 from benchmarks._flops import forward_flops, training_step_flops
 
 FAMILIES = {
@@ -28,7 +28,7 @@ def test_card_comparison_and_benchmarks_print_the_same_flops(tiny_model, family)
     cfg, keys = model.cfg, 12
     card = parameter_summary(model, seq_len=keys)["forward_flops_per_token"]
     config = {"model": cfg.to_dict(), "train": {"progressive": "none", "mix_depths": None}}
-    comparison = cell_compute(config, params=0, n_ctx=keys).forward_flops_per_token
+    comparison = training_cost(config, params=0, n_ctx=keys).forward_flops_per_token
     benchmark = forward_flops(cfg, tokens=1, seq_len=keys)
     assert card == pytest.approx(comparison) == pytest.approx(benchmark) == forward_flops_per_token(cfg, keys)
 

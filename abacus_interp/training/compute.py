@@ -18,8 +18,8 @@ from ..core.flops import BACKWARD_FACTOR, forward_flops_per_token, training_dept
 
 
 @dataclass(frozen=True)
-class CellCompute:
-    """What a cell costs to train, per token and per step."""
+class TrainingCost:
+    """What a run costs to train, per token and per step (a comparison cell is one such run)."""
 
     params: int
     n_ctx: float  # mean tokens per training sequence, the attention's key count
@@ -48,11 +48,11 @@ def expected_depth(train: dict[str, Any], n_loops: int) -> tuple[Fraction, Fract
     return training_depth(train["progressive"], train.get("mix_depths"), n_loops)
 
 
-def cell_compute(config: dict[str, Any], params: int, n_ctx: float) -> CellCompute:
+def training_cost(config: dict[str, Any], params: int, n_ctx: float) -> TrainingCost:
     """FLOPs of a run from its saved config (config.json) and mean sequence length."""
     cfg = ModelConfig.from_dict(config["model"])
     loops, readouts = expected_depth(config["train"], cfg.n_loops)
-    return CellCompute(
+    return TrainingCost(
         params=params,
         n_ctx=n_ctx,
         forward_flops_per_token=forward_flops_per_token(cfg, n_ctx),
@@ -82,7 +82,7 @@ def heldout_key(rows: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def learning_curve(rows: list[dict[str, Any]], compute: CellCompute, n: int) -> tuple[CurvePoint, ...]:
+def learning_curve(rows: list[dict[str, Any]], compute: TrainingCost, n: int) -> tuple[CurvePoint, ...]:
     """The held-out exact match and loss of every in-run evaluation in metrics.jsonl rows,
     against training FLOPs and wall seconds."""
     key = heldout_key(rows)

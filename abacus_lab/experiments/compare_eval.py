@@ -20,9 +20,9 @@ from abacus_interp.core.scoring import score_examples
 from abacus_interp.errors import UserError
 from abacus_interp.tasks.carries import sample_with_cascade
 from abacus_interp.training.compute import (
-    CellCompute,
+    TrainingCost,
     CurvePoint,
-    cell_compute,
+    training_cost,
     learning_curve,
     mean_context,
 )
@@ -51,7 +51,7 @@ class CellEvaluation:
     exact_match_carry_balanced: float | None = None  # None: the task has no carry-chain sampler
     n_carry_balanced: int | None = None
     seed: int | None = None  # train.seed
-    compute: CellCompute | None = None
+    compute: TrainingCost | None = None
     curve: tuple[CurvePoint, ...] | None = None
 
     @classmethod
@@ -62,7 +62,7 @@ class CellEvaluation:
             raise ValueError(f"evaluation.json has fields this version does not know: {', '.join(unknown)}")
         values = dict(data)
         if "compute" in values and values["compute"] is not None:
-            values["compute"] = CellCompute(**values["compute"])
+            values["compute"] = TrainingCost(**values["compute"])
         if "curve" in values and values["curve"] is not None:
             values["curve"] = tuple(CurvePoint(**p) for p in values["curve"])
         return cls(**values)
@@ -137,12 +137,12 @@ def heldout_size(config: dict[str, Any], task) -> int:
     return len(task.full_split("test")) if task.has_fixed_split else config["train"]["eval_problems"]
 
 
-def cell_curve(cell_dir: Path, params: int) -> tuple[CellCompute, tuple[CurvePoint, ...]]:
+def cell_curve(cell_dir: Path, params: int) -> tuple[TrainingCost, tuple[CurvePoint, ...]]:
     """The compute and learning curve of a trained cell, from its config.json and metrics.jsonl."""
     from abacus_interp.tasks import task_from_config
 
     config = ckpt.read_run_config(cell_dir)
     task = task_from_config(config["task"])
     rows = ckpt.read_metrics(cell_dir)
-    compute = cell_compute(config, params, mean_context(config, rows, task.max_sequence_length()))
+    compute = training_cost(config, params, mean_context(config, rows, task.max_sequence_length()))
     return compute, learning_curve(rows, compute, heldout_size(config, task))
