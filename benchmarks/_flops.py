@@ -38,7 +38,8 @@ def forward_flops(cfg, tokens: float, seq_len: float, loop_applications: float |
 def training_step_flops(run_cfg, tokens: float, seq_len: float) -> float:
     """Forward and backward FLOPs of one training step over `tokens` real tokens."""
     train = run_cfg.train
-    return tokens * training_flops_per_token(run_cfg.model, seq_len, train.progressive, train.mix_depths)
+    return tokens * training_flops_per_token(run_cfg.model, seq_len, train.progressive, train.mix_depths,
+                                              train.backprop_loops)
 
 
 @dataclass(frozen=True)

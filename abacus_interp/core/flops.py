@@ -16,7 +16,8 @@ percent at these widths). Per token, forward:
 
 Training runs forward and backward, 3x the forward FLOPs (the backward pass is two matmuls
 per forward matmul, for the inputs' and the weights' gradients), over the loops a step runs
-(`training_depth`, read from `training.loop.training_losses`).
+(`training_depth`, read from `training.loop.training_losses`); with train.backprop_loops the
+backward runs through at most that many of them (`backward_depth`).
 """
 
 from __future__ import annotations
@@ -79,8 +80,26 @@ def training_depth(progressive: str, mix_depths: tuple[int, int] | None, n_loops
     return Fraction(n_loops), Fraction(1)
 
 
+def backward_depth(progressive: str, mix_depths: tuple[int, int] | None, n_loops: int,
+                   backprop_loops: int | None) -> Fraction:
+    """Expected loops the backward pass of one training step runs through: every loop the
+    step ran (`training_depth`), or with `backprop_loops` the last that many of its pass
+    (min(deepest, backprop_loops)); "mcleish" truncates in its own way and takes none."""
+    loops, _ = training_depth(progressive, mix_depths, n_loops)
+    if backprop_loops is None:
+        return loops
+    if progressive == "mix":
+        lo, hi = mix_depths or (1, n_loops)
+        depths = range(lo, hi + 1)
+        return Fraction(sum(min(max(n_loops, r), backprop_loops) for r in depths), len(depths))
+    return Fraction(min(n_loops, backprop_loops))
+
+
 def training_flops_per_token(cfg: ModelConfig, n_keys: float, progressive: str,
-                             mix_depths: tuple[int, int] | None) -> float:
-    """Forward and backward FLOPs per token of one training step, in expectation."""
+                             mix_depths: tuple[int, int] | None, backprop_loops: int | None = None) -> float:
+    """Forward and backward FLOPs per token of one training step, in expectation: the forward
+    through every loop the step runs, the backward (2x) through `backward_depth` of them."""
     loops, readouts = training_depth(progressive, mix_depths, cfg.n_loops)
-    return BACKWARD_FACTOR * forward_flops_per_token(cfg, n_keys, float(loops), float(readouts))
+    backward = backward_depth(progressive, mix_depths, cfg.n_loops, backprop_loops)
+    return (forward_flops_per_token(cfg, n_keys, float(loops), float(readouts))
+            + (BACKWARD_FACTOR - 1) * forward_flops_per_token(cfg, n_keys, float(backward), float(readouts)))

@@ -14,7 +14,7 @@ from fractions import Fraction
 from typing import Any
 
 from ..core.config import ModelConfig
-from ..core.flops import BACKWARD_FACTOR, forward_flops_per_token, training_depth
+from ..core.flops import forward_flops_per_token, training_depth, training_flops_per_token
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class TrainingCost:
     forward_flops_per_token: float  # one forward pass at the trained depth (n_loops), one readout
     layer_applications_per_step: float  # expected layer applications per token in a training step
     readouts_per_step: float  # expected unembeddings per token in a training step
-    train_flops_per_token: float  # 3x the forward FLOPs of what a step runs, per real token
+    train_flops_per_token: float  # forward + 2x backward FLOPs of what a step runs, per real token
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,9 @@ def training_cost(config: dict[str, Any], params: int, n_ctx: float) -> Training
         forward_flops_per_token=forward_flops_per_token(cfg, n_ctx),
         layer_applications_per_step=float(loops) * cfg.n_layers,
         readouts_per_step=float(readouts),
-        train_flops_per_token=BACKWARD_FACTOR * forward_flops_per_token(cfg, n_ctx, float(loops), float(readouts)),
+        train_flops_per_token=training_flops_per_token(cfg, n_ctx, config["train"]["progressive"],
+                                                       config["train"].get("mix_depths"),
+                                                       config["train"].get("backprop_loops")),
     )
 
 

@@ -75,6 +75,12 @@ class TrainConfig:
     # scale of a LayerNormed state) instead of the zero state (Geiping et al. 2025): a loop
     # trained from many starts learns an attractor of the input alone (path independence).
     init_state_noise: float = 0.0
+    # Gradient flows through the last this many loops of a step's pass only; the loops before
+    # them run without autograd (truncated backpropagation through the recurrence, as Geiping
+    # et al. 2025 train a recurrent-depth model), so a step's backward costs this many loops
+    # whatever depth the step ran. A readout at a depth before them trains nothing that step.
+    # None: through every loop.
+    backprop_loops: int | None = None
     loss_dtype: str = "float32"
     seed: int = 0
     log_every: int = 10
@@ -131,6 +137,12 @@ class TrainConfig:
                 raise UserError(f"train.mix_depths must be [lo, hi] integers with 1 <= lo <= hi, got {list(self.mix_depths)}")
         if not 0.0 <= self.init_state_noise <= 1.0:
             raise UserError(f"train.init_state_noise={self.init_state_noise} is a probability; use a value in [0, 1]")
+        if self.backprop_loops is not None and (isinstance(self.backprop_loops, bool)
+                                                or not isinstance(self.backprop_loops, int) or self.backprop_loops < 1):
+            raise UserError(f"train.backprop_loops={self.backprop_loops!r}: a number of loops >= 1, or null for all")
+        if self.backprop_loops is not None and self.progressive == "mcleish":
+            raise UserError("train.backprop_loops truncates the gradient of a \"none\" or \"mix\" step; \"mcleish\" "
+                            "already runs its prefix without gradient: set one of them")
         if self.step_penalty is not None and self.step_penalty < 0:
             raise UserError("train.step_penalty must be >= 0, or null for none")
         if not 0 <= self.progressive_alpha <= 1:

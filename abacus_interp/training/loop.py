@@ -112,7 +112,9 @@ def training_losses(model, batch, generator, cfg, device, autocast, allowed=None
         inputs = model.embed(tokens[:, :n_in], abacus_offset=offsets)  # [batch n_in d_model]
         index = model.attention_index(tokens[:, :n_in], offsets)  # [batch n_in], None unless attention reads it
         plan = _draw_depths(tcfg, R, generator, batch.tokens.shape[0], inputs, rows)
-        states = _states_at(model, inputs, plan.wanted, plan.start, index)  # one pass, read out on the way
+        # one pass, read out on the way; autograd from loop `grad_from` on (train.backprop_loops)
+        grad_from = max(0, plan.deepest - tcfg.backprop_loops) if tcfg.backprop_loops else 0
+        states = _states_at(model, inputs, plan.wanted, plan.start, index, grad_from)
         state_full = states[R]
         full = loss_of(state_full)
         loss = _progressive_loss(model, tcfg, R, plan, states, full, loss_of, inputs, index)
@@ -180,12 +182,17 @@ def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
     return tensor.to(device, non_blocking=True)
 
 
-def _states_at(model, inputs, depths: set[int], start=None, index=None) -> dict[int, torch.Tensor | None]:
+def _states_at(model, inputs, depths: set[int], start=None, index=None,
+               grad_from: int = 0) -> dict[int, torch.Tensor | None]:
     """The state after each number of loops in `depths`, from one pass through the deepest
-    that starts from `start` (None: the model's own zero state). Depth 0 is `start`."""
+    that starts from `start` (None: the model's own zero state). Depth 0 is `start`. The
+    first `grad_from` loops run without autograd: no gradient reaches them or flows back
+    through them, and the states they end in are constants."""
     states, state, done = {}, start, 0
-    for depth in sorted(depths):
-        state = model.run_loops(inputs, range(done, depth), state=state, index=index) if depth > done else state
+    for depth in sorted(depths | ({grad_from} if grad_from else set())):
+        if depth > done:
+            with torch.no_grad() if depth <= grad_from else nullcontext():
+                state = model.run_loops(inputs, range(done, depth), state=state, index=index)
         states[depth], done = state, depth
     return states
 
