@@ -20,11 +20,11 @@ from abacus_interp.core.scoring import score_examples
 from abacus_interp.errors import UserError
 from abacus_interp.tasks.carries import sample_with_cascade
 from abacus_interp.training.compute import (
-    TrainingCost,
     CurvePoint,
-    training_cost,
+    TrainingCost,
     learning_curve,
     mean_context,
+    training_cost,
 )
 
 UNIFORM = "uniform"  # the task's own sampler, as training draws problems
