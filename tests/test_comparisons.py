@@ -11,10 +11,11 @@ import pytest
 
 from abacus_interp import LoopedTransformer, ModelConfig
 from abacus_interp.checkpoints import load_model, load_task
+from abacus_interp.core.scoring import score_examples
 from abacus_interp.errors import UserError
 from abacus_interp.tasks import get_task
 from analyses import comparisons
-from analyses.comparisons.analysis import accuracy_rows, hard_lists, skip_reason
+from analyses.comparisons.analysis import accuracy_row, accuracy_rows, hard_lists, skip_reason
 from analyses.comparisons.decide import PATCH_GROUPS, deciding_digit, planted_pair
 from analyses.comparisons.layout import (
     ANSWER_GROUPS,
@@ -120,9 +121,20 @@ def test_run_on_a_tiny_sorter_reports_mass_that_sums_to_one_and_every_row(task):
     # a random model tells few pairs apart; a group is None exactly when none of them has it
     above = d.flipped[PATCH_GROUPS.index("digits above them")][0]
     assert (above is None) == (d.n_told_apart == 0)
-    assert result.findings() and set(result.figures()) == {"accuracy_rows", "answer_reading", "digit_reading",
-                                                           "knockout", "lock_in", "patching"}
+    assert result.findings() and set(result.figures()) == {"accuracy_rows", "answer_places", "answer_reading",
+                                                           "digit_reading", "knockout", "lock_in", "patching"}
     assert result.to_dict()["deciding"]["digits"] == 3
+
+
+def test_answer_places_agree_with_the_exact_match_and_count_every_list(task):
+    model = tiny_sorter(task)
+    examples = task.sample(40, random.Random(3), min_numbers=2, max_numbers=4)
+    row = accuracy_row(model, task, "mixed", (2, 4), (1, 3), examples, True)
+    assert row.exact_match == score_examples(model, examples).exact_match
+    assert len(row.label_accuracy) == 4  # the longest list's labels
+    # a list is exactly right only if every place is, so no place is below the exact match
+    assert min(*row.label_accuracy, row.stop_accuracy) >= row.exact_match
+    assert row.weakest_place().startswith(("label", "the stop"))
 
 
 def test_other_runs_are_skipped_with_their_reason(task):
@@ -138,9 +150,13 @@ def test_the_shipped_sorter_compares_leading_digits_and_the_decision_moves_up_th
     digits in loop 1 and from the digits above them in loop 2)."""
     model, task = load_model(SHIPPED), load_task(SHIPPED)
     cfg = comparisons.ComparisonsConfig(n_per_row=100, n_pairs=32)
-    rows = {r.label: r.exact_match for r in accuracy_rows(model, task, cfg)}
+    measured = accuracy_rows(model, task, cfg)
+    rows = {r.label: r.exact_match for r in measured}
     assert rows["in distribution"] >= 0.95
     assert rows["hard: 5 numbers of 5 digits, equal but the units"] <= 0.1
+    # 20-digit lists fail at the stop: after the fifth label it writes a sixth, not EOS
+    far = next(r for r in measured if r.label == "20-digit numbers")
+    assert far.stop_accuracy <= 0.5 < min(far.label_accuracy)
     d = deciding_digit(model, task, cfg)
     by_depth = {r.depth: r.exact_match for r in d.rows}
     assert by_depth[1] >= 0.95 and by_depth[5] <= 0.7

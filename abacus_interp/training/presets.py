@@ -318,7 +318,8 @@ def extrap_sort() -> RunConfig:
     processes on the 2-core CPU, 400k parameters), the report's comparisons section (held-out
     lists, n=100 per row, 4 loops): 97% in distribution; 13% with 2-5 numbers of 20 digits; 2%
     with 10 numbers of 1-5 digits; 0% with 10 numbers of 20 digits; 2% and 0% on lists of 5
-    numbers of 5 and 20 digits that are equal but the units. It compares leading digits, not
+    numbers of 5 and 20 digits that are equal but the units. On the 20-digit lists each label is
+    right 63-78% of the time given the ones before it, and the stop after the last label 19%. It compares leading digits, not
     every digit: on planted pairs of 5-digit numbers equal above the deciding digit it is right
     100% when the leading digits differ, 78% one place lower and 50-55% (chance) when only the
     last two differ. One lever, measured on two 3,000-step probes at step 1,000 (n=50 per row):

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import torch
 
-from abacus_interp.core.scoring import score_examples
 from abacus_interp.core.tokens import encode_batch
 from abacus_interp.errors import UserError
 from abacus_interp.evaluation.common import fits_context, section_rng
@@ -65,19 +65,43 @@ def accuracy_rows(model, task, cfg: ComparisonsConfig) -> tuple[AccuracyRow, ...
         rng = section_rng(cfg.seed, "comparisons rows", label)
         examples = task.sample_held_out(cfg.n_per_row, rng) if label == "in distribution" else \
             task.sample(cfg.n_per_row, rng, min_numbers=n0, max_numbers=n1, min_digits=d0, max_digits=d1)
-        rows.append(_row(model, task, label, (n0, n1), (d0, d1), examples, label == "in distribution"))
+        rows.append(accuracy_row(model, task, label, (n0, n1), (d0, d1), examples, label == "in distribution"))
     for digits in (hi_d, far_d):
         rng = section_rng(cfg.seed, "comparisons hard", digits)
         examples = hard_lists(task, cfg.n_per_row, hi_n, digits, rng)
-        rows.append(_row(model, task, f"hard: {hi_n} numbers of {digits} digits, equal but the units",
+        rows.append(accuracy_row(model, task, f"hard: {hi_n} numbers of {digits} digits, equal but the units",
                          (hi_n, hi_n), (digits, digits), examples, False))
     return tuple(rows)
 
 
-def _row(model, task, label, numbers, digits, examples, in_distribution) -> AccuracyRow:
+def accuracy_row(model, task, label, numbers, digits, examples, in_distribution) -> AccuracyRow:
     fitting = [e for e in examples if fits_context(e, task.vocab, model.cfg.max_seq_len)]
-    score = score_examples(model, fitting).exact_match if fitting else None
-    return AccuracyRow(label, numbers, digits, len(fitting), score, in_distribution)
+    if not fitting:
+        return AccuracyRow(label, numbers, digits, 0, None, in_distribution)
+    correct = [c for batch in _answer_correct(model, task.vocab, fitting) for c in batch]
+    exact = [bool(c.all()) for c in correct]
+    longest = max(len(c) for c in correct) - 1  # labels of the longest list (its last token is EOS)
+    by_label = tuple(float(np.mean([bool(c[k]) for c in correct if len(c) - 1 > k])) for k in range(longest))
+    return AccuracyRow(label, numbers, digits, len(fitting), float(np.mean(exact)), in_distribution,
+                       label_accuracy=by_label, stop_accuracy=float(np.mean([bool(c[-1]) for c in correct])))
+
+
+@torch.no_grad()
+def _answer_correct(model, vocab, examples, batch_size: int = 512):
+    """Per list, teacher-forced: whether each answer token (every label, then EOS) is the
+    model's argmax, one bool tensor per list, in batches of `batch_size` (score_examples')."""
+    was_training = model.training
+    model.eval()
+    try:
+        for start in range(0, len(examples), batch_size):
+            chunk = examples[start : start + batch_size]
+            batch = encode_batch(vocab, [e.prompt for e in chunk], [e.target for e in chunk])
+            tokens = batch.tokens.to(model.W_E.device)
+            right = model(tokens)[:, :-1].argmax(-1) == tokens[:, 1:]  # [batch pos-1]: predicts token pos+1
+            scored = batch.loss_mask[:, :-1].to(right.device)  # the positions that predict an answer token or EOS
+            yield [right[i][scored[i]].cpu() for i in range(len(chunk))]
+    finally:
+        model.train(was_training)
 
 
 def _batches(vocab, examples, masks_of):

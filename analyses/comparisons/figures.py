@@ -11,7 +11,7 @@ from analyses._head_group_figures import group_reading, knockout
 
 
 def comparisons_figures(result) -> dict[str, go.Figure]:
-    return {"accuracy_rows": accuracy_rows(result), "answer_reading": group_reading(result.answer_reading),
+    return {"accuracy_rows": accuracy_rows(result), "answer_places": answer_places(result), "answer_reading": group_reading(result.answer_reading),
             "digit_reading": group_reading(result.digit_reading), "knockout": knockout(result.knockout),
             "lock_in": lock_in(result.deciding), "patching": patching(result.deciding)}
 
@@ -28,6 +28,22 @@ def accuracy_rows(result) -> go.Figure:
     d0, d1 = result.trained_digits
     fig.update_layout(title=f"Held-out lists ({result.n_loops} loops; trained on {lo}-{hi} numbers of {d0}-{d1} "
                             "digits; blue: uniform, in distribution)", height=120 + 40 * len(rows))
+    return label_every_row(fig)
+
+
+def answer_places(result) -> go.Figure:
+    """Each row's teacher-forced accuracy at each answer place: label 1, 2, ... and the stop."""
+    rows = [r for r in result.rows if r.stop_accuracy is not None]
+    places = max(len(r.label_accuracy) for r in rows)
+    z = np.array([[*r.label_accuracy, *[np.nan] * (places - len(r.label_accuracy)), r.stop_accuracy] for r in rows])
+    fig = go.Figure(go.Heatmap(z=z, x=[f"label {k}" for k in range(1, places + 1)] + ["stop (EOS)"],
+                               y=[f"{r.label} (n={r.n})" for r in rows], colorscale="Blues", zmin=0, zmax=1,
+                               text=[["" if np.isnan(v) else f"{v:.0%}" for v in row] for row in z],
+                               texttemplate="%{text}", colorbar={"title": "right"}))
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(title="Where each list fails: each answer token right, given the right ones before it<br>"
+                            "<sup>label k over the lists with a k-th number; the stop right after the last label</sup>",
+                      height=160 + 40 * len(rows))
     return label_every_row(fig)
 
 

@@ -11,6 +11,11 @@ def comparisons_findings(result) -> list[str]:
     beyond = [r for r in rows if not r.in_distribution]
     out = [f"Held-out lists ({result.n_loops} loops): {pct(inside.exact_match)} in distribution (n={inside.n}); "
            + "; ".join(f"{r.label} {pct(r.exact_match)} (n={r.n})" for r in beyond) + "."]
+    failing = [r for r in beyond if r.exact_match < 0.95]
+    if failing:
+        out.append("Where those lists fail, each answer token given the right ones before it: " + "; ".join(
+            f"{r.label}: labels {pct(min(r.label_accuracy))}-{pct(max(r.label_accuracy))} right, the stop after the "
+            f"last label {pct(r.stop_accuracy)}" for r in failing) + ".")
     d = result.deciding
     per_depth = ", ".join(f"depth {r.depth}: {pct(r.exact_match)}" for r in d.rows)
     group, loop, share = d.strongest_patch() if d.n_told_apart else (None, None, None)

@@ -19,6 +19,19 @@ class AccuracyRow:
     n: int
     exact_match: float | None  # None: no list of this row fits the model
     in_distribution: bool
+    # teacher-forced share of lists whose k-th answer label (k = 1, 2, ...) is right, over the
+    # lists that have a k-th number; () when no list fits
+    label_accuracy: tuple[float, ...] = ()
+    # the share whose EOS right after the last label is right (the model stops); None: no list fits
+    stop_accuracy: float | None = None
+
+    def weakest_place(self) -> str | None:
+        """Where in the answer this row fails most, in words ("label 1: 29%", "the stop: 0%")."""
+        if self.stop_accuracy is None:
+            return None
+        places = [(f"label {k}", a) for k, a in enumerate(self.label_accuracy, start=1)]
+        place, accuracy = min([*places, ("the stop", self.stop_accuracy)], key=lambda p: p[1])
+        return f"{place}: {accuracy:.0%}"
 
 
 @dataclass(frozen=True)
