@@ -62,33 +62,38 @@ class KVEntry:
 @dataclass(frozen=True)
 class HeadKinds:
     """Which keys each head of a layer may see, where heads differ (`ModelConfig.offset_heads`,
-    `multiplier_heads`). Heads are ordered by kind: first the offset heads (head h sees only
-    the digits exactly `offsets[h]` below its query on the Abacus index), then the windowed
-    heads (the window, as every head of a one-kind model), then the multiplier heads (only the
+    `multiplier_heads`, `symbol_heads`). Heads are ordered by kind: first the offset heads
+    (head h sees only the digits exactly `offsets[h]` below its query on the Abacus index),
+    then the windowed heads (the window, as every head of a one-kind model), then the symbol
+    heads (only the tokens that are not digits), then the multiplier heads (only the
     multiplier of `a*b`; with `fixed_multiplier`, multiplier head j only its digit j)."""
 
     n_heads: int
     offsets: tuple[int, ...] = ()
     multiplier_heads: int = 0
     fixed_multiplier: bool = True
+    symbol_heads: int = 0
 
     @classmethod
     def of(cls, cfg: ModelConfig) -> HeadKinds | None:
         """The kinds of `cfg`'s heads, or None when every head is of the one kind."""
-        if not cfg.offset_heads and not cfg.multiplier_heads:
+        if not cfg.offset_heads and not cfg.multiplier_heads and not cfg.symbol_heads:
             return None
-        return cls(cfg.n_heads, tuple(cfg.offset_heads), cfg.multiplier_heads, cfg.multiplier_select == "fixed")
+        return cls(cfg.n_heads, tuple(cfg.offset_heads), cfg.multiplier_heads, cfg.multiplier_select == "fixed",
+                   cfg.symbol_heads)
 
     @property
     def windowed_heads(self) -> int:
-        return self.n_heads - len(self.offsets) - self.multiplier_heads
+        return self.n_heads - len(self.offsets) - self.symbol_heads - self.multiplier_heads
 
     def kind_of(self, head: int) -> str:
         """Head `head`'s kind in words: "offset +1" (reads the digits one index below its
-        query; "offset -1": one above), "windowed" or "multiplier"."""
+        query; "offset -1": one above), "windowed", "symbol" or "multiplier"."""
         if head < len(self.offsets):
             return f"offset {self.offsets[head]:+d}"
-        return "multiplier" if head >= self.n_heads - self.multiplier_heads else "windowed"
+        if head >= self.n_heads - self.multiplier_heads:
+            return "multiplier"
+        return "symbol" if head >= self.n_heads - self.multiplier_heads - self.symbol_heads else "windowed"
 
 
 def attention_mask(
@@ -107,7 +112,7 @@ def attention_mask(
 
     With `heads` (heads of several kinds, `HeadKinds`) the mask is per head: the windowed
     heads see what is described above (minus the multiplier's digits where there are
-    multiplier heads), offset and multiplier heads see only their own keys."""
+    multiplier heads), offset, symbol and multiplier heads see only their own keys."""
     if heads is None and key_valid is None and window is None and n_query == n_key:
         return None
     key_pos = torch.arange(n_key, device=device)
@@ -158,6 +163,9 @@ def _per_head_mask(visible, near, itself, index, heads: HeadKinds):
         digit = (index > 0)[:, None, :]  # [batch 1 key]
         kinds += [((readable & digit & (distance == d)) | itself)[:, None] for d in heads.offsets]
     kinds.append((windowed | itself)[:, None].expand(-1, heads.windowed_heads, -1, -1))
+    if heads.symbol_heads:  # the tokens that are not digits (index 0), at any distance
+        symbols = (readable & (index == 0)[:, None, :]) | itself  # [batch query key]
+        kinds.append(symbols[:, None].expand(-1, heads.symbol_heads, -1, -1))
     if heads.multiplier_heads:
         kinds.append(_multiplier_mask(visible, multiplier, itself, index, heads))
     return torch.cat(kinds, dim=1)  # [batch head query key]
