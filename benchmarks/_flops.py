@@ -3,7 +3,8 @@
 Convention (PaLM, Chowdhery et al. 2022; `abacus_interp.core.flops`, shared with the model card
 and the comparison): 2 FLOPs per multiply-add of every matmul the model needs, attention scores
 and values over the whole sequence (no discount for the causal mask), embeddings and norms not
-counted; a training step is 3x its forward pass. Work a
+counted; a training step is its forward pass plus 2x the forward FLOPs of the loops its
+backward runs through (3x its forward pass unless train.backprop_loops cuts it). Work a
 step does not need (padding positions) is not counted, so MFU reads low when batches
 carry much padding. A looped model applies its layers once per loop, so the count is per
 layer application, times the loops a step runs with gradient.

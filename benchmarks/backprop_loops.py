@@ -56,6 +56,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30, help="timed steps per block")
     parser.add_argument("--ranks", type=int, default=2, help="time the rows one of this many ranks takes")
     args = parser.parse_args()
+    if args.steps < 1 or args.blocks < 1:
+        parser.error("--steps and --blocks must be >= 1")
     torch.set_num_threads(args.threads)
     recipe = get_preset(args.preset)
     sides = [None] + [int(n) for n in args.loops.split(",")]

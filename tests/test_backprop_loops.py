@@ -41,23 +41,28 @@ def _gradients(cfg, fwd_hooks=()) -> dict[str, torch.Tensor]:
     return {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
 
 
-def test_the_gradient_is_that_of_the_pass_with_the_state_cut_before_the_last_loops():
-    # "none": every step runs the 6 trained loops, so the cut lies before loop 6 - 2 = 4
-    truncated = _gradients(_recipe(progressive="none", backprop_loops=2))
-    cut = hook_name("hook_state_post", loop=3)  # the state leaving loop 3, a constant in loop 4
-    reference = _gradients(_recipe(progressive="none"), [(cut, lambda state, hook: state.detach())])
-    whole = _gradients(_recipe(progressive="none"))
+# (train fields, backprop_loops, hook index of the last loop whose output the cut makes a constant):
+# "none" runs the 6 trained loops; "mix" at depths 8..8 runs 8 and reads out at 6 and 8, so a cut
+# 3 loops back from the deepest lies after hook loop 4, before the full-depth readout's last loop
+CUTS = [({"progressive": "none"}, 2, 3), ({"progressive": "none"}, 5, 0), ({"mix_depths": (8, 8)}, 3, 4)]
+
+
+@pytest.mark.parametrize(("train", "kept", "cut_after"), CUTS)
+def test_the_gradient_is_that_of_the_pass_with_the_state_cut_before_the_last_loops(train, kept, cut_after):
+    truncated = _gradients(_recipe(**train, backprop_loops=kept))
+    cut = hook_name("hook_state_post", loop=cut_after)  # hook loops count from 0
+    reference = _gradients(_recipe(**train), [(cut, lambda state, hook: state.detach())])
+    whole = _gradients(_recipe(**train))
     assert truncated.keys() == reference.keys()
     for name in reference:
         torch.testing.assert_close(truncated[name], reference[name], rtol=1e-5, atol=1e-7)
     assert any(not torch.allclose(truncated[n], whole[n], rtol=1e-3, atol=1e-6) for n in whole)
 
 
-def test_enough_loops_give_the_whole_gradient_bit_for_bit():
-    # mix depths 6..10: no step of demo-add runs more than 10 loops
-    whole = _gradients(_recipe())
-    enough = _gradients(_recipe(backprop_loops=10))
-    assert all(torch.equal(whole[name], enough[name]) for name in whole)
+def test_keeping_every_loop_the_step_runs_gives_the_whole_gradient_bit_for_bit():
+    whole = _gradients(_recipe(progressive="none"))
+    kept = _gradients(_recipe(progressive="none", backprop_loops=6))  # the 6 loops a "none" step runs
+    assert all(torch.equal(whole[name], kept[name]) for name in whole)
 
 
 def test_the_flops_count_runs_the_backward_through_the_kept_loops():

@@ -214,6 +214,11 @@ def test_sorting_plants_lists_that_agree_above_a_depth_and_keeps_the_plain_strea
         assert ex.answer == "".join("abcde"[k] for k in sorted(range(len(values)), key=lambda k: (values[k], k)))
         deep += shared >= 3
     assert deep > 100  # the lists a comparison of the three leading digits cannot order
+    # a plant shares at least the leading digit, so no number leaves the digit range
+    for lo, hi in [(3, 5), (20, 20)]:
+        for ex in planted.sample(200, random.Random(6), min_digits=lo, max_digits=hi):
+            widths = {len(str(v)) for v in ex.operands}
+            assert len(widths) == 1 and lo <= widths.pop() <= hi
 
     rng = random.Random(5)
     for digits, depth in [(1, 1), (5, 1), (5, 3), (20, 2), (6, 6)]:

@@ -246,7 +246,7 @@ class ModelConfig:
         if len(self.offset_heads) + self.symbol_heads + self.multiplier_heads > self.n_heads:
             raise UserError(
                 f"ModelConfig: {len(self.offset_heads)} offset heads, {self.symbol_heads} symbol heads and "
-                f"{self.multiplier_heads} multiplier heads are more than n_heads={self.n_heads}; give fewer or more heads"
+                f"{self.multiplier_heads} multiplier heads are more than n_heads={self.n_heads}; give fewer special heads or a larger n_heads"
             )
         if self.multiplier_heads and self.rotary != "abacus":
             raise UserError(

@@ -119,8 +119,10 @@ class SortingTask(Task):
         """`n` examples: a count uniform over [min_numbers, max_numbers], then each number's
         digit count uniform over [min_digits, max_digits] (defaults: the task's ranges). With
         `shared_prefix_fraction`, that share of the lists instead takes one length d uniform
-        over the digit range and a depth uniform over 1..d, and its numbers share every digit
-        above the lowest `depth` (`shared_prefix_values`)."""
+        over the digit range and a depth uniform over 1..d-1, and its numbers share every digit
+        above the lowest `depth` (`shared_prefix_values`; one-digit lists share nothing). The plant
+        is part of the task's distribution, like addition's cascade_fraction: held-out sets
+        drawn from this task hold it too, so compare such a run with another on a plain task."""
         check_count(n)
         lo_n = self.min_numbers if min_numbers is None else min_numbers
         hi_n = self.max_numbers if max_numbers is None else max_numbers
@@ -138,9 +140,9 @@ class SortingTask(Task):
             # no draw for the plant when there is none: the plain stream, draw for draw
             planted = bool(self.shared_prefix_fraction) and rng.random() < self.shared_prefix_fraction
             count = rng.randint(lo_n, hi_n)
-            if planted:
+            if planted:  # at least the leading digit shared, so every number keeps its `digits` digits
                 digits = rng.randint(lo_d, hi_d)
-                values = self.shared_prefix_values(count, digits, rng.randint(1, digits), rng)
+                values = self.shared_prefix_values(count, digits, rng.randint(1, max(1, digits - 1)), rng)
             else:
                 values = [random_with_digits(rng, rng.randint(lo_d, hi_d)) for _ in range(count)]
             out.append(self.make(*values, labels=self.draw_labels(count, rng)))
@@ -151,7 +153,8 @@ class SortingTask(Task):
         """`count` numbers below 10^digits that agree on every digit above their lowest `depth`
         (a `digits`-digit prefix drawn once, the low digits drawn per number), so the digit
         that orders them lies at or below index `depth`: the lists a comparison of leading
-        digits gets wrong. With depth == digits they are independent numbers below 10^digits."""
+        digits gets wrong. Below depth == digits every number has `digits` digits; at depth ==
+        digits they are independent numbers below 10^digits (fewer digits possible)."""
         if not 1 <= depth <= digits:
             raise UserError(f"depth={depth}: the shared digits lie above the lowest 1..{digits}; pass 1 <= depth <= digits")
         low = 10**depth

@@ -3,7 +3,8 @@
 FLOPs come from `core.flops` (the one count the model card and the benchmarks print too),
 with each query attending to n_ctx keys, the run's mean sequence length (real tokens per
 training sequence), over the loops and readouts a step runs in expectation
-(`core.flops.training_depth`). The in-run evaluations (forward only) are not training compute
+(`core.flops.training_depth`), the backward through those `train.backprop_loops` keeps
+(`core.flops.backward_depth`). The in-run evaluations (forward only) are not training compute
 and are not counted.
 """
 
@@ -26,7 +27,9 @@ class TrainingCost:
     forward_flops_per_token: float  # one forward pass at the trained depth (n_loops), one readout
     layer_applications_per_step: float  # expected layer applications per token in a training step
     readouts_per_step: float  # expected unembeddings per token in a training step
-    train_flops_per_token: float  # forward + 2x backward FLOPs of what a step runs, per real token
+    # the forward through every loop a step runs, plus 2x the forward FLOPs of the loops its
+    # backward runs through (`core.flops.backward_depth`), per real token
+    train_flops_per_token: float
 
 
 @dataclass(frozen=True)

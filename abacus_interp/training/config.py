@@ -77,8 +77,10 @@ class TrainConfig:
     init_state_noise: float = 0.0
     # Gradient flows through the last this many loops of a step's pass only; the loops before
     # them run without autograd (truncated backpropagation through the recurrence, as Geiping
-    # et al. 2025 train a recurrent-depth model), so a step's backward costs this many loops
-    # whatever depth the step ran. A readout at a depth before them trains nothing that step.
+    # et al. 2025 train a recurrent-depth model), so a step's backward costs at most this many
+    # loops whatever depth the step ran. The cut is counted back from the deepest loop the step
+    # runs: with "mix" depths above n_loops the full-depth readout gets fewer loops of gradient
+    # (demo-add at 4: 2 on average), and a readout before the cut trains only the unembedding.
     # None: through every loop.
     backprop_loops: int | None = None
     loss_dtype: str = "float32"

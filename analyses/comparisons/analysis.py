@@ -50,8 +50,8 @@ def hard_lists(task, n: int, count: int, digits: int, rng: random.Random):
 
 
 def accuracy_rows(model, task, cfg: ComparisonsConfig) -> tuple[AccuracyRow, ...]:
-    """Exact match (teacher-forced, the trained loops) on held-out lists: in distribution, longer
-    numbers, more numbers, both, and hard lists."""
+    """Exact match and each answer place's accuracy (teacher-forced, the trained loops) on
+    held-out lists: in distribution, longer numbers, more numbers, both, and hard lists."""
     lo_n, hi_n, lo_d, hi_d = task.min_numbers, task.max_numbers, task.min_digits, task.max_digits
     far_d, far_n = cfg.far_digits, min(cfg.far_numbers, task.max_items)
     specs = [
@@ -75,10 +75,17 @@ def accuracy_rows(model, task, cfg: ComparisonsConfig) -> tuple[AccuracyRow, ...
 
 
 def accuracy_row(model, task, label, numbers, digits, examples, in_distribution) -> AccuracyRow:
+    """The row of `examples` (those that fit the model): exact match, each label's accuracy over
+    the lists that have it, and the stop's, teacher-forced in eval mode."""
     fitting = [e for e in examples if fits_context(e, task.vocab, model.cfg.max_seq_len)]
     if not fitting:
         return AccuracyRow(label, numbers, digits, 0, None, in_distribution)
-    correct = [c for batch in _answer_correct(model, task.vocab, fitting) for c in batch]
+    was_training = model.training
+    model.eval()
+    try:
+        correct = _answer_correct(model, task.vocab, fitting)
+    finally:
+        model.train(was_training)
     exact = [bool(c.all()) for c in correct]
     longest = max(len(c) for c in correct) - 1  # labels of the longest list (its last token is EOS)
     by_label = tuple(float(np.mean([bool(c[k]) for c in correct if len(c) - 1 > k])) for k in range(longest))
@@ -87,21 +94,19 @@ def accuracy_row(model, task, label, numbers, digits, examples, in_distribution)
 
 
 @torch.no_grad()
-def _answer_correct(model, vocab, examples, batch_size: int = 512):
+def _answer_correct(model, vocab, examples, batch_size: int = 512) -> list[torch.Tensor]:
     """Per list, teacher-forced: whether each answer token (every label, then EOS) is the
-    model's argmax, one bool tensor per list, in batches of `batch_size` (score_examples')."""
-    was_training = model.training
-    model.eval()
-    try:
-        for start in range(0, len(examples), batch_size):
-            chunk = examples[start : start + batch_size]
-            batch = encode_batch(vocab, [e.prompt for e in chunk], [e.target for e in chunk])
-            tokens = batch.tokens.to(model.W_E.device)
-            right = model(tokens)[:, :-1].argmax(-1) == tokens[:, 1:]  # [batch pos-1]: predicts token pos+1
-            scored = batch.loss_mask[:, :-1].to(right.device)  # the positions that predict an answer token or EOS
-            yield [right[i][scored[i]].cpu() for i in range(len(chunk))]
-    finally:
-        model.train(was_training)
+    model's argmax, one bool tensor per list; in score_examples' batches, so the exact match
+    read from them is score_examples' to the bit."""
+    out = []
+    for start in range(0, len(examples), batch_size):
+        chunk = examples[start : start + batch_size]
+        batch = encode_batch(vocab, [e.prompt for e in chunk], [e.target for e in chunk])
+        tokens = batch.tokens.to(model.W_E.device)
+        right = model(tokens)[:, :-1].argmax(-1) == tokens[:, 1:]  # [batch pos-1]: position p predicts p+1
+        scored = batch.loss_mask[:, :-1].to(right.device)  # the positions that predict an answer token or EOS
+        out += [right[i][scored[i]].cpu() for i in range(len(chunk))]
+    return out
 
 
 def _batches(vocab, examples, masks_of):

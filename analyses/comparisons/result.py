@@ -25,14 +25,6 @@ class AccuracyRow:
     # the share whose EOS right after the last label is right (the model stops); None: no list fits
     stop_accuracy: float | None = None
 
-    def weakest_place(self) -> str | None:
-        """Where in the answer this row fails most, in words ("label 1: 29%", "the stop: 0%")."""
-        if self.stop_accuracy is None:
-            return None
-        places = [(f"label {k}", a) for k, a in enumerate(self.label_accuracy, start=1)]
-        place, accuracy = min([*places, ("the stop", self.stop_accuracy)], key=lambda p: p[1])
-        return f"{place}: {accuracy:.0%}"
-
 
 @dataclass(frozen=True)
 class ComparisonsResult:

@@ -80,7 +80,8 @@ def build_architectures(ctx: RunContext) -> Built:
                      pct(c["exact_match"]), pct(c["exact_match_carry_balanced"])] for c in cells]
     compute = H.grid_table(["model", "params", "layer applications per step", "train FLOPs/token", "train FLOPs",
                             "exact (uniform)", "exact (carry-balanced)"], compute_rows,
-                           caption="Training compute (forward and backward, 3x the forward matmul FLOPs) and held-out "
+                           caption="Training compute (forward and backward: the backward 2x the forward matmul FLOPs of the "
+                                   "loops it runs through) and held-out "
                                    "exact match on the task's own sampler and on carry-balanced problems "
                                    "('-' where the task has no carries)")
     table = accuracy + compute

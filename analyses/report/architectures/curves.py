@@ -171,7 +171,7 @@ def learning_curves_figure(data: dict[str, Any]) -> go.Figure:
         for col, y in ((1, [p.exact_match for p in curve]), (2, [p.loss for p in curve])):
             fig.add_trace(go.Scatter(x=x, y=y, mode="lines+markers", name=name, legendgroup=name,
                                      showlegend=col == 1, line=style, marker=marker), row=1, col=col)
-    fig.update_xaxes(type="log", title_text="training FLOPs (3x forward)")
+    fig.update_xaxes(type="log", title_text="training FLOPs (forward + backward)")
     fig.update_yaxes(range=[-0.02, 1.05], row=1, col=1)
     fig.update_layout(title="Learning curves against training compute", height=440)
     return fig
