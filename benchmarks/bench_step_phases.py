@@ -60,6 +60,7 @@ def main() -> None:
     if tcfg.compile:
         model.compile_loops()
     optimizer = build_optimizer(model, tcfg, device)  # the training loop's own
+    parameters = list(model.parameters())  # listed once, as the loop does: a walk visits every HookPoint
     source = BatchSource(task, tcfg, cfg.model.max_seq_len)
     use_bf16 = tcfg.bf16 and device.type == "cuda"
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if use_bf16 else nullcontext()
@@ -80,7 +81,7 @@ def main() -> None:
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         lap()
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), tcfg.grad_clip or float("inf"))
+        grad_norm = torch.nn.utils.clip_grad_norm_(parameters, tcfg.grad_clip or float("inf"))
         optimizer.step()
         lap()
         divergence.note(step, loss, grad_norm)

@@ -237,6 +237,9 @@ class _Setup:
     """What a training process builds before its first step."""
 
     model: torch.nn.Module
+    # listed once: model.parameters() walks every module, and a looped model holds a set of
+    # HookPoints per loop up to max_loops (6,414 modules in demo-add: 5.3 ms a walk, 14% of its step)
+    parameters: list[torch.nn.Parameter]
     optimizer: torch.optim.Optimizer
     source: BatchSource
     part: tuple[int, int]  # (rank, world size): this process's rows of every batch
@@ -270,7 +273,7 @@ def _set_up(cfg: RunConfig, world: dist_utils.World) -> _Setup:
     eval_sets = heldout_sets(task, tcfg.eval_problems, cfg.model.max_seq_len) if world.rank == 0 else {}
     loss_readout = readout_ids(cfg, task)
     use_bf16 = tcfg.bf16 and device.type == "cuda"
-    return _Setup(model=model, optimizer=optimizer, source=source, part=(world.rank, world.world_size),
+    return _Setup(model=model, parameters=list(model.parameters()), optimizer=optimizer, source=source, part=(world.rank, world.world_size),
                   eval_sets=eval_sets, save_at=set(checkpoint_steps(tcfg)), loss_readout=loss_readout,
                   allowed=None if loss_readout is None else loss_readout.to(device),
                   eval_eos=tcfg.loss_positions != "answer_tokens",
@@ -324,7 +327,8 @@ def _train(cfg: RunConfig, run_dir: Path, progress: bool, world: dist_utils.Worl
 
                 # --- backward, average gradients across ranks, clip, update (`_update`); a
                 # non-finite loss or gradient norm is raised at the next logged step or checkpoint
-                stopping, grad_norm = _update(model, optimizer, loss, world, bool(stop_signal), tcfg.grad_clip)
+                stopping, grad_norm = _update(run.parameters, optimizer, loss, world, bool(stop_signal),
+                                               tcfg.grad_clip)
                 book.divergence.note(step, loss, grad_norm)
                 book.local_tokens += int(batch.valid[rows].sum())  # the batch is in host memory: no device read
 
@@ -351,13 +355,13 @@ def _train(cfg: RunConfig, run_dir: Path, progress: bool, world: dist_utils.Worl
     return TrainResult(run_dir=run_dir, final_step=step, last_metrics=row, is_writer=is_writer)
 
 
-def _update(model, optimizer, loss, world, stop: bool, grad_clip: float | None):
+def _update(parameters, optimizer, loss, world, stop: bool, grad_clip: float | None):
     """Backward, gradients averaged across ranks (with them, whether any rank was asked to
     stop, so all stop after the same step), clipped, one optimizer step. Nothing here reads a
     value back from the device. Returns (whether to stop, the gradient norm, on the device)."""
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
-    params = [p for p in model.parameters() if p.grad is not None]
+    params = [p for p in parameters if p.grad is not None]
     stopping = dist_utils.average_gradients(params, world, stop=stop)
     grad_norm = torch.nn.utils.clip_grad_norm_(params, grad_clip or float("inf"))
     optimizer.step()
