@@ -19,6 +19,7 @@ def multiplication_figures(result) -> dict[str, go.Figure]:
     }
     if result.by_digit:
         figures["by_digit"] = by_digit(result)
+        figures["by_column_total"] = by_column_total(result)
     if result.heads_far is not None and result.knockout is not None:
         figures["head_reading"] = head_reading(result.heads_far)
         figures["knockout"] = knockout(result.knockout)
@@ -37,6 +38,21 @@ def by_digit(result) -> go.Figure:
     fig.update_yaxes(title_text="right (logit lens)", range=[0, 1.02], tickformat=".0%")
     fig.update_layout(title=f"Each answer digit of uniform products ({d0.label.split(', ')[1].split(' x ')[0]}-digit "
                             f"multiplicands, n={d0.n_problems} per multiplier length, after {d0.loops} loops)")
+    return fig
+
+
+def by_column_total(result) -> go.Figure:
+    fig = go.Figure()
+    for i, d in enumerate(result.by_digit):
+        fig.add_trace(go.Scatter(x=[b.lo for b in d.by_total], y=[b.right for b in d.by_total], mode="lines+markers",
+                                 name=f"x {d.multiplier_digits} digits", line={"color": COLORS[i % len(COLORS)]},
+                                 text=[f"totals {b.lo}-{b.hi}, n={b.n} digits" for b in d.by_total],
+                                 hovertemplate="%{text}: %{y:.0%} right"))
+    d0 = result.by_digit[0]
+    fig.update_xaxes(title_text="column total: partial products + carry in (bins of 20, left edge)")
+    fig.update_yaxes(title_text="answer digit right (logit lens)", range=[0, 1.02], tickformat=".0%")
+    fig.update_layout(title=f"Answer digits by what their column adds up to ({d0.label.split(', ')[1].split(' x ')[0]}"
+                            f"-digit multiplicands, after {d0.loops} loops)")
     return fig
 
 

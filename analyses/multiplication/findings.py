@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from analyses.prose import LinearFit, limit
 
+from .result import equal_totals
+
 
 def multiplication_findings(result) -> list[str]:
     acc, n = result.accuracy, result.trained_digits
@@ -21,6 +23,9 @@ def multiplication_findings(result) -> list[str]:
         out[-1] += f" ({result.inside[0].upper()}{result.inside[1:]}.)"
     if result.by_digit and out:  # where the accuracy above is lost, in the same finding
         out[-1] += " " + _by_digit_sentence(result.by_digit)
+        equal = equal_totals(result.by_digit)
+        if equal is not None:
+            out[-1] += " " + _equal_totals_sentence(result.by_digit, equal)
     if result.heads_far is not None and result.knockout is not None:
         out.append(_heads_sentence(result))
     fits = []
@@ -52,6 +57,21 @@ def _by_digit_sentence(by_digit) -> str:
     d0 = by_digit[0]
     return (f"Each answer digit right, units first (uniform products of {d0.label.split(', ')[1].split(' x ')[0]}-digit "
             f"multiplicands, n={d0.n_problems} each, logit lens after {d0.loops} loops): " + "; ".join(parts) + ".")
+
+
+def _equal_totals_sentence(by_digit, equal) -> str:
+    """The multiplier lengths side by side on digits whose columns add up to the same total."""
+    bin0 = equal[0]
+    parts = [f"x {d.multiplier_digits} {b.right:.0%} (n={b.n}; {d.by_total[0].right:.0%} at totals "
+             f"{d.by_total[0].lo}-{d.by_total[0].hi})" for d, b in zip(by_digit, equal, strict=True)]
+    sentence = (f"The same digits by their column's total (its partial products plus the carry in), at totals "
+                f"{bin0.lo}-{bin0.hi}: " + ", ".join(parts) + ".")
+    one, more = equal[0], equal[1:]
+    if by_digit[0].multiplier_digits == 1 and one.right >= 0.99 and max(b.right for b in more) <= one.right - 0.1:
+        sentence += (" At equal totals the columns that add one product and a carry are right and those that add "
+                     "two or more are not: the size of the total does not explain the lost digits, adding partial "
+                     "products does.")
+    return sentence
 
 
 def _slope_sentence(x, y) -> str:

@@ -64,6 +64,17 @@ class DelayedProduct:
 
 
 @dataclass(frozen=True)
+class TotalBin:
+    """The answer digits whose column total (`tasks.product_carries.column_totals`: the
+    column's partial products plus the carry into it) lies in lo..hi, and how often they are right."""
+
+    lo: int
+    hi: int
+    n: int  # answer digits in the bin
+    right: float
+
+
+@dataclass(frozen=True)
 class DigitAccuracy:
     """How often each answer digit is right (logit lens after `loops`) on uniform N x k
     products: where an N x k multiplier fails. Column i sums `products[i]` partial products
@@ -76,10 +87,26 @@ class DigitAccuracy:
     loops: int
     right: tuple[float, ...]  # per answer digit, units = 0
     products: tuple[int, ...]  # per answer digit: partial products its column sums
+    # the same digits by their column's total: a multiplier that adds one product and a carry
+    # exactly but not two shows it as a lower line than x 1's at equal totals
+    by_total: tuple[TotalBin, ...] = ()
 
     def first_below(self, bar: float = 0.99) -> int | None:
         """The lowest answer digit right less than `bar` of the time (None: every one)."""
         return next((i for i, r in enumerate(self.right) if r < bar), None)
+
+
+def equal_totals(by_digit: tuple[DigitAccuracy, ...], min_digits: int = 10) -> tuple[TotalBin, ...] | None:
+    """One bin per multiplier length, the highest column-total bin in which every length has
+    at least `min_digits` answer digits: where the lengths are compared at equal totals.
+    None with fewer than two lengths or no shared bin."""
+    if len(by_digit) < 2:
+        return None
+    common = set.intersection(*({b.lo for b in d.by_total if b.n >= min_digits} for d in by_digit))
+    if not common:
+        return None
+    lo = max(common)
+    return tuple(next(b for b in d.by_total if b.lo == lo) for d in by_digit)
 
 
 @dataclass(frozen=True)
