@@ -9,7 +9,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.config import ModelConfig, check_field_types
+from ..core.config import ModelConfig
+from ..core.field_types import check_field_types
 from ..errors import UserError
 from ..tasks import get_task
 from .decay_rules import WEIGHT_DECAY_RULES
