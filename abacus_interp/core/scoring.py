@@ -123,6 +123,9 @@ class Scores:
     per_example_correct: list[bool]
     # log-likelihood of the whole correct answer (EOS included), per example
     answer_logprob: list[float]
+    # per example, whether each scored answer token (EOS included unless eos=False) is the
+    # argmax, in order: where in the answer an example fails
+    per_token_correct: list[list[bool]]
 
     @property
     def perplexity(self) -> float:
@@ -173,6 +176,7 @@ def score_logits(
         exact_match=float(correct.all(-1).float().mean()),
         per_example_correct=correct.all(-1).tolist(),
         answer_logprob=(token_logprob * mask).sum(-1).tolist(),
+        per_token_correct=[row[scored].tolist() for row, scored in zip(logprobs.argmax(-1) == target, mask, strict=True)],
     )
 
 
@@ -207,4 +211,5 @@ def score_examples(
         exact_match=sum(sum(s.per_example_correct) for s, _ in parts) / len(examples),
         per_example_correct=[c for s, _ in parts for c in s.per_example_correct],
         answer_logprob=[lp for s, _ in parts for lp in s.answer_logprob],
+        per_token_correct=[c for s, _ in parts for c in s.per_token_correct],
     )

@@ -16,6 +16,7 @@ import random
 import numpy as np
 import torch
 
+from abacus_interp.core.scoring import score_examples
 from abacus_interp.core.tokens import encode_batch
 from abacus_interp.errors import UserError
 from abacus_interp.evaluation.common import fits_context, section_rng
@@ -80,33 +81,12 @@ def accuracy_row(model, task, label, numbers, digits, examples, in_distribution)
     fitting = [e for e in examples if fits_context(e, task.vocab, model.cfg.max_seq_len)]
     if not fitting:
         return AccuracyRow(label, numbers, digits, 0, None, in_distribution)
-    was_training = model.training
-    model.eval()
-    try:
-        correct = _answer_correct(model, task.vocab, fitting)
-    finally:
-        model.train(was_training)
-    exact = [bool(c.all()) for c in correct]
+    correct = score_examples(model, fitting).per_token_correct  # per list: each label, then EOS
+    exact = [all(c) for c in correct]
     longest = max(len(c) for c in correct) - 1  # labels of the longest list (its last token is EOS)
     by_label = tuple(float(np.mean([bool(c[k]) for c in correct if len(c) - 1 > k])) for k in range(longest))
     return AccuracyRow(label, numbers, digits, len(fitting), float(np.mean(exact)), in_distribution,
                        label_accuracy=by_label, stop_accuracy=float(np.mean([bool(c[-1]) for c in correct])))
-
-
-@torch.no_grad()
-def _answer_correct(model, vocab, examples, batch_size: int = 512) -> list[torch.Tensor]:
-    """Per list, teacher-forced: whether each answer token (every label, then EOS) is the
-    model's argmax, one bool tensor per list; in score_examples' batches, so the exact match
-    read from them is score_examples' to the bit."""
-    out = []
-    for start in range(0, len(examples), batch_size):
-        chunk = examples[start : start + batch_size]
-        batch = encode_batch(vocab, [e.prompt for e in chunk], [e.target for e in chunk])
-        tokens = batch.tokens.to(model.W_E.device)
-        right = model(tokens)[:, :-1].argmax(-1) == tokens[:, 1:]  # [batch pos-1]: position p predicts p+1
-        scored = batch.loss_mask[:, :-1].to(right.device)  # the positions that predict an answer token or EOS
-        out += [right[i][scored[i]].cpu() for i in range(len(chunk))]
-    return out
 
 
 def _batches(vocab, examples, masks_of):
