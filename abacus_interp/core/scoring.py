@@ -176,8 +176,18 @@ def score_logits(
         exact_match=float(correct.all(-1).float().mean()),
         per_example_correct=correct.all(-1).tolist(),
         answer_logprob=(token_logprob * mask).sum(-1).tolist(),
-        per_token_correct=[row[scored].tolist() for row, scored in zip(logprobs.argmax(-1) == target, mask, strict=True)],
+        per_token_correct=_split_rows((logprobs.argmax(-1) == target)[mask], mask.sum(-1)),
     )
+
+
+def _split_rows(flat: Bool[Tensor, " n_scored"], counts: Int[Tensor, " batch"]) -> list[list[bool]]:
+    """A flat tensor of every scored position, row after row, as one list per row: one read
+    from the device for the whole batch, not one per row."""
+    values, out, start = flat.tolist(), [], 0
+    for count in counts.tolist():
+        out.append(values[start : start + count])
+        start += count
+    return out
 
 
 @torch.no_grad()

@@ -39,12 +39,6 @@ def carries_in(a: int, b: int) -> list[int]:
     return out
 
 
-def column_totals(a: int, b: int) -> list[int]:
-    """s_i + c_i for every answer column: what the column adds up (its partial products and
-    the carry into it), whose last digit is answer digit i and the rest the carry out."""
-    return [s + c for s, c in zip(column_sums(a, b), carries_in(a, b), strict=True)]
-
-
 def largest_carry(b: int) -> int:
     """The largest carry a multiplication by `b` can produce: the least fixed point of
     c = (9 * digit_sum(b) + c) // 10 reached from 0 (a column sum is at most 9 * digit_sum(b))."""

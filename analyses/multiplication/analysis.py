@@ -23,7 +23,7 @@ from abacus_interp.errors import UserError
 from abacus_interp.evaluation.common import section_rng
 from abacus_interp.evaluation.extrapolation import length_extrapolation
 from abacus_interp.tasks.base import random_with_digits
-from abacus_interp.tasks.product_carries import carry_reach, column_totals
+from abacus_interp.tasks.product_carries import carries_in, carry_reach
 from analyses.carry_wave.analysis import lock_in_loops, per_loop_correct
 from analyses.carry_wave.patching import delayed_carry
 from analyses.common import resolve
@@ -33,12 +33,13 @@ from analyses.prose import LinearFit
 from .config import MultiplicationConfig
 from .heads import head_reading, knockout
 from .result import (
+    CARRY_BINS,
+    CarryBin,
     DelayedProduct,
     DigitAccuracy,
     HaltingFit,
     MultiplicationResult,
     ReachFit,
-    TotalBin,
 )
 
 
@@ -133,25 +134,21 @@ def digit_accuracy(model, examples, digits: int, k: int, loops: int) -> DigitAcc
     products = tuple(max(0, min(i, k - 1) - max(0, i - digits + 1) + 1) for i in range(n_answer))
     return DigitAccuracy(label=f"uniform, {digits} x {k} digits", multiplier_digits=k, n_problems=len(examples),
                          loops=loops, right=tuple(right), products=products,
-                         by_total=accuracy_by_total(examples, [c[-1] for c in correct]))
+                         by_carry_in=accuracy_by_carry_in(examples, [c[-1] for c in correct]))
 
 
-# column totals grouped 0-19, 20-39, ...: a 1-digit multiplier's columns reach 89, a 3-digit one's 260
-TOTAL_BIN_WIDTH = 20
-
-
-def accuracy_by_total(examples, right, width: int = TOTAL_BIN_WIDTH) -> tuple[TotalBin, ...]:
-    """How often the answer digits are right, grouped by their column's total (partial
-    products plus the carry in) in bins of `width`. `right`: per example, whether each answer
-    digit (units first) is right; entries past the product's digits (an EOS slot) are ignored."""
-    counts: dict[int, list[int]] = {}
+def accuracy_by_carry_in(examples, right) -> tuple[CarryBin, ...]:
+    """How often the answer digits are right, grouped by the carry into their column
+    (`CARRY_BINS`; bins no digit falls in are left out). `right`: per example, whether each
+    answer digit (units first, one per digit of the product) is right."""
+    counts = {bounds: [0, 0] for bounds in CARRY_BINS}
     for example, row in zip(examples, right, strict=True):
-        for total, ok in zip(column_totals(*example.operands), row, strict=False):
-            tally = counts.setdefault(total // width, [0, 0])
+        for carry, ok in zip(carries_in(*example.operands), row, strict=True):
+            tally = counts[next((lo, hi) for lo, hi in CARRY_BINS if carry >= lo and (hi is None or carry <= hi))]
             tally[0] += bool(ok)
             tally[1] += 1
-    return tuple(TotalBin(lo=b * width, hi=(b + 1) * width - 1, n=n, right=round(hits / n, 4))
-                 for b, (hits, n) in sorted(counts.items()))
+    return tuple(CarryBin(lo=lo, hi=hi, n=n, right=round(hits / n, 4))
+                 for (lo, hi), (hits, n) in counts.items() if n)
 
 
 def _uniform(task, digits: int, k: int, n: int, seed: int):

@@ -8,6 +8,8 @@ from plotly.colors import qualitative
 from analyses._axes import integer_ticks, label_every_row, log_ticks, percent_ticks
 from analyses._head_group_figures import knockout
 
+from .result import CARRY_BINS, carry_span
+
 COLORS = qualitative.Plotly
 
 
@@ -19,7 +21,7 @@ def multiplication_figures(result) -> dict[str, go.Figure]:
     }
     if result.by_digit:
         figures["by_digit"] = by_digit(result)
-        figures["by_column_total"] = by_column_total(result)
+        figures["by_carry_in"] = by_carry_in(result)
     if result.heads_far is not None and result.knockout is not None:
         figures["head_reading"] = head_reading(result.heads_far)
         figures["knockout"] = knockout(result.knockout)
@@ -41,18 +43,23 @@ def by_digit(result) -> go.Figure:
     return fig
 
 
-def by_column_total(result) -> go.Figure:
+def by_carry_in(result) -> go.Figure:
     fig = go.Figure()
+    largest = max((b.n for d in result.by_digit for b in d.by_carry_in), default=1)
     for i, d in enumerate(result.by_digit):
-        fig.add_trace(go.Scatter(x=[b.lo for b in d.by_total], y=[b.right for b in d.by_total], mode="lines+markers",
-                                 name=f"x {d.multiplier_digits} digits", line={"color": COLORS[i % len(COLORS)]},
-                                 text=[f"totals {b.lo}-{b.hi}, n={b.n} digits" for b in d.by_total],
-                                 hovertemplate="%{text}: %{y:.0%} right"))
+        fig.add_trace(go.Scatter(x=[b.span for b in d.by_carry_in], y=[b.right for b in d.by_carry_in],
+                                 mode="lines+markers", name=f"x {d.multiplier_digits} digits",
+                                 line={"color": COLORS[i % len(COLORS)]},
+                                 # the marker's area follows the digits behind the point
+                                 marker={"size": [6 + 14 * (b.n / largest) ** 0.5 for b in d.by_carry_in]},
+                                 text=[f"n={b.n} answer digits" for b in d.by_carry_in],
+                                 hovertemplate="carry %{x}: %{y:.0%} right (%{text})"))
     d0 = result.by_digit[0]
-    fig.update_xaxes(title_text="column total: partial products + carry in (bins of 20, left edge)")
+    fig.update_xaxes(title_text="carry into the answer digit's column", type="category",
+                     categoryorder="array", categoryarray=[carry_span(lo, hi) for lo, hi in CARRY_BINS])
     fig.update_yaxes(title_text="answer digit right (logit lens)", range=[0, 1.02], tickformat=".0%")
-    fig.update_layout(title=f"Answer digits by what their column adds up to ({d0.label.split(', ')[1].split(' x ')[0]}"
-                            f"-digit multiplicands, after {d0.loops} loops)")
+    fig.update_layout(title=f"Answer digits by the carry into their column ({result.trained_digits}-digit multiplicands, "
+                            f"n={d0.n_problems} per multiplier length, after {d0.loops} loops)")
     return fig
 
 

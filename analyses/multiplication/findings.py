@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from analyses.prose import LinearFit, limit
 
-from .result import equal_totals
-
 
 def multiplication_findings(result) -> list[str]:
     acc, n = result.accuracy, result.trained_digits
@@ -23,9 +21,8 @@ def multiplication_findings(result) -> list[str]:
         out[-1] += f" ({result.inside[0].upper()}{result.inside[1:]}.)"
     if result.by_digit and out:  # where the accuracy above is lost, in the same finding
         out[-1] += " " + _by_digit_sentence(result.by_digit)
-        equal = equal_totals(result.by_digit)
-        if equal is not None:
-            out[-1] += " " + _equal_totals_sentence(result.by_digit, equal)
+        if any(d.by_carry_in for d in result.by_digit):
+            out[-1] += " " + _carry_in_sentence(result.by_digit)
     if result.heads_far is not None and result.knockout is not None:
         out.append(_heads_sentence(result))
     fits = []
@@ -59,19 +56,30 @@ def _by_digit_sentence(by_digit) -> str:
             f"multiplicands, n={d0.n_problems} each, logit lens after {d0.loops} loops): " + "; ".join(parts) + ".")
 
 
-def _equal_totals_sentence(by_digit, equal) -> str:
-    """The multiplier lengths side by side on digits whose columns add up to the same total."""
-    bin0 = equal[0]
-    parts = [f"x {d.multiplier_digits} {b.right:.0%} (n={b.n}; {d.by_total[0].right:.0%} at totals "
-             f"{d.by_total[0].lo}-{d.by_total[0].hi})" for d, b in zip(by_digit, equal, strict=True)]
-    sentence = (f"The same digits by their column's total (its partial products plus the carry in), at totals "
-                f"{bin0.lo}-{bin0.hi}: " + ", ".join(parts) + ".")
-    one, more = equal[0], equal[1:]
-    if by_digit[0].multiplier_digits == 1 and one.right >= 0.99 and max(b.right for b in more) <= one.right - 0.1:
-        sentence += (" At equal totals the columns that add one product and a carry are right and those that add "
-                     "two or more are not: the size of the total does not explain the lost digits, adding partial "
-                     "products does.")
+def _carry_in_sentence(by_digit) -> str:
+    """The same answer digits by the carry into their column, per multiplier length, and the
+    carries a one-digit multiplier never makes (above 8) against the others."""
+    parts = [f"x {d.multiplier_digits}: " + ", ".join(f"{b.span} {b.right:.0%} (n={b.n})" for b in d.by_carry_in)
+             for d in by_digit if d.by_carry_in]
+    sentence = ("By the carry into the digit's column (n = answer digits, several per problem): "
+                + "; ".join(parts) + ".")
+    split = []
+    for d in by_digit:
+        small, large = _pooled(d.by_carry_in, above=8)
+        if large is not None and small is not None:
+            split.append(f"x {d.multiplier_digits} {large:.0%} against {small:.0%} at carries up to 8")
+    if split:
+        sentence += " Carries above 8, which a one-digit multiplier never makes: " + ", ".join(split) + "."
     return sentence
+
+
+def _pooled(bins, above: int) -> tuple[float | None, float | None]:
+    """(right among the digits whose carry is at most `above`, right among the others); None
+    where a side has no digit."""
+    def share(group):
+        n = sum(b.n for b in group)
+        return sum(b.right * b.n for b in group) / n if n else None
+    return share([b for b in bins if b.lo <= above]), share([b for b in bins if b.lo > above])
 
 
 def _slope_sentence(x, y) -> str:

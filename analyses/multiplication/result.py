@@ -63,15 +63,31 @@ class DelayedProduct:
         return LinearFit.of([d for d, _ in pairs], [lo for _, lo in pairs])
 
 
+# the carries into a column, grouped: 0; small ones; up to 8, the largest a one-digit multiplier
+# makes (9 x 9 + 8 = 89); past it, what only longer multipliers make
+CARRY_BINS: tuple[tuple[int, int | None], ...] = ((0, 0), (1, 2), (3, 4), (5, 8), (9, 12), (13, None))
+
+
+def carry_span(lo: int, hi: int | None) -> str:
+    """"0", "1-2", "13+": a group of carries as findings and figures write it."""
+    if hi is None:
+        return f"{lo}+"
+    return str(lo) if hi == lo else f"{lo}-{hi}"
+
+
 @dataclass(frozen=True)
-class TotalBin:
-    """The answer digits whose column total (`tasks.product_carries.column_totals`: the
-    column's partial products plus the carry into it) lies in lo..hi, and how often they are right."""
+class CarryBin:
+    """The answer digits whose column receives a carry of `lo`..`hi` from the column below
+    (`tasks.product_carries.carries_in`), and how often they are right."""
 
     lo: int
-    hi: int
-    n: int  # answer digits in the bin
+    hi: int | None  # None: `lo` and above
+    n: int  # answer digits (several per problem: they are not independent draws)
     right: float
+
+    @property
+    def span(self) -> str:
+        return carry_span(self.lo, self.hi)
 
 
 @dataclass(frozen=True)
@@ -87,26 +103,13 @@ class DigitAccuracy:
     loops: int
     right: tuple[float, ...]  # per answer digit, units = 0
     products: tuple[int, ...]  # per answer digit: partial products its column sums
-    # the same digits by their column's total: a multiplier that adds one product and a carry
-    # exactly but not two shows it as a lower line than x 1's at equal totals
-    by_total: tuple[TotalBin, ...] = ()
+    # the same digits by the carry into their column: a one-digit multiplier's carries stop at 8
+    # (9 x 9 + 8 = 89), longer multipliers make larger ones
+    by_carry_in: tuple[CarryBin, ...] = ()
 
     def first_below(self, bar: float = 0.99) -> int | None:
         """The lowest answer digit right less than `bar` of the time (None: every one)."""
         return next((i for i, r in enumerate(self.right) if r < bar), None)
-
-
-def equal_totals(by_digit: tuple[DigitAccuracy, ...], min_digits: int = 10) -> tuple[TotalBin, ...] | None:
-    """One bin per multiplier length, the highest column-total bin in which every length has
-    at least `min_digits` answer digits: where the lengths are compared at equal totals.
-    None with fewer than two lengths or no shared bin."""
-    if len(by_digit) < 2:
-        return None
-    common = set.intersection(*({b.lo for b in d.by_total if b.n >= min_digits} for d in by_digit))
-    if not common:
-        return None
-    lo = max(common)
-    return tuple(next(b for b in d.by_total if b.lo == lo) for d in by_digit)
 
 
 @dataclass(frozen=True)

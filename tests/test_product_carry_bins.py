@@ -1,0 +1,60 @@
+"""Where an N x k multiplier loses answer digits, by the carry into their column: the carries,
+their binning against planted right/wrong digits, and the finding's sentence."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from abacus_interp.tasks import get_task
+from abacus_interp.tasks.product_carries import carries_in, column_sums
+from analyses.multiplication.analysis import accuracy_by_carry_in
+from analyses.multiplication.findings import _carry_in_sentence
+from analyses.multiplication.result import CARRY_BINS, CarryBin, DigitAccuracy
+
+
+def test_carries_of_99_times_99():
+    # 99 * 99 = 9801: sums 81, 162, 81, 0; carries in 0, 8, 17, 9
+    assert column_sums(99, 99) == [81, 162, 81, 0]
+    assert carries_in(99, 99) == [0, 8, 17, 9]
+
+
+def test_a_one_digit_multiplier_never_carries_more_than_8():
+    rng = random.Random(0)
+    assert max(c for _ in range(2000) for c in carries_in(rng.randint(1, 10**9), rng.randint(1, 9))) == 8
+
+
+def test_binning_recovers_a_planted_threshold():
+    """Digits planted right exactly when the carry into their column is at most 4: every bin
+    up to 3-4 is 100%, every later one 0%, and the bins count every answer digit once."""
+    task = get_task("multiplication", max_digits=5, max_multiplier_digits=3, answer_format="slots")
+    examples = task.sample_cell(80, random.Random(1), 5, 3)
+    right = [[c <= 4 for c in carries_in(*e.operands)] for e in examples]
+    bins = accuracy_by_carry_in(examples, right)
+    assert sum(b.n for b in bins) == sum(len(str(e.operands[0] * e.operands[1])) for e in examples)
+    assert [(b.lo, b.hi) for b in bins] == [bounds for bounds in CARRY_BINS if any(b.lo == bounds[0] for b in bins)]
+    assert {b.right for b in bins if b.lo <= 4} == {1.0} and {b.right for b in bins if b.lo > 4} == {0.0}
+    assert [b.span for b in bins][:4] == ["0", "1-2", "3-4", "5-8"] and bins[-1].span in ("9-12", "13+")
+
+
+def test_a_row_that_does_not_match_the_product_is_refused():
+    task = get_task("multiplication", max_digits=5, max_multiplier_digits=3, answer_format="slots")
+    example = task.make(123, 45)  # 5,535: four digits
+    with pytest.raises(ValueError):
+        accuracy_by_carry_in([example], [[True, True, True]])
+
+
+def _digits(k: int, bins: list[tuple[int, int | None, int, float]]) -> DigitAccuracy:
+    return DigitAccuracy(label=f"uniform, 5 x {k} digits", multiplier_digits=k, n_problems=48, loops=48,
+                         right=(1.0,), products=(1,),
+                         by_carry_in=tuple(CarryBin(lo=lo, hi=hi, n=n, right=r) for lo, hi, n, r in bins))
+
+
+def test_the_finding_pools_the_carries_a_one_digit_multiplier_never_makes():
+    one = _digits(1, [(0, 0, 100, 1.0), (5, 8, 20, 1.0)])
+    two = _digits(2, [(0, 0, 100, 1.0), (5, 8, 100, 0.8), (9, 12, 30, 0.5), (13, None, 10, 0.1)])
+    sentence = _carry_in_sentence((one, two))
+    assert "x 1: 0 100% (n=100), 5-8 100% (n=20)" in sentence and "13+ 10% (n=10)" in sentence
+    # above 8: (0.5 * 30 + 0.1 * 10) / 40 = 40%; up to 8: (100 + 80) / 200 = 90%
+    assert "x 2 40% against 90% at carries up to 8" in sentence and "x 1 " not in sentence.split("never makes")[1]
