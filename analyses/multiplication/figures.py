@@ -8,8 +8,6 @@ from plotly.colors import qualitative
 from analyses._axes import integer_ticks, label_every_row, log_ticks, percent_ticks
 from analyses._head_group_figures import knockout
 
-from .result import CARRY_BINS, carry_span
-
 COLORS = qualitative.Plotly
 
 
@@ -56,7 +54,9 @@ def by_carry_in(result) -> go.Figure:
                                  hovertemplate="carry %{x}: %{y:.0%} right (%{text})"))
     d0 = result.by_digit[0]
     fig.update_xaxes(title_text="carry into the answer digit's column", type="category",
-                     categoryorder="array", categoryarray=[carry_span(lo, hi) for lo, hi in CARRY_BINS])
+                     categoryorder="array",
+                     categoryarray=[span for _, span in sorted({(b.lo, b.span) for d in result.by_digit
+                                                                for b in d.by_carry_in})])
     fig.update_yaxes(title_text="answer digit right (logit lens)", range=[0, 1.02], tickformat=".0%")
     fig.update_layout(title=f"Answer digits by the carry into their column ({result.trained_digits}-digit multiplicands, "
                             f"n={d0.n_problems} per multiplier length, after {d0.loops} loops)")
