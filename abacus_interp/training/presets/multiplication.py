@@ -22,16 +22,18 @@ def extrap_mul() -> RunConfig:
     multiplies two linear readings of the state, so a_i * b_j is formed, not tabulated.
 
     Measured on the shipped run (checkpoints/extrap-mul, 270k parameters): trained to step 9,000
-    with steps=9000, resumed with `--set train.steps=13000`, then with `--set train.steps=19000`
-    (each resume stretched the cosine schedule, so the learning rate rose again, to ~4.6e-4 at
-    step 9,000 and ~5.8e-4 at 13,000, and fell; a fresh run of this preset decays smoothly
-    instead), 182 minutes of training clock over five segments, most of them beside other work.
+    with steps=9000, resumed with `--set train.steps=13000`, `--set train.steps=19000` and
+    `--set train.steps=28000` (each resume stretched the cosine schedule, so the learning rate
+    rose again, to ~4.6e-4 at step 9,000, ~5.8e-4 at 13,000 and ~6.1e-4 at 19,000, and fell; a
+    fresh run of this preset decays smoothly instead), 288 minutes of training clock over six
+    segments (about 26 of them with the last segment paused while other trainings were timed),
+    most of them beside other work.
     `abacus-interp eval checkpoints/extrap-mul --lengths 5,20,50,100 --multipliers 1,2,3 --n 100`
-    (uniform digits, adaptive loops): x 1 digit 100% / 100% / 100% / 99% at 5 / 20 / 50 / 100
-    digits; x 2 digits 67% / 32% / 15% / 13%; x 3 digits 13% / 0% / 0% / 0%. At step 13,000 it was
-    100 / 100 / 100 / 100%, 50 / 22 / 5 / 11% and 7 / 0 / 0 / 0%; at step 9,000 100 / 100 / 100 /
-    97%, 28 / 7 / 3 / 2% and 1 / 0 / 0 / 0%: the 10,000 more steps are what moved N x 2, where no
-    lever did at equal steps.
+    (uniform digits, adaptive loops): x 1 digit 100% / 100% / 100% / 100% at 5 / 20 / 50 / 100
+    digits; x 2 digits 81% / 40% / 18% / 17%; x 3 digits 15% / 1% / 1% / 0%. At step 19,000 it was
+    100 / 100 / 100 / 99%, 67 / 32 / 15 / 13% and 13 / 0 / 0 / 0%; at step 13,000 100 / 100 / 100 /
+    100%, 50 / 22 / 5 / 11% and 7 / 0 / 0 / 0%; at step 9,000 100 / 100 / 100 / 97%, 28 / 7 / 3 / 2%
+    and 1 / 0 / 0 / 0%: the 19,000 more steps are what moved N x 2, where no lever did at equal steps.
     The previous layout (five windowed heads, a GELU MLP, 9,000 steps) scored 99 / 98 / 91 / 88%
     on x 1 and 16% on 5 x 2. The levers one at a time, at equal steps (held-out exact match in
     distribution at step 1,000): window only 19.5%, + offset heads 19.1%, + offset heads and the
@@ -48,7 +50,7 @@ def extrap_mul() -> RunConfig:
              positional="none", rotary="abacus", abacus_window=2, offset_heads=(-1, 0, 1, 1), multiplier_heads=3,
              activation="swiglu", input_injection="norm_add", halt_tol=1e-3),
         TrainConfig(
-            steps=19000, batch_size=64, lr=2e-3, weight_decay=0.01, warmup_steps=200, grad_clip=1.0, processes=1,
+            steps=28000, batch_size=64, lr=2e-3, weight_decay=0.01, warmup_steps=200, grad_clip=1.0, processes=1,
             progressive="mix", mix_depths=(8, 24), step_penalty=1.0, init_state_noise=0.5,
             eval_every=250, eval_problems=256,
             checkpoint_every=500, dense_checkpoints=8, dense_until=500,
