@@ -25,9 +25,10 @@ def test_per_token_correct_equals_a_naive_read_of_each_example():
     task = get_task("addition", max_digits=3)
     model = make_tiny_model(vocab=task.vocab).eval()
     examples = task.sample(24, random.Random(3))
-    scores = score_examples(model, examples, batch_size=7)  # batches of several lengths, padded
+    scores = score_examples(model, examples, batch_size=7, per_token=True)  # batches of several lengths, padded
     assert scores.per_token_correct == [_naive(model, task, e) for e in examples]
     assert [all(c) for c in scores.per_token_correct] == scores.per_example_correct
+    assert score_examples(model, examples).per_token_correct is None  # built only when asked for
     n_right = sum(sum(c) for c in scores.per_token_correct)
     assert abs(n_right / sum(len(c) for c in scores.per_token_correct) - scores.token_accuracy) < 1e-9
 
@@ -36,5 +37,6 @@ def test_without_eos_the_last_token_is_the_answer_s():
     task = get_task("addition", max_digits=3)
     model = make_tiny_model(vocab=task.vocab).eval()
     examples = task.sample(10, random.Random(4))
-    with_eos, without = score_examples(model, examples), score_examples(model, examples, eos=False)
+    with_eos = score_examples(model, examples, per_token=True)
+    without = score_examples(model, examples, eos=False, per_token=True)
     assert [c[:-1] for c in with_eos.per_token_correct] == without.per_token_correct

@@ -124,8 +124,9 @@ class Scores:
     # log-likelihood of the whole correct answer (EOS included), per example
     answer_logprob: list[float]
     # per example, whether each scored answer token (EOS included unless eos=False) is the
-    # argmax, in order: where in the answer an example fails
-    per_token_correct: list[list[bool]]
+    # argmax, in order: where in the answer an example fails. Built only when asked for
+    # (`per_token=True`): a list per example that most callers never read.
+    per_token_correct: list[list[bool]] | None = None
 
     @property
     def perplexity(self) -> float:
@@ -134,14 +135,16 @@ class Scores:
 
 
 def score_batch(
-    model, batch: Batch, n_loops: int | None = None, allowed: Tensor | None = None, eos: bool = True
+    model, batch: Batch, n_loops: int | None = None, allowed: Tensor | None = None, eos: bool = True,
+    per_token: bool = False,
 ) -> Scores:
     """Teacher-forced scores of one batch. `eos=False` scores the answer tokens without the
     EOS; `allowed` restricts the readout to those token ids (needs `eos=False` unless EOS is
-    among them), matching a run trained with `train.readout="answer_symbols"`."""
+    among them), matching a run trained with `train.readout="answer_symbols"`; `per_token`
+    fills `Scores.per_token_correct`."""
     device = model.W_E.device
     tokens = batch.tokens.to(device)
-    return score_logits(model(tokens, n_loops), tokens, batch.loss_mask.to(device), allowed, eos)
+    return score_logits(model(tokens, n_loops), tokens, batch.loss_mask.to(device), allowed, eos, per_token)
 
 
 def score_logits(
@@ -150,6 +153,7 @@ def score_logits(
     loss_mask: Bool[Tensor, "batch pos"],
     allowed: Tensor | None = None,
     eos: bool = True,
+    per_token: bool = False,
 ) -> Scores:
     """`score_batch` on logits already computed (by a caller that runs the loops itself)."""
     device = logits.device
@@ -168,15 +172,16 @@ def score_logits(
         if outside.any():
             raise ValueError("a scored target token is outside the restricted readout; pass eos=False")
     token_logprob = logprobs.gather(-1, target[..., None])[..., 0].masked_fill(~mask, 0.0)  # [batch pos-1]
-    correct = (logprobs.argmax(-1) == target) | ~mask
+    hits = logprobs.argmax(-1) == target  # [batch pos-1]
+    correct = hits | ~mask
     n_scored = mask.sum()
     return Scores(
         loss=float(-(token_logprob * mask).sum() / n_scored),
-        token_accuracy=float(((logprobs.argmax(-1) == target) & mask).sum() / n_scored),
+        token_accuracy=float((hits & mask).sum() / n_scored),
         exact_match=float(correct.all(-1).float().mean()),
         per_example_correct=correct.all(-1).tolist(),
         answer_logprob=(token_logprob * mask).sum(-1).tolist(),
-        per_token_correct=_split_rows((logprobs.argmax(-1) == target)[mask], mask.sum(-1)),
+        per_token_correct=_split_rows(hits[mask], mask.sum(-1)) if per_token else None,
     )
 
 
@@ -198,9 +203,10 @@ def score_examples(
     batch_size: int = 512,
     allowed: Tensor | None = None,
     eos: bool = True,
+    per_token: bool = False,
 ) -> Scores:
-    """Teacher-forced scores of task examples (objects with .prompt and .target); `allowed`
-    and `eos` as in `score_batch`."""
+    """Teacher-forced scores of task examples (objects with .prompt and .target); `allowed`,
+    `eos` and `per_token` as in `score_batch`."""
     was_training = model.training
     model.eval()
     parts: list[tuple[Scores, int]] = []
@@ -209,7 +215,7 @@ def score_examples(
             chunk = examples[start : start + batch_size]
             batch = encode_batch(model.cfg.vocab, [e.prompt for e in chunk], [e.target for e in chunk])
             mask = batch.loss_mask if eos else without_eos(batch.tokens, batch.loss_mask)
-            parts.append((score_batch(model, batch, n_loops, allowed, eos), int(mask.sum())))
+            parts.append((score_batch(model, batch, n_loops, allowed, eos, per_token), int(mask.sum())))
     finally:
         model.train(was_training)
     if not parts:
@@ -221,5 +227,5 @@ def score_examples(
         exact_match=sum(sum(s.per_example_correct) for s, _ in parts) / len(examples),
         per_example_correct=[c for s, _ in parts for c in s.per_example_correct],
         answer_logprob=[lp for s, _ in parts for lp in s.answer_logprob],
-        per_token_correct=[c for s, _ in parts for c in s.per_token_correct],
+        per_token_correct=[c for s, _ in parts for c in s.per_token_correct] if per_token else None,
     )

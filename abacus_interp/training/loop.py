@@ -274,7 +274,8 @@ def _set_up(cfg: RunConfig, world: dist_utils.World) -> _Setup:
     loss_readout = readout_ids(cfg, task)
     use_bf16 = tcfg.bf16 and device.type == "cuda"
     return _Setup(model=model, parameters=list(model.parameters()), optimizer=optimizer, source=source,
-                  part=(world.rank, world.world_size), eval_sets=eval_sets, save_at=set(checkpoint_steps(tcfg)), loss_readout=loss_readout,
+                  part=(world.rank, world.world_size), eval_sets=eval_sets, save_at=set(checkpoint_steps(tcfg)),
+                  loss_readout=loss_readout,
                   allowed=None if loss_readout is None else loss_readout.to(device),
                   eval_eos=tcfg.loss_positions != "answer_tokens",
                   autocast=torch.autocast("cuda", dtype=torch.bfloat16) if use_bf16 else nullcontext())

@@ -81,7 +81,7 @@ def accuracy_row(model, task, label, numbers, digits, examples, in_distribution)
     fitting = [e for e in examples if fits_context(e, task.vocab, model.cfg.max_seq_len)]
     if not fitting:
         return AccuracyRow(label, numbers, digits, 0, None, in_distribution)
-    correct = score_examples(model, fitting).per_token_correct  # per list: each label, then EOS
+    correct = score_examples(model, fitting, per_token=True).per_token_correct  # per list: each label, then EOS
     exact = [all(c) for c in correct]
     longest = max(len(c) for c in correct) - 1  # labels of the longest list (its last token is EOS)
     by_label = tuple(float(np.mean([bool(c[k]) for c in correct if len(c) - 1 > k])) for k in range(longest))

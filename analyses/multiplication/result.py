@@ -68,13 +68,6 @@ class DelayedProduct:
 CARRY_BINS: tuple[tuple[int, int | None], ...] = ((0, 0), (1, 2), (3, 4), (5, 8), (9, 12), (13, None))
 
 
-def carry_span(lo: int, hi: int | None) -> str:
-    """"0", "1-2", "13+": a group of carries as findings and figures write it."""
-    if hi is None:
-        return f"{lo}+"
-    return str(lo) if hi == lo else f"{lo}-{hi}"
-
-
 @dataclass(frozen=True)
 class CarryBin:
     """The answer digits whose column receives a carry of `lo`..`hi` from the column below
@@ -87,7 +80,10 @@ class CarryBin:
 
     @property
     def span(self) -> str:
-        return carry_span(self.lo, self.hi)
+        """"0", "1-2", "13+": the bin's carries as findings and figures write them."""
+        if self.hi is None:
+            return f"{self.lo}+"
+        return str(self.lo) if self.hi == self.lo else f"{self.lo}-{self.hi}"
 
 
 @dataclass(frozen=True)

@@ -62,8 +62,8 @@ def demo_add() -> RunConfig:
 
     Truncated backpropagation through the loops (`train.backprop_loops`, the gradient through
     the last N loops of a step's pass) makes a step cheaper but teaches less per step here:
-    a step at N = 4 / 6 costs 0.81x / 0.92x of the recipe's (`benchmarks/backprop_loops.py`,
-    one process, beside other work), and 1,600 steps reach 97% / 72% / 35% (N = 4)
+    a step at N = 4 / 6 costs 0.73x / 0.86x of the recipe's (`benchmarks/backprop_loops.py`,
+    one process, idle machine), and 1,600 steps reach 97% / 72% / 35% (N = 4)
     and 93% / 25% / 3% (N = 6) at 5 / 50 / 125 digits (one seed each, n=100), against 100% at all
     three; the cut counts back from the deepest loop, so at N = 4 the full-depth readout keeps 2
     loops of gradient on average (benchmarks/README.md).
