@@ -23,7 +23,7 @@ from abacus_interp.core.families import build_model
 from abacus_interp.training import get_preset
 from abacus_interp.training.data import BatchSource
 from abacus_interp.training.decay import build_optimizer
-from abacus_interp.training.loop import training_losses
+from abacus_interp.training.losses import training_losses
 
 WARMUP_STEPS = 10
 

@@ -36,7 +36,7 @@ from abacus_interp.core.model import LoopedTransformer
 from abacus_interp.training import apply_overrides, get_preset
 from abacus_interp.training.data import BatchSource
 from abacus_interp.training.decay import build_optimizer
-from abacus_interp.training.loop import training_losses
+from abacus_interp.training.losses import training_losses
 
 aten = torch.ops.aten
 GEMMS = {aten.mm.default, aten.addmm.default, aten.bmm.default, aten.baddbmm.default}

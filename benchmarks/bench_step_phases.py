@@ -31,7 +31,7 @@ from abacus_interp.core.tokens import encode_batch
 from abacus_interp.training import apply_overrides, get_preset
 from abacus_interp.training.data import BatchSource, step_seed
 from abacus_interp.training.decay import build_optimizer
-from abacus_interp.training.loop import training_losses
+from abacus_interp.training.losses import training_losses
 from abacus_interp.training.run_state import DivergenceWatch
 
 PHASES = ("sample", "encode", "forward", "backward", "clip+adamw", "bookkeeping", "log read")

@@ -53,11 +53,11 @@ def poison_loss_from(monkeypatch, first_bad_step: int) -> dict[str, int]:
     """Make the training loss NaN from `first_bad_step` on (the step is read off the batch
     the loop asks for), to test how a run stops on divergence. Returns {"step": the last
     step whose batch was drawn}."""
-    from abacus_interp.training import loop as loop_module
+    from abacus_interp.training import losses as losses_module
     from abacus_interp.training.data import BatchSource
 
     current = {"step": 0}
-    original_batch, original_loss = BatchSource.batch, loop_module.next_token_loss
+    original_batch, original_loss = BatchSource.batch, losses_module.next_token_loss
 
     def batch(self, s):
         current["step"] = s
@@ -68,7 +68,7 @@ def poison_loss_from(monkeypatch, first_bad_step: int) -> dict[str, int]:
         return loss * float("nan") if current["step"] >= first_bad_step else loss
 
     monkeypatch.setattr(BatchSource, "batch", batch)
-    monkeypatch.setattr(loop_module, "next_token_loss", poisoned_loss)
+    monkeypatch.setattr(losses_module, "next_token_loss", poisoned_loss)
     return current
 
 

@@ -21,7 +21,7 @@ from abacus_interp.errors import UserError
 from abacus_interp.training import get_preset
 from abacus_interp.training.config import TrainConfig
 from abacus_interp.training.data import BatchSource
-from abacus_interp.training.loop import training_losses
+from abacus_interp.training.losses import training_losses
 
 
 def _recipe(**train):

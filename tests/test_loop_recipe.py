@@ -11,8 +11,8 @@ from conftest import make_tiny_model
 
 from abacus_interp import ModelConfig
 from abacus_interp import checkpoints as ckpt
+from abacus_interp.core.halting import relative_step
 from abacus_interp.training import apply_overrides, get_preset, train
-from abacus_interp.training.loop import relative_step
 
 
 def loop_map(model, tokens):

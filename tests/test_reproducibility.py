@@ -24,7 +24,7 @@ from abacus_interp.core.families import build_model
 from abacus_interp.core.runtime import torch_threads
 from abacus_interp.training import apply_overrides, get_preset, train
 from abacus_interp.training.data import BatchSource
-from abacus_interp.training.loop import readout_ids, training_losses
+from abacus_interp.training.losses import readout_ids, training_losses
 
 REPO = Path(__file__).resolve().parents[1]
 THREADS = 2  # the default on this project's 2-core machines

@@ -54,7 +54,7 @@ def test_mcleish_loss_reuses_the_full_pass_and_equals_the_two_pass_loss(single_t
     depths_seen = set()
     for step in range(1, 9):
         applied.clear()
-        loss, full, _, loss_mask = loop_module.training_losses(
+        loss, full, _, loss_mask, _ = loop_module.training_losses(
             model, source.batch(step), source.generator(step), cfg, torch.device("cpu"), nullcontext()
         )
         # the draws of this step, in the order training_losses takes them
@@ -80,7 +80,7 @@ def test_mix_loss_at_the_full_depth_is_the_full_depth_loss(single_torch_thread):
     cfg = tiny("train.progressive=mix", "train.mix_depths=[4,4]")
     source = BatchSource(cfg.make_task(), cfg.train, cfg.model.max_seq_len)
     model = LoopedTransformer(cfg.model).train()
-    loss, full, _, _ = loop_module.training_losses(
+    loss, full, *_ = loop_module.training_losses(
         model, source.batch(1), source.generator(1), cfg, torch.device("cpu"), nullcontext()
     )
     assert torch.equal(loss, 0.5 * (full + full)) and torch.equal(loss, full)

@@ -150,6 +150,12 @@ class ModelConfig:
     # the whole answer in one forward pass and carries travel through depth (loops), not
     # through earlier answer tokens. Follows the task's answer_format="slots".
     answer_slots: bool = False
+    # A linear readout of every position's final state (through ln_final, as the unembedding
+    # reads it), W_sum [d_model] and b_sum, trained by train.running_sum_loss to give the
+    # running sum of the answer column the position predicts (Bai et al. 2025: a transformer
+    # fine-tuned on multiplication settles without the long-range partial products, and this
+    # auxiliary target is what let theirs learn it). Not used to answer.
+    running_sum_probe: bool = False
 
     def __post_init__(self):
         if isinstance(self.vocab, dict):
@@ -353,4 +359,4 @@ _DEFAULTS = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
 # configs read (and resume) as the same model.
 _OMITTED_AT_DEFAULT = ("rotary", "rotary_base", "abacus_window", "halt_tol", "unembed_init_std", "attn_bias",
                        "unembed_bias", "multiplier_heads", "multiplier_select", "offset_heads",
-                       "symbol_heads")
+                       "symbol_heads", "running_sum_probe")

@@ -16,7 +16,7 @@ percent at these widths). Per token, forward:
 
 Training runs forward and backward, 3x the forward FLOPs (the backward pass is two matmuls
 per forward matmul, for the inputs' and the weights' gradients), over the loops a step runs
-(`training_depth`, read from `training.loop.training_losses`); with train.backprop_loops the
+(`training_depth`, read from `training.losses.training_losses`); with train.backprop_loops the
 backward runs through at most that many of them (`backward_depth`).
 """
 

@@ -101,6 +101,9 @@ class ArithmeticModel(HookedRootModule, abc.ABC):
             std = cfg.init_std if cfg.unembed_init_std is None else cfg.unembed_init_std
             self.W_U = nn.Parameter(torch.randn(cfg.d_model, cfg.d_vocab) * std)
         bias_or_zero(self, "b_U", torch.zeros(cfg.d_vocab), cfg.unembed_bias)
+        if cfg.running_sum_probe:
+            self.W_sum = nn.Parameter(torch.randn(cfg.d_model) * cfg.init_std)
+            self.b_sum = nn.Parameter(torch.zeros(()))
 
     def finish_setup(self) -> None:
         """Index the hook points (TransformerLens' setup) once every module exists."""
@@ -254,6 +257,13 @@ class ArithmeticModel(HookedRootModule, abc.ABC):
     def unembed(self, state: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_vocab"]:
         """Final norm and unembedding; applied to any loop's state this is the logit lens."""
         return self.ln_final(state) @ self.W_U_effective + self.b_U
+
+    def read_running_sum(self, state: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos"]:
+        """The running-sum readout (`cfg.running_sum_probe`) of a state, in units of ten (the
+        integer part is the carry out)."""
+        if not self.cfg.running_sum_probe:
+            raise ValueError("this model has no running-sum readout; build it with running_sum_probe=True")
+        return self.ln_final(state) @ self.W_sum + self.b_sum
 
     def forward(
         self,

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
-from jaxtyping import Bool, Int
+from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from ..errors import UserError
@@ -102,6 +102,9 @@ class Batch:
     # True at every real (non-pad) token.
     valid: Bool[Tensor, "batch pos"]
     prompt_lengths: Int[Tensor, " batch"]
+    # Training with train.running_sum_loss only: at each position that predicts an answer
+    # digit, that column's running sum (`Task.running_sums`); NaN everywhere else.
+    running_sum: Float[Tensor, "batch pos"] | None = None
 
 
 def encode_batch(

@@ -99,6 +99,12 @@ class Task(ABC):
         (`train.readout="answer_symbols"`); None: the task declares none (use every token)."""
         return None
 
+    def running_sums(self, example: Example) -> list[int] | None:
+        """One integer per answer digit whose last decimal digit is that answer digit and
+        whose rest is the carry it passes on (multiplication's column sum plus carry in), the
+        target of `train.running_sum_loss`; None: the task has no such quantity."""
+        return None
+
     def sample_held_out(self, n: int, rng: random.Random) -> list[Example]:
         """`n` problems for evaluation: from the test split when the task has one (fixed or
         sampled), so none was trained on; otherwise a plain sample, as a generated problem

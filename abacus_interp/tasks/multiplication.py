@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from abacus_interp.errors import UserError
-from abacus_interp.tasks.base import check_digit_range
+from abacus_interp.tasks.base import Example, check_digit_range
 from abacus_interp.tasks.binary_op import BinaryOpTask
+from abacus_interp.tasks.product_carries import running_sums
 
 
 class MultiplicationTask(BinaryOpTask):
@@ -56,6 +57,9 @@ class MultiplicationTask(BinaryOpTask):
     def max_answer_digits(cls, digits_a: int, digits_b: int) -> int:
         # A d1-digit times a d2-digit number has at most d1 + d2 digits.
         return digits_a + digits_b
+
+    def running_sums(self, example: Example) -> list[int]:
+        return running_sums(*example.operands)
 
     def can_read(self, digits_a: int, digits_b: int) -> bool:
         return self.max_multiplier_digits is None or digits_b <= self.max_multiplier_digits

@@ -39,6 +39,13 @@ def carries_in(a: int, b: int) -> list[int]:
     return out
 
 
+def running_sums(a: int, b: int) -> list[int]:
+    """The running sum of every answer column, s_i + c_i: its digit is answer digit i and the
+    rest is the carry out (Bai et al. 2025's running sum, which `train.running_sum_loss`
+    teaches a linear readout of the state to give)."""
+    return [s + c for s, c in zip(column_sums(a, b), carries_in(a, b), strict=True)]
+
+
 def largest_carry(b: int) -> int:
     """The largest carry a multiplication by `b` can produce: the least fixed point of
     c = (9 * digit_sum(b) + c) // 10 reached from 0 (a column sum is at most 9 * digit_sum(b))."""

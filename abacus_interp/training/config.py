@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import dataclasses
+import random
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,6 +85,13 @@ class TrainConfig:
     # (demo-add at 4: 2 on average), and a readout before the cut trains only the unembedding.
     # None: through every loop.
     backprop_loops: int | None = None
+    # Adds running_sum_loss * the mean squared error of the model's running-sum readout
+    # (model.running_sum_probe) at the full depth, against each answer column's running sum in
+    # units of ten (`Task.running_sums`: for multiplication the column's sum of digit products
+    # plus its carry in). Bai et al. 2025 found that a transformer fine-tuned on multiplication
+    # settles in a local optimum without the long-range partial products, and that this
+    # auxiliary target lets it learn them. None: off.
+    running_sum_loss: float | None = None
     loss_dtype: str = "float32"
     seed: int = 0
     log_every: int = 10
@@ -146,6 +154,8 @@ class TrainConfig:
         if self.backprop_loops is not None and self.progressive == "mcleish":
             raise UserError("train.backprop_loops truncates the gradient of a \"none\" or \"mix\" step; \"mcleish\" "
                             "already runs its prefix without gradient: set one of them")
+        if self.running_sum_loss is not None and self.running_sum_loss < 0:
+            raise UserError("train.running_sum_loss must be >= 0, or null for none")
         if self.step_penalty is not None and self.step_penalty < 0:
             raise UserError("train.step_penalty must be >= 0, or null for none")
         if not 0 <= self.progressive_alpha <= 1:
@@ -195,11 +205,23 @@ class RunConfig:
                     f"task.max_multiplier_digits={self.model.multiplier_heads}"
                 )
 
+        if self.train.running_sum_loss:
+            self._check_running_sum()
+
         if self.train.readout == "answer_symbols" and self.make_task().answer_token_ids is None:
             raise UserError(
                 f"train.readout='answer_symbols' needs a task that declares its answer tokens "
                 f"(Task.answer_token_ids); {self.task!r} does not, so use train.readout=all"
             )
+
+    def _check_running_sum(self) -> None:
+        if not self.model.running_sum_probe:
+            raise UserError("train.running_sum_loss trains the model's running-sum readout; "
+                            "set model.running_sum_probe=true as well")
+        task = self.make_task()
+        if task.running_sums(task.sample(1, random.Random(0))[0]) is None:
+            raise UserError(f"train.running_sum_loss needs a task with a running sum per answer digit "
+                            f"(Task.running_sums, e.g. multiplication); {self.task!r} has none: leave it null")
 
     def make_task(self):
         return get_task(self.task, **self.task_kwargs)

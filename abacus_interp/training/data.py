@@ -15,7 +15,7 @@ import random
 from dataclasses import dataclass
 
 import torch
-from jaxtyping import Bool
+from jaxtyping import Bool, Float
 
 from ..core.scoring import without_eos
 from ..core.tokens import Batch, encode_batch
@@ -42,9 +42,12 @@ class BatchSource:
             self.full_batch = self._encode(task.full_split("train"))
 
     def _encode(self, examples) -> Batch:
-        return encode_batch(
+        batch = encode_batch(
             self.task.vocab, [e.prompt for e in examples], [e.target for e in examples], max_len=self.max_seq_len
         )
+        if self.cfg.running_sum_loss:
+            batch.running_sum = running_sum_targets(self.task, examples, batch)
+        return batch
 
     def batch(self, step: int) -> Batch:
         """The whole batch of `step` (every rank draws the same one)."""
@@ -57,6 +60,17 @@ class BatchSource:
         """For Abacus offsets, start noise and progressive-loss depths of this step; the
         same on every rank, so all ranks run the same depths."""
         return torch.Generator().manual_seed(step_seed(self.cfg.seed + 1, step))
+
+
+def running_sum_targets(task, examples, batch: Batch) -> Float[torch.Tensor, "batch pos"]:
+    """Each answer column's running sum (`Task.running_sums`) at the position that predicts
+    that answer digit, in units of ten; NaN at every other position (the prompt, EOS, pads)."""
+    targets = torch.full(batch.tokens.shape, float("nan"))  # [batch pos]
+    for row, (example, start) in enumerate(zip(examples, batch.prompt_lengths.tolist(), strict=True)):
+        sums = task.running_sums(example)
+        # logits at position p predict token p + 1: answer digit i is read at prompt_length - 1 + i
+        targets[row, start - 1 : start - 1 + len(sums)] = torch.tensor(sums, dtype=torch.float32) / 10
+    return targets
 
 
 def scored_positions(batch: Batch, loss_positions: str) -> Bool[torch.Tensor, "batch pos"]:

@@ -20,26 +20,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 # the module itself, not `from . import distributed`: the package's __init__ imports this file
 import abacus_interp.training.distributed as dist_utils
 
 from ..core.families import build_model
-from ..core.halting import relative_step
-from ..core.positions import sample_offsets
-from ..core.scoring import next_token_loss, score_examples
-from ..core.scoring import readout_ids as scoring_readout_ids
+from ..core.scoring import score_examples
 from ..errors import UserError, check_output_dir
 from ..evaluation.heldout import heldout_sets
 from .config import RunConfig
-from .data import BatchSource, ShardWeights, scored_positions, shard_rows
+from .data import BatchSource, shard_rows
 from .decay import build_optimizer
+from .losses import StepLosses, readout_ids, to_device, training_losses
 from .run_state import Bookkeeping, TrainingDiverged, start_or_resume
 from .schedule import checkpoint_steps, lr_multiplier
 
-__all__ = ["TrainResult", "TrainingDiverged", "TrainingInterrupted", "train", "training_losses"]
+__all__ = ["StepLosses", "TrainResult", "TrainingDiverged", "TrainingInterrupted", "train", "training_losses"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,147 +51,6 @@ class TrainResult:
     final_step: int
     last_metrics: dict
     is_writer: bool = True
-
-
-def readout_ids(cfg: RunConfig, task, device=None) -> torch.Tensor | None:
-    """The token ids the loss and evaluation read out over (`scoring.readout_ids` of
-    `train.readout`), on `device`; None for the whole vocabulary."""
-    ids = scoring_readout_ids(cfg.train.readout, task)
-    return None if ids is None else ids.to(device)
-
-
-def training_losses(model, batch, generator, cfg, device, autocast, allowed=None, part=(0, 1)):
-    """Full-depth loss, plus the progressive-loss term when configured. `batch` is the
-    step's whole batch, in host memory; `part`: (rank, world_size), this process's rows of it
-    (`data.shard_rows`), its loss weighted so that the average over ranks is the whole
-    batch's loss. `allowed`: the readout's token ids (`readout_ids`) in host memory, None
-    for the whole vocabulary. Returns (loss, full-depth loss, full-depth state, scored
-    positions), of this rank's rows.
-
-    Nothing here waits for the device: the masks, the last scored position and the Abacus
-    offsets are worked out on the host, and the copies to the device are non-blocking."""
-    tcfg, R = cfg.train, cfg.model.n_loops
-    scored = scored_positions(batch, tcfg.loss_positions)  # [batch pos], the whole batch
-    rows = shard_rows(batch.tokens.shape[0], *part)
-    weights = ShardWeights.of(scored, rows, part[1])
-    dtype = torch.float64 if tcfg.loss_dtype == "float64" else torch.float32
-    # The model reads positions 0..n_in-1. The model is causal, so positions after the last
-    # scored one feed nothing the loss reads; with the answer tokens only (no EOS) they are
-    # not computed ("a b = c": the input "c" is dropped, 40% of a grokking step). The other
-    # modes score up to the last position and their step penalty reads every position.
-    # (Every rank takes the whole batch's n_in and draws for the whole batch, then keeps its
-    # rows: the draws are those of one process.)
-    n_in = batch.tokens.shape[1]
-    if tcfg.loss_positions == "answer_tokens" and scored.any():
-        n_in = int(scored.any(0).nonzero().max()) + 1
-    offsets = 0
-    if (cfg.model.positional == "abacus" or cfg.model.rotary == "abacus") and cfg.model.abacus_max_offset > 0:
-        # rotary positions read the offset too: labels and separators stay at index 0, so the
-        # distance from them to a digit of index j is offset + j, and a random offset trains
-        # the distances that numbers longer than any in training put there.
-        # drawn in host memory: the model bounds its position indices from them without a device read
-        offsets = sample_offsets(
-            batch.tokens.shape[0], cfg.model.abacus_max_offset, cfg.model.abacus_offset_mode, generator
-        )[rows]
-    host_tokens, host_mask = batch.tokens[rows, : n_in + 1], scored[rows, : n_in + 1]
-    tokens, loss_mask = to_device(batch.tokens[rows], device), to_device(scored[rows], device)
-
-    def loss_of(state):  # state: [batch n_in d_model]
-        logits = model.unembed(state)
-        if n_in < tokens.shape[1]:  # a zero row for position n_in, which is never scored
-            logits = F.pad(logits, (0, 0, 0, 1))
-        # the targets and scored positions from host memory: nothing waits for the device,
-        # and a target outside the readout raises here, before the step, on every device
-        mean = next_token_loss(logits, host_tokens, host_mask, dtype, allowed)
-        return mean * weights.per_token
-
-    with autocast:
-        inputs = model.embed(tokens[:, :n_in], abacus_offset=offsets)  # [batch n_in d_model]
-        index = model.attention_index(tokens[:, :n_in], offsets)  # [batch n_in], None unless attention reads it
-        plan = _draw_depths(tcfg, R, generator, batch.tokens.shape[0], inputs, rows)
-        # one pass, read out on the way; autograd from loop `grad_from` on (train.backprop_loops)
-        grad_from = max(0, plan.deepest - tcfg.backprop_loops) if tcfg.backprop_loops else 0
-        states = _states_at(model, inputs, plan.wanted, plan.start, index, grad_from)
-        state_full = states[R]
-        full = loss_of(state_full)
-        loss = _progressive_loss(model, tcfg, R, plan, states, full, loss_of, inputs, index)
-        if tcfg.step_penalty and plan.deepest > 1:
-            valid = to_device(batch.valid[rows, :n_in, None], device)
-            settle = relative_step(states[plan.deepest], states[plan.deepest - 1], valid).mean() * weights.per_example
-            loss = loss + tcfg.step_penalty * settle
-        return loss, full, state_full, loss_mask
-
-
-@dataclass(frozen=True)
-class _Depths:
-    """The loops one training step runs and reads out, drawn from the step's generator."""
-
-    r: int | None  # "mix": the random depth read out beside the full depth
-    n_prefix: int | None  # "mcleish": loops before the progressive part (its state detached)
-    n_progressive: int | None  # "mcleish": loops with gradient after them
-    deepest: int
-    wanted: set[int]  # the depths whose states the pass keeps
-    start: torch.Tensor | None  # the state the loop starts from (None: zero), noise with init_state_noise
-
-
-def _draw_depths(tcfg, R: int, generator, batch_size: int, inputs, rows) -> _Depths:
-    """The step's random depths and start, drawn in one fixed order (r, the noise, McLeish's
-    n and k) so that a run draws the same numbers whatever the process count."""
-    r = n_prefix = n_progressive = None
-    if tcfg.progressive == "mix":  # a random depth r, read out beside the full depth R
-        lo, hi = tcfg.mix_depths or (1, R)
-        r = int(torch.randint(lo, hi + 1, (1,), generator=generator))
-    deepest = max(R, r or 0)
-    wanted = {R, deepest} | ({r} if r else set())
-    if tcfg.step_penalty and deepest > 1:
-        wanted.add(deepest - 1)
-    start = None
-    if tcfg.init_state_noise and float(torch.rand(1, generator=generator)) < tcfg.init_state_noise:
-        noise = torch.randn((batch_size, *inputs.shape[1:]), generator=generator)  # [batch n_in d_model]
-        start = noise[rows].to(inputs, non_blocking=True)
-    if tcfg.progressive == "mcleish":
-        # McLeish et al.: n loops without gradient, then k loops with gradient. The state
-        # after n loops is read off the full-depth pass (detached below) instead of a
-        # second, gradient-free pass: the same values without running n loops again.
-        n_prefix = int(torch.randint(0, R, (1,), generator=generator))
-        n_progressive = int(torch.randint(1, R - n_prefix + 1, (1,), generator=generator))
-        wanted.add(n_prefix)
-    return _Depths(r=r, n_prefix=n_prefix, n_progressive=n_progressive, deepest=deepest, wanted=wanted, start=start)
-
-
-def _progressive_loss(model, tcfg, R: int, plan: _Depths, states, full, loss_of, inputs, index):
-    """The full-depth loss `full` with the progressive term of `tcfg.progressive` added."""
-    if tcfg.progressive == "mix":
-        # at r == R both terms are the same loss: 0.5 * (full + full) is full, bit for bit
-        return full if plan.r == R else 0.5 * (full + loss_of(states[plan.r]))
-    if tcfg.progressive == "mcleish":
-        prefix = states[plan.n_prefix]
-        prefix = prefix.detach() if prefix is not None else None  # n_prefix = 0: the start state
-        progressive = model.run_loops(inputs, range(plan.n_prefix, plan.n_prefix + plan.n_progressive), state=prefix,
-                                      index=index)
-        return (1 - tcfg.progressive_alpha) * full + tcfg.progressive_alpha * loss_of(progressive)
-    return full
-
-
-def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """A host tensor on `device`, copied without making the host wait: a blocking copy to a
-    GPU first waits for every kernel already queued, which stalls the loop once per tensor."""
-    return tensor.to(device, non_blocking=True)
-
-
-def _states_at(model, inputs, depths: set[int], start=None, index=None,
-               grad_from: int = 0) -> dict[int, torch.Tensor | None]:
-    """The state after each number of loops in `depths`, from one pass through the deepest
-    that starts from `start` (None: the model's own zero state). Depth 0 is `start`. The
-    first `grad_from` loops run without autograd: no gradient reaches them or flows back
-    through them, and the states they end in are constants."""
-    states, state, done = {}, start, 0
-    for depth in sorted(depths | ({grad_from} if grad_from else set())):
-        if depth > done:
-            with torch.no_grad() if depth <= grad_from else nullcontext():
-                state = model.run_loops(inputs, range(done, depth), state=state, index=index)
-        states[depth], done = state, depth
-    return states
 
 
 @torch.no_grad()
@@ -322,21 +178,21 @@ def _train(cfg: RunConfig, run_dir: Path, progress: bool, world: dist_utils.Worl
                 # --- forward: full-depth (+ progressive) loss on this process's rows of the batch
                 batch = run.source.batch(step)
                 rows = shard_rows(batch.tokens.shape[0], *run.part)
-                loss, full_loss, state, loss_mask = training_losses(
+                losses = training_losses(
                     model, batch, run.source.generator(step), cfg, device, run.autocast, run.loss_readout, run.part
                 )
 
                 # --- backward, average gradients across ranks, clip, update (`_update`); a
                 # non-finite loss or gradient norm is raised at the next logged step or checkpoint
-                stopping, grad_norm = _update(run.parameters, optimizer, loss, world, bool(stop_signal),
+                stopping, grad_norm = _update(run.parameters, optimizer, losses.loss, world, bool(stop_signal),
                                                tcfg.grad_clip)
-                book.divergence.note(step, loss, grad_norm)
+                book.divergence.note(step, losses.loss, grad_norm)
                 book.local_tokens += int(batch.valid[rows].sum())  # the batch is in host memory: no device read
 
                 # --- log, evaluate on held-out sets, checkpoint
                 if step % tcfg.log_every == 0 or step == 1 or step in run.save_at:
-                    row = _logged_row(run, book, step, (loss, full_loss, grad_norm), state, loss_mask,
-                                      to_device(batch.tokens[rows], device), time.time() - start_time, cfg)
+                    row = _logged_row(run, book, step, losses, grad_norm, to_device(batch.tokens[rows], device),
+                                      time.time() - start_time, cfg)
                     book.write(row)
                     bar.set_postfix(loss=f"{row['loss']:.4f}", acc=f"{row['train_exact_match']:.2f}")
                 if step in run.save_at:
@@ -369,26 +225,27 @@ def _update(parameters, optimizer, loss, world, stop: bool, grad_clip: float | N
     return stopping, grad_norm
 
 
-def _logged_row(run: _Setup, book: Bookkeeping, step: int, values, state, loss_mask, tokens, elapsed: float,
+def _logged_row(run: _Setup, book: Bookkeeping, step: int, losses: StepLosses, grad_norm, tokens, elapsed: float,
                 cfg: RunConfig) -> dict:
     """The metrics row of a logged step: the batch's loss and exact match (read back from the
     device here, after the divergence check), and at evaluation steps the held-out sets'."""
-    loss, full_loss, grad_norm = values
     world, tcfg = book.world, cfg.train
     book.check()
     book.sync_tokens()
     # each rank's loss is its weighted part (`training_losses`): their mean is the batch's
-    accuracy = _batch_accuracy(run.model, state, tokens, loss_mask, run.allowed)
+    accuracy = _batch_accuracy(run.model, losses.state, tokens, losses.loss_mask, run.allowed)
     row = {
         "step": step,
-        "loss": dist_utils.mean_across_ranks(loss.item(), world),
-        "full_depth_loss": dist_utils.mean_across_ranks(full_loss.item(), world),
+        "loss": dist_utils.mean_across_ranks(losses.loss.item(), world),
+        "full_depth_loss": dist_utils.mean_across_ranks(losses.full.item(), world),
         "train_exact_match": dist_utils.weighted_mean_across_ranks(accuracy, len(tokens), world),
         "lr": run.optimizer.param_groups[0]["lr"],
         "grad_norm": float(grad_norm),  # of the averaged gradients: the same on every rank
         "tokens": book.tokens_seen,
         "elapsed_s": round(elapsed, 3),
     }
+    if losses.running_sum is not None:  # the readout's squared error, in units of ten squared
+        row["running_sum_loss"] = dist_utils.mean_across_ranks(losses.running_sum.item(), world)
     if book.is_writer and (step % tcfg.eval_every == 0 or step in run.save_at or step == tcfg.steps):
         row.update(_evaluate(run.model, run.eval_sets, run.allowed, run.eval_eos))
         run.model.train()

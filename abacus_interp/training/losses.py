@@ -1,0 +1,190 @@
+"""One training step's forward pass and its losses: `training_losses` runs the loops once,
+reads out the full depth and the progressive depth on the way, and adds the configured terms
+(progressive loss, step penalty, running-sum readout). The training loop (`loop.py`) calls it
+every step; tests and benchmarks call it alone.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+
+from ..core.halting import relative_step
+from ..core.positions import sample_offsets
+from ..core.scoring import next_token_loss
+from ..core.scoring import readout_ids as scoring_readout_ids
+from .config import RunConfig
+from .data import ShardWeights, scored_positions, shard_rows
+
+
+def readout_ids(cfg: RunConfig, task, device=None) -> torch.Tensor | None:
+    """The token ids the loss and evaluation read out over (`scoring.readout_ids` of
+    `train.readout`), on `device`; None for the whole vocabulary."""
+    ids = scoring_readout_ids(cfg.train.readout, task)
+    return None if ids is None else ids.to(device)
+
+
+def training_losses(model, batch, generator, cfg, device, autocast, allowed=None, part=(0, 1)):
+    """Full-depth loss, plus the progressive-loss term when configured. `batch` is the
+    step's whole batch, in host memory; `part`: (rank, world_size), this process's rows of it
+    (`data.shard_rows`), its loss weighted so that the average over ranks is the whole
+    batch's loss. `allowed`: the readout's token ids (`readout_ids`) in host memory, None
+    for the whole vocabulary. Returns the `StepLosses` of this rank's rows.
+
+    Nothing here waits for the device: the masks, the last scored position and the Abacus
+    offsets are worked out on the host, and the copies to the device are non-blocking."""
+    tcfg, R = cfg.train, cfg.model.n_loops
+    scored = scored_positions(batch, tcfg.loss_positions)  # [batch pos], the whole batch
+    rows = shard_rows(batch.tokens.shape[0], *part)
+    weights = ShardWeights.of(scored, rows, part[1])
+    dtype = torch.float64 if tcfg.loss_dtype == "float64" else torch.float32
+    # The model reads positions 0..n_in-1. The model is causal, so positions after the last
+    # scored one feed nothing the loss reads; with the answer tokens only (no EOS) they are
+    # not computed ("a b = c": the input "c" is dropped, 40% of a grokking step). The other
+    # modes score up to the last position and their step penalty reads every position.
+    # (Every rank takes the whole batch's n_in and draws for the whole batch, then keeps its
+    # rows: the draws are those of one process.)
+    n_in = batch.tokens.shape[1]
+    if tcfg.loss_positions == "answer_tokens" and scored.any():
+        n_in = int(scored.any(0).nonzero().max()) + 1
+    offsets = _abacus_offsets(cfg.model, batch.tokens.shape[0], generator, rows)
+    host_tokens, host_mask = batch.tokens[rows, : n_in + 1], scored[rows, : n_in + 1]
+    tokens, loss_mask = to_device(batch.tokens[rows], device), to_device(scored[rows], device)
+
+    def loss_of(state):  # state: [batch n_in d_model]
+        logits = model.unembed(state)
+        if n_in < tokens.shape[1]:  # a zero row for position n_in, which is never scored
+            logits = F.pad(logits, (0, 0, 0, 1))
+        # the targets and scored positions from host memory: nothing waits for the device,
+        # and a target outside the readout raises here, before the step, on every device
+        mean = next_token_loss(logits, host_tokens, host_mask, dtype, allowed)
+        return mean * weights.per_token
+
+    with autocast:
+        inputs = model.embed(tokens[:, :n_in], abacus_offset=offsets)  # [batch n_in d_model]
+        index = model.attention_index(tokens[:, :n_in], offsets)  # [batch n_in], None unless attention reads it
+        plan = _draw_depths(tcfg, R, generator, batch.tokens.shape[0], inputs, rows)
+        # one pass, read out on the way; autograd from loop `grad_from` on (train.backprop_loops)
+        grad_from = max(0, plan.deepest - tcfg.backprop_loops) if tcfg.backprop_loops else 0
+        states = _states_at(model, inputs, plan.wanted, plan.start, index, grad_from)
+        state_full = states[R]
+        full = loss_of(state_full)
+        loss = _progressive_loss(model, tcfg, R, plan, states, full, loss_of, inputs, index)
+        if tcfg.step_penalty and plan.deepest > 1:
+            valid = to_device(batch.valid[rows, :n_in, None], device)
+            settle = relative_step(states[plan.deepest], states[plan.deepest - 1], valid).mean() * weights.per_example
+            loss = loss + tcfg.step_penalty * settle
+        running_sum = None
+        if tcfg.running_sum_loss:
+            running_sum = _running_sum_loss(model, state_full, batch.running_sum[:, :n_in], rows, part[1], device)
+            loss = loss + tcfg.running_sum_loss * running_sum
+        return StepLosses(loss, full, state_full, loss_mask, running_sum)
+
+
+def _abacus_offsets(model_cfg, batch_size: int, generator, rows: slice):
+    """This rank's rows of the step's random Abacus offsets (0 when the run draws none).
+    Rotary positions read the offset too: labels and separators stay at index 0, so the
+    distance from them to a digit of index j is offset + j, and a random offset trains the
+    distances that numbers longer than any in training put there. Drawn in host memory: the
+    model bounds its position indices from them without a device read."""
+    uses_abacus = model_cfg.positional == "abacus" or model_cfg.rotary == "abacus"
+    if not (uses_abacus and model_cfg.abacus_max_offset > 0):
+        return 0
+    return sample_offsets(batch_size, model_cfg.abacus_max_offset, model_cfg.abacus_offset_mode, generator)[rows]
+
+
+class StepLosses(NamedTuple):
+    """What one training step's forward pass gives, of this rank's rows."""
+
+    loss: torch.Tensor  # what backward reads: the full-depth loss and every configured term
+    full: torch.Tensor  # the cross-entropy at the full depth (n_loops), this rank's weighted part
+    state: torch.Tensor  # the full-depth state [batch n_in d_model]
+    loss_mask: torch.Tensor  # the scored positions [batch pos], on the device
+    running_sum: torch.Tensor | None  # the running-sum readout's squared error (train.running_sum_loss)
+
+
+def _running_sum_loss(model, state, targets, rows: slice, world_size: int, device):
+    """Mean squared error of the running-sum readout of `state` against `targets` (the whole
+    batch's, NaN where a position has none), weighted like the cross-entropy so that the
+    average over ranks is the whole batch's mean over its answer digits."""
+    has_target = ~targets.isnan()  # [batch n_in], the whole batch
+    weight = ShardWeights.of(has_target, rows, world_size).per_token
+    where = to_device(has_target[rows], device)
+    predicted = model.read_running_sum(state).float()[where]  # [answer digits]
+    return F.mse_loss(predicted, to_device(targets[rows], device)[where]) * weight
+
+
+@dataclass(frozen=True)
+class _Depths:
+    """The loops one training step runs and reads out, drawn from the step's generator."""
+
+    r: int | None  # "mix": the random depth read out beside the full depth
+    n_prefix: int | None  # "mcleish": loops before the progressive part (its state detached)
+    n_progressive: int | None  # "mcleish": loops with gradient after them
+    deepest: int
+    wanted: set[int]  # the depths whose states the pass keeps
+    start: torch.Tensor | None  # the state the loop starts from (None: zero), noise with init_state_noise
+
+
+def _draw_depths(tcfg, R: int, generator, batch_size: int, inputs, rows) -> _Depths:
+    """The step's random depths and start, drawn in one fixed order (r, the noise, McLeish's
+    n and k) so that a run draws the same numbers whatever the process count."""
+    r = n_prefix = n_progressive = None
+    if tcfg.progressive == "mix":  # a random depth r, read out beside the full depth R
+        lo, hi = tcfg.mix_depths or (1, R)
+        r = int(torch.randint(lo, hi + 1, (1,), generator=generator))
+    deepest = max(R, r or 0)
+    wanted = {R, deepest} | ({r} if r else set())
+    if tcfg.step_penalty and deepest > 1:
+        wanted.add(deepest - 1)
+    start = None
+    if tcfg.init_state_noise and float(torch.rand(1, generator=generator)) < tcfg.init_state_noise:
+        noise = torch.randn((batch_size, *inputs.shape[1:]), generator=generator)  # [batch n_in d_model]
+        start = noise[rows].to(inputs, non_blocking=True)
+    if tcfg.progressive == "mcleish":
+        # McLeish et al.: n loops without gradient, then k loops with gradient. The state
+        # after n loops is read off the full-depth pass (detached below) instead of a
+        # second, gradient-free pass: the same values without running n loops again.
+        n_prefix = int(torch.randint(0, R, (1,), generator=generator))
+        n_progressive = int(torch.randint(1, R - n_prefix + 1, (1,), generator=generator))
+        wanted.add(n_prefix)
+    return _Depths(r=r, n_prefix=n_prefix, n_progressive=n_progressive, deepest=deepest, wanted=wanted, start=start)
+
+
+def _progressive_loss(model, tcfg, R: int, plan: _Depths, states, full, loss_of, inputs, index):
+    """The full-depth loss `full` with the progressive term of `tcfg.progressive` added."""
+    if tcfg.progressive == "mix":
+        # at r == R both terms are the same loss: 0.5 * (full + full) is full, bit for bit
+        return full if plan.r == R else 0.5 * (full + loss_of(states[plan.r]))
+    if tcfg.progressive == "mcleish":
+        prefix = states[plan.n_prefix]
+        prefix = prefix.detach() if prefix is not None else None  # n_prefix = 0: the start state
+        progressive = model.run_loops(inputs, range(plan.n_prefix, plan.n_prefix + plan.n_progressive), state=prefix,
+                                      index=index)
+        return (1 - tcfg.progressive_alpha) * full + tcfg.progressive_alpha * loss_of(progressive)
+    return full
+
+
+def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A host tensor on `device`, copied without making the host wait: a blocking copy to a
+    GPU first waits for every kernel already queued, which stalls the loop once per tensor."""
+    return tensor.to(device, non_blocking=True)
+
+
+def _states_at(model, inputs, depths: set[int], start=None, index=None,
+               grad_from: int = 0) -> dict[int, torch.Tensor | None]:
+    """The state after each number of loops in `depths`, from one pass through the deepest
+    that starts from `start` (None: the model's own zero state). Depth 0 is `start`. The
+    first `grad_from` loops run without autograd: no gradient reaches them or flows back
+    through them, and the states they end in are constants."""
+    states, state, done = {}, start, 0
+    for depth in sorted(depths | ({grad_from} if grad_from else set())):
+        if depth > done:
+            with torch.no_grad() if depth <= grad_from else nullcontext():
+                state = model.run_loops(inputs, range(done, depth), state=state, index=index)
+        states[depth], done = state, depth
+    return states
