@@ -41,6 +41,7 @@ from .result import (
     MultiplicationResult,
     ReachFit,
 )
+from .running_sum import RunningSumReading, running_sum_reading
 
 
 def run(model_or_run, task=None, *, config: MultiplicationConfig | None = None, **overrides) -> MultiplicationResult:
@@ -101,8 +102,7 @@ def run(model_or_run, task=None, *, config: MultiplicationConfig | None = None, 
                                 inside_multiplier_digits=k_hi, inside=inside,
                                 accuracy=accuracy, lock_in=tuple(fits), halting=halting, delayed=delayed,
                                 heads_trained=heads_trained, heads_far=heads_far, knockout=knocked,
-                                by_digit=tuple(digit_accuracy(model, _uniform(task, n_trained, k, cfg.n_problems, seed),
-                                                              n_trained, k, cfg.horizon) for k in ks))
+                                **_per_multiplier_length(model, task, ks, cfg))
 
 
 def skip_reason(model, task) -> str | None:
@@ -149,6 +149,25 @@ def accuracy_by_carry_in(examples, right) -> tuple[CarryBin, ...]:
             tally[1] += 1
     return tuple(CarryBin(lo=lo, hi=hi, n=n, right=round(hits / n, 4))
                  for (lo, hi), (hits, n) in counts.items() if n)
+
+
+def _per_multiplier_length(model, task, ks, cfg: MultiplicationConfig) -> dict:
+    """Each answer digit's accuracy and each column's running-sum reading, on the same uniform
+    problems of the trained multiplicand length, one per multiplier length."""
+    n = task.max_digits
+    return {"by_digit": tuple(digit_accuracy(model, _uniform(task, n, k, cfg.n_problems, cfg.seed), n, k, cfg.horizon)
+                              for k in ks),
+            "running_sum": tuple(_running_sum(model, task, n, k, cfg) for k in ks)}
+
+
+def _running_sum(model, task, digits: int, k: int, cfg: MultiplicationConfig) -> RunningSumReading:
+    """The running-sum reading of by_digit's problems; a fitted readout learns on 4x as many others."""
+    fit = None
+    if not model.cfg.running_sum_probe:
+        rng = section_rng(cfg.seed, "multiplication running-sum fit", digits, k)
+        fit = task.sample_cell(4 * cfg.n_problems, rng, digits, k)
+    return running_sum_reading(model, _uniform(task, digits, k, cfg.n_problems, cfg.seed), cfg.horizon,
+                               f"uniform, {digits} x {k} digits", fit)
 
 
 def _uniform(task, digits: int, k: int, n: int, seed: int):

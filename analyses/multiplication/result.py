@@ -12,6 +12,7 @@ from analyses.carry_wave.patching import DelayedCarry
 from analyses.prose import LinearFit
 
 from .heads import HeadReading, Knockout
+from .running_sum import RunningSumReading
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,8 @@ class MultiplicationResult:
     heads_far: HeadReading | None
     knockout: Knockout | None
     by_digit: tuple[DigitAccuracy, ...] = ()  # one per k, at the trained multiplicand length
+    # each column's running sum read from the state after every loop, one per k, same problems as by_digit
+    running_sum: tuple[RunningSumReading, ...] = ()
 
     def to_dict(self) -> dict:
         return to_json(self)
