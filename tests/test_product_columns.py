@@ -57,7 +57,8 @@ def test_run_on_a_tiny_multiplier_reports_mass_that_sums_to_one_and_every_cell(t
     assert mass.shape == (2, 4, len(group_names(3)))
     np.testing.assert_allclose(mass.sum(-1), 1.0, atol=2e-3)  # softmax over keys, keys partitioned
     assert len(result.knockout.groups) == 2 + len(UNION_GROUPS)
-    assert result.findings() and set(result.figures()) == {"grid", "column_reading", "knockout"}
+    assert result.findings() and set(result.figures()) == {"grid", "column_reading", "knockout", "running_sum_by_loop"}
+    assert result.running_sum[0].readout == "fitted" and len(result.running_sum[0].read) == 2  # one per loop
 
 
 def test_other_runs_are_skipped_with_their_reason(task):

@@ -13,12 +13,12 @@ from abacus_interp.core.config import ModelConfig
 from abacus_interp.core.model import LoopedTransformer
 from abacus_interp.tasks import get_task
 from abacus_interp.tasks.product_carries import running_sums
-from analyses.multiplication.findings import _running_sum_sentence
-from analyses.multiplication.running_sum import (
+from analyses._running_sum import (
     RunningSumReading,
     column_states,
     fitted_readout,
     running_sum_reading,
+    running_sum_sentence,
     score_readout,
 )
 
@@ -85,11 +85,11 @@ def test_a_trained_readout_is_used_as_it_is(task):
 
 
 def test_the_sentence_states_the_readout_the_sample_and_the_numbers():
-    readings = (RunningSumReading(label="uniform, 5 x 1 digits", readout="fitted", n_problems=48, n_columns=255,
+    readings = (RunningSumReading(label="uniform 5 x 1 digits", readout="fitted", n_problems=48, n_columns=255,
                                   read=(0.05, 0.06), r2=(0.91, 0.92)),
-                RunningSumReading(label="uniform, 5 x 2 digits", readout="fitted", n_problems=48, n_columns=326,
+                RunningSumReading(label="uniform 5 x 2 digits", readout="fitted", n_problems=48, n_columns=326,
                                   read=(0.04, 0.07), r2=(0.85, 0.9)))
-    sentence = _running_sum_sentence(readings)
-    assert "fitted per loop on 192 other problems" in sentence and "after 2 loops" in sentence
-    assert "5 x 1 digits 6% (R² 0.920; never 99%; n=255 columns)" in sentence
+    sentence = running_sum_sentence(readings)
+    assert "fitted per loop on other problems" in sentence and "after 2 loops (48 problems per sample)" in sentence
+    assert "uniform 5 x 1 digits 6% (R² 0.920; never 99%; n=255 columns)" in sentence
     assert sentence.endswith("does not hold the running sum as one linear quantity.")

@@ -24,6 +24,7 @@ from abacus_interp.evaluation.common import section_rng
 from abacus_interp.evaluation.extrapolation import length_extrapolation
 from abacus_interp.tasks.base import random_with_digits
 from abacus_interp.tasks.product_carries import carries_in, carry_reach
+from analyses._running_sum import RunningSumReading, running_sum_reading
 from analyses.carry_wave.analysis import lock_in_loops, per_loop_correct
 from analyses.carry_wave.patching import delayed_carry
 from analyses.common import resolve
@@ -41,7 +42,6 @@ from .result import (
     MultiplicationResult,
     ReachFit,
 )
-from .running_sum import RunningSumReading, running_sum_reading
 
 
 def run(model_or_run, task=None, *, config: MultiplicationConfig | None = None, **overrides) -> MultiplicationResult:
@@ -167,7 +167,7 @@ def _running_sum(model, task, digits: int, k: int, cfg: MultiplicationConfig) ->
         rng = section_rng(cfg.seed, "multiplication running-sum fit", digits, k)
         fit = task.sample_cell(4 * cfg.n_problems, rng, digits, k)
     return running_sum_reading(model, _uniform(task, digits, k, cfg.n_problems, cfg.seed), cfg.horizon,
-                               f"uniform, {digits} x {k} digits", fit)
+                               f"uniform {digits} x {k} digits", fit)
 
 
 def _uniform(task, digits: int, k: int, n: int, seed: int):

@@ -7,6 +7,7 @@ from plotly.colors import qualitative
 
 from analyses._axes import integer_ticks, label_every_row, log_ticks, percent_ticks
 from analyses._head_group_figures import knockout
+from analyses._running_sum_figures import running_sum_by_loop
 
 COLORS = qualitative.Plotly
 
@@ -21,7 +22,7 @@ def multiplication_figures(result) -> dict[str, go.Figure]:
         figures["by_digit"] = by_digit(result)
         figures["by_carry_in"] = by_carry_in(result)
     if result.running_sum:
-        figures["running_sum_by_loop"] = running_sum_by_loop(result)
+        figures["running_sum_by_loop"] = running_sum_by_loop(result.running_sum)
     if result.heads_far is not None and result.knockout is not None:
         figures["head_reading"] = head_reading(result.heads_far)
         figures["knockout"] = knockout(result.knockout)
@@ -62,23 +63,6 @@ def by_carry_in(result) -> go.Figure:
     fig.update_yaxes(title_text="answer digit right (logit lens)", range=[0, 1.02], tickformat=".0%")
     fig.update_layout(title=f"Answer digits by the carry into their column ({result.trained_digits}-digit multiplicands, "
                             f"n={d0.n_problems} per multiplier length, after {d0.loops} loops)")
-    return fig
-
-
-def running_sum_by_loop(result) -> go.Figure:
-    fig = go.Figure()
-    for i, reading in enumerate(result.running_sum):
-        loops = list(range(1, len(reading.read) + 1))
-        fig.add_trace(go.Scatter(x=loops, y=list(reading.read), mode="lines", name=f"{reading.label}",
-                                 line={"color": COLORS[i % len(COLORS)]}, text=[f"R² {r:.3f}" for r in reading.r2],
-                                 hovertemplate="loop %{x}: %{y:.0%} of columns read (%{text})"))
-    r0 = result.running_sum[0]
-    how = ("the run's trained readout" if r0.readout == "trained"
-           else f"a least-squares readout fitted per loop on {4 * r0.n_problems} other problems")
-    fig.update_xaxes(title_text="loop")
-    fig.update_yaxes(title_text="columns whose running sum is read within 0.5", range=[0, 1.02], tickformat=".0%")
-    fig.update_layout(title=f"Each column's running sum (column sum + carry in) read linearly from the state: {how} "
-                            f"(n={r0.n_problems} problems per multiplier length)")
     return fig
 
 

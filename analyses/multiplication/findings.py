@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from analyses._running_sum import running_sum_sentence
 from analyses.prose import LinearFit, limit
 
 
@@ -24,7 +25,7 @@ def multiplication_findings(result) -> list[str]:
         if any(d.by_carry_in for d in result.by_digit):
             out[-1] += " " + _carry_in_sentence(result.by_digit)
     if result.running_sum:
-        out.append(_running_sum_sentence(result.running_sum))
+        out.append(running_sum_sentence(result.running_sum))
     if result.heads_far is not None and result.knockout is not None:
         out.append(_heads_sentence(result))
     fits = []
@@ -72,25 +73,6 @@ def _carry_in_sentence(by_digit) -> str:
             split.append(f"x {d.multiplier_digits} {large:.0%} against {small:.0%} at carries up to 8")
     if split:
         sentence += " Carries above 8, which a one-digit multiplier never makes: " + ", ".join(split) + "."
-    return sentence
-
-
-def _running_sum_sentence(readings) -> str:
-    """How often a linear readout gives each column's running sum after the last loop read, per
-    multiplier length, and the first loop at which it gives 99% of them."""
-    r0 = readings[0]
-    how = ("the run's trained readout" if r0.readout == "trained"
-           else f"a least-squares readout fitted per loop on {4 * r0.n_problems} other problems")
-    parts = []
-    for r in readings:
-        first = r.first_read()
-        when = f"99% from loop {first}" if first is not None else "never 99%"
-        parts.append(f"{r.label.split(', ')[1]} {r.read[-1]:.0%} (R² {r.r2[-1]:.3f}; {when}; n={r.n_columns} columns)")
-    sentence = (f"Each answer column's running sum (column sum + carry in: the digit and the carry it passes on), read "
-                f"within 0.5 by {how}, after {len(r0.read)} loops ({r0.n_problems} uniform problems per multiplier "
-                f"length): " + "; ".join(parts) + ".")
-    if r0.readout == "fitted" and max(r.read[-1] for r in readings) < 0.5:
-        sentence += " The state does not hold the running sum as one linear quantity."
     return sentence
 
 

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 
 from abacus_interp.evaluation.extrapolation import ExtrapolationResult
 from abacus_interp.jsonsafe import to_json
+from analyses._running_sum import RunningSumReading
 from analyses.carry_wave.patching import DelayedCarry
 from analyses.prose import LinearFit
 
 from .heads import HeadReading, Knockout
-from .running_sum import RunningSumReading
 
 
 @dataclass(frozen=True)

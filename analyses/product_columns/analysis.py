@@ -30,6 +30,7 @@ from abacus_interp.evaluation.common import section_rng
 from abacus_interp.evaluation.grid import cell_fits
 from analyses._head_groups import GroupReading, group_attention_mass, head_names
 from analyses._head_groups import knockout as knock_out_groups
+from analyses._running_sum import running_sum_reading
 from analyses.common import resolve
 from analyses.contract import configure
 from analyses.prose import pct
@@ -136,6 +137,9 @@ def run(model_or_run, task=None, *, config: ProductColumnsConfig | None = None, 
                                ["a_i", "b_i", *UNION_GROUPS], (*names, *UNION_GROUPS))
     why = ("the largest trained cell it gets right at least half the time" if cell.exact_match >= 0.5
            else "no trained cell is right half the time: the largest one")
+    fit = None if model.cfg.running_sum_probe else task.sample_cell(
+        4 * cfg.n_problems, section_rng(cfg.seed, "product columns running-sum fit"), cell.digits_a, cell.digits_b)
     return ProductColumnsResult(trained_digits=n, n_loops=n_loops, grid=tuple(grid),
                                 inside=f"{why}, {pct(cell.exact_match)} right",
-                                reading=reading, knockout=knocked)
+                                reading=reading, knockout=knocked,
+                                running_sum=(running_sum_reading(model, sample, n_loops, label.replace(",", ""), fit),))

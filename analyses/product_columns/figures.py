@@ -7,11 +7,15 @@ import plotly.graph_objects as go
 
 from analyses._axes import label_every_row
 from analyses._head_group_figures import group_reading, knockout
+from analyses._running_sum_figures import running_sum_by_loop
 
 
 def product_columns_figures(result) -> dict[str, go.Figure]:
-    return {"grid": grid(result), "column_reading": group_reading(result.reading),
-            "knockout": knockout(result.knockout)}
+    figures = {"grid": grid(result), "column_reading": group_reading(result.reading),
+               "knockout": knockout(result.knockout)}
+    if result.running_sum:
+        figures["running_sum_by_loop"] = running_sum_by_loop(result.running_sum)
+    return figures
 
 
 def grid(result) -> go.Figure:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abacus_interp.core.hooks import loop_label
+from analyses._running_sum import running_sum_sentence
 from analyses.prose import limit, pct
 
 
@@ -27,6 +28,8 @@ def product_columns_findings(result) -> list[str]:
             group, mass = reading.main_group(t, head)
             reads.append(f"{head} {group} ({mass:.0%})")
         per_loop.append(f"{loop_label(t - 1)}: " + ", ".join(reads))
+    if result.running_sum:
+        out.append(running_sum_sentence(result.running_sum))
     out.append(f"Where each head reads most ({reading.label}, n={reading.n_problems}: {result.inside}): "
                + "; ".join(per_loop) + ".")
     k = result.knockout

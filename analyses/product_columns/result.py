@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from abacus_interp.jsonsafe import to_json
 from analyses._head_groups import GroupReading, Knockout
+from analyses._running_sum import RunningSumReading
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,8 @@ class ProductColumnsResult:
     inside: str  # why the reading and the knockouts use the cell they use
     reading: GroupReading
     knockout: Knockout
+    # each column's running sum read from the state after every loop, on the reading's problems
+    running_sum: tuple[RunningSumReading, ...] = ()
 
     def cell(self, digits_a: int, digits_b: int) -> GridCell | None:
         return next((c for c in self.grid if (c.digits_a, c.digits_b) == (digits_a, digits_b)), None)

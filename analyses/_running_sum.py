@@ -1,4 +1,4 @@
-"""How well each answer column's running sum (its column sum plus the carry in: the answer
+"""Shared by the multiplication (N x k) and product-columns (N x N) analyses: how well each answer column's running sum (its column sum plus the carry in: the answer
 digit and the carry passed on, `tasks.product_carries.running_sums`) can be read from the
 state, loop by loop: the multiplication analogue of a carry bit locking in, for carries of
 0..26.
@@ -107,3 +107,27 @@ def running_sum_reading(model, examples, loops: int, label: str, fit_examples=No
     read, r2 = score_readout(predicted, sums)
     return RunningSumReading(label=label, readout=readout, n_problems=len(examples), n_columns=len(sums),
                              read=read, r2=r2)
+
+
+def readout_description(reading: RunningSumReading) -> str:
+    """How the reading's readout was made, as figures and findings write it."""
+    if reading.readout == "trained":
+        return "the run's trained readout"
+    return "a least-squares readout fitted per loop on other problems"
+
+
+def running_sum_sentence(readings) -> str:
+    """How often a linear readout gives each column's running sum after the last loop read, per
+    sample, and the first loop at which it gives 99% of them."""
+    r0 = readings[0]
+    parts = []
+    for r in readings:
+        first = r.first_read()
+        when = f"99% from loop {first}" if first is not None else "never 99%"
+        parts.append(f"{r.label} {r.read[-1]:.0%} (R² {r.r2[-1]:.3f}; {when}; n={r.n_columns} columns)")
+    sentence = (f"Each answer column's running sum (column sum + carry in: the digit and the carry it passes on), read "
+                f"within 0.5 by {readout_description(r0)}, after {len(r0.read)} loops ({r0.n_problems} problems per "
+                f"sample): " + "; ".join(parts) + ".")
+    if r0.readout == "fitted" and max(r.read[-1] for r in readings) < 0.5:
+        sentence += " The state does not hold the running sum as one linear quantity."
+    return sentence
