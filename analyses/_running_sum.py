@@ -1,13 +1,15 @@
-"""Shared by the multiplication (N x k) and product-columns (N x N) analyses: how well each answer column's running sum (its column sum plus the carry in: the answer
-digit and the carry passed on, `tasks.product_carries.running_sums`) can be read from the
-state, loop by loop: the multiplication analogue of a carry bit locking in, for carries of
-0..26.
+"""How well each answer column's running sum (its column sum plus the carry in: the answer
+digit and the carry it passes on, `tasks.product_carries.running_sums`) can be read from the
+state, loop by loop: the multiplication analogue of a carry bit locking in, for carries up to
+`largest_carry(b)`. Shared by the multiplication (N x k) and product-columns (N x N) analyses.
 
-The readout is linear and read through ln_final, as the unembedding reads the state. A run
-trained with `train.running_sum_loss` has its own (`ArithmeticModel.read_running_sum`); for
-any other run a least-squares readout is fitted per loop on problems of their own, so the
-reading says whether the sum is there linearly at all, not what the model does with it. A
-column counts as read when the readout is within 0.5 of its running sum.
+Readouts are linear and read through ln_final, as the unembedding reads the state. A
+least-squares readout is fitted per loop on problems of their own (none of them among the
+problems read), so the reading says whether the sum is there linearly at all; the same fit on
+the input alone (the injected embedding, before any loop: the column's place and token) is
+the baseline it has to beat, since the layout by itself predicts part of a column's sum. A run
+trained with `train.running_sum_loss` also has its own readout (`read_running_sum`), read as
+it is. A column counts as read when the readout is within 0.5 of its running sum.
 """
 
 from __future__ import annotations
@@ -16,34 +18,44 @@ from dataclasses import dataclass
 
 import torch
 
+from abacus_interp.core.hooks import loop_label
 from abacus_interp.core.tokens import encode_batch
 from abacus_interp.tasks.product_carries import running_sums
 
 # the ridge of the fitted readout, relative to the mean squared feature: enough to keep a fit
-# of a few hundred columns on 128 features stable, far below the features' own scale
+# of a thousand or more columns on d_model features stable, far below the features' own scale
 RIDGE = 1e-3
 
 
 @dataclass(frozen=True)
-class RunningSumReading:
-    """Per loop, how often a linear readout of the state gives each column's running sum."""
+class ReadoutScore:
+    """How often one readout gives each column's running sum, per loop (index 0 = loop 1)."""
 
-    label: str  # e.g. "uniform, 5 x 2 digits"
-    readout: str  # "trained" (the run's own readout) or "fitted" (least squares, per loop, on other problems)
-    n_problems: int  # the problems read (a fitted readout's own problems are not among them)
-    n_columns: int  # the answer columns over those problems (several per problem: not independent)
-    read: tuple[float, ...]  # per loop (1-based from loop 1): columns read within 0.5 of their running sum
-    r2: tuple[float, ...]  # per loop: the readout's R^2 over the columns
+    read: tuple[float, ...]  # columns read within 0.5 of their running sum
+    r2: tuple[float, ...]
 
     def first_read(self, bar: float = 0.99) -> int | None:
-        """The first loop (1-based) at which at least `bar` of the columns are read; None: none."""
-        return next((t + 1 for t, r in enumerate(self.read) if r >= bar), None)
+        """The first loop index (0 = loop 1) at which at least `bar` of the columns are read."""
+        return next((t for t, r in enumerate(self.read) if r >= bar), None)
+
+
+@dataclass(frozen=True)
+class RunningSumReading:
+    """Per loop, how well linear readouts of the state give each column's running sum."""
+
+    label: str  # e.g. "uniform 5 x 2 digits"
+    n_problems: int  # the problems read
+    n_fit_problems: int  # the other problems the fitted readouts learn on
+    n_columns: int  # the answer columns over the problems read (several per problem: not independent)
+    fitted: ReadoutScore  # a least-squares readout per loop
+    baseline: ReadoutScore  # the same fit on the input alone (one loop-less entry)
+    trained: ReadoutScore | None  # the run's own readout (train.running_sum_loss); None without one
 
 
 def column_states(model, examples, loops: int, batch_size: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
-    """The normalised state (ln_final) at the position that predicts each answer digit, after
-    each loop 1..`loops`, and those columns' running sums: ([loop column d_model], [column]),
-    columns of every example in order, units first."""
+    """The normalised (ln_final) input, then state after each loop 1..`loops`, at the position
+    that predicts each answer digit, and those columns' running sums: ([1+loop column d_model],
+    [column]), columns of every example in order, units first."""
     states, sums = [], []
     for start in range(0, len(examples), batch_size):
         chunk = examples[start : start + batch_size]
@@ -57,7 +69,7 @@ def column_states(model, examples, loops: int, batch_size: int = 64) -> tuple[to
             rows += [i] * len(column_sums)
             positions += range(first, first + len(column_sums))
             sums += column_sums
-        per_loop, state = [], None
+        per_loop, state = [model.ln_final(inputs)[rows, positions].float().cpu()], None  # the input, before loop 1
         for t in range(loops):
             state = model.run_loops(inputs, range(t, t + 1), state=state, index=index)
             per_loop.append(model.ln_final(state)[rows, positions].float().cpu())  # [column d_model]
@@ -65,14 +77,14 @@ def column_states(model, examples, loops: int, batch_size: int = 64) -> tuple[to
     return torch.cat(states, dim=1), torch.tensor(sums, dtype=torch.float32)
 
 
-def score_readout(predicted: torch.Tensor, sums: torch.Tensor) -> tuple[tuple[float, ...], tuple[float, ...]]:
+def score_readout(predicted: torch.Tensor, sums: torch.Tensor) -> ReadoutScore:
     """Per loop, the share of columns read within 0.5 and the R^2, of `predicted` [loop column]
     against `sums` [column]."""
     error = predicted.detach().double() - sums.double()
     read = (error.abs() < 0.5).double().mean(1)
     spread = ((sums.double() - sums.double().mean()) ** 2).sum()
     r2 = 1 - (error**2).sum(1) / spread
-    return tuple(round(float(x), 4) for x in read), tuple(round(float(x), 4) for x in r2)
+    return ReadoutScore(read=tuple(round(float(x), 4) for x in read), r2=tuple(round(float(x), 4) for x in r2))
 
 
 def fitted_readout(fit_states: torch.Tensor, fit_sums: torch.Tensor, states: torch.Tensor) -> torch.Tensor:
@@ -84,50 +96,51 @@ def fitted_readout(fit_states: torch.Tensor, fit_sums: torch.Tensor, states: tor
 
     a = with_constant(fit_states)  # [loop column d_model+1]
     gram = a.transpose(1, 2) @ a  # [loop d+1 d+1]
-    ridge = RIDGE * gram.diagonal(dim1=1, dim2=2).mean(1)[:, None, None] * torch.eye(gram.shape[-1], dtype=torch.float64)
+    unpenalised_constant = torch.ones(gram.shape[-1], dtype=torch.float64)
+    unpenalised_constant[-1] = 0
+    ridge = RIDGE * gram.diagonal(dim1=1, dim2=2).mean(1)[:, None, None] * torch.diag(unpenalised_constant)
     weights = torch.linalg.solve(gram + ridge, a.transpose(1, 2) @ fit_sums.double()[None, :, None])  # [loop d+1 1]
     return (with_constant(states) @ weights)[..., 0]
 
 
 @torch.no_grad()
-def running_sum_reading(model, examples, loops: int, label: str, fit_examples=None) -> RunningSumReading:
+def running_sum_reading(model, examples, fit_examples, loops: int, label: str) -> RunningSumReading | None:
     """Read each answer column's running sum from the state after loops 1..`loops` on
-    `examples`: with the run's trained readout when it has one, else with a readout fitted per
-    loop on `fit_examples` (needed then)."""
-    states, sums = column_states(model, examples, loops)
+    `examples`: readouts fitted per loop on `fit_examples` (those among `examples` left out),
+    the same fit on the input alone, and the run's trained readout when it has one. None when
+    fewer fit problems than d_model remain (a small cell such as 1 x 1 has too few problems to
+    fit on others), so a fit could memorise them."""
+    seen = {e.operands for e in examples}
+    fit_examples = [e for e in fit_examples if e.operands not in seen]
+    if len(fit_examples) < model.cfg.d_model:
+        return None
+    states, sums = column_states(model, examples, loops)  # [1+loop column d_model]
+    fit_states, fit_sums = column_states(model, fit_examples, loops)
+    predicted = fitted_readout(fit_states, fit_sums, states)  # [1+loop column]
+    trained = None
     if model.cfg.running_sum_probe:
-        readout = "trained"
-        predicted = 10 * (states @ model.W_sum.detach().float().cpu() + float(model.b_sum))  # in tens: to units
-    else:
-        if not fit_examples:
-            raise ValueError("a model without a trained running-sum readout needs fit_examples to fit one")
-        readout = "fitted"
-        fit_states, fit_sums = column_states(model, fit_examples, loops)
-        predicted = fitted_readout(fit_states, fit_sums, states)
-    read, r2 = score_readout(predicted, sums)
-    return RunningSumReading(label=label, readout=readout, n_problems=len(examples), n_columns=len(sums),
-                             read=read, r2=r2)
-
-
-def readout_description(reading: RunningSumReading) -> str:
-    """How the reading's readout was made, as figures and findings write it."""
-    if reading.readout == "trained":
-        return "the run's trained readout"
-    return "a least-squares readout fitted per loop on other problems"
+        w, b = model.W_sum.detach().float().cpu(), float(model.b_sum)
+        trained = score_readout(10 * (states[1:] @ w + b), sums)  # the readout gives tens
+    return RunningSumReading(label=label, n_problems=len(examples), n_fit_problems=len(fit_examples),
+                             n_columns=len(sums), fitted=score_readout(predicted[1:], sums),
+                             baseline=score_readout(predicted[:1], sums), trained=trained)
 
 
 def running_sum_sentence(readings) -> str:
-    """How often a linear readout gives each column's running sum after the last loop read, per
-    sample, and the first loop at which it gives 99% of them."""
+    """Per sample, how often the fitted readout gives each column's running sum after the last
+    loop against the input alone, the run's trained readout beside it, and the first loop at
+    which one reads 99% of them."""
     r0 = readings[0]
     parts = []
     for r in readings:
-        first = r.first_read()
-        when = f"99% from loop {first}" if first is not None else "never 99%"
-        parts.append(f"{r.label} {r.read[-1]:.0%} (R² {r.r2[-1]:.3f}; {when}; n={r.n_columns} columns)")
-    sentence = (f"Each answer column's running sum (column sum + carry in: the digit and the carry it passes on), read "
-                f"within 0.5 by {readout_description(r0)}, after {len(r0.read)} loops ({r0.n_problems} problems per "
-                f"sample): " + "; ".join(parts) + ".")
-    if r0.readout == "fitted" and max(r.read[-1] for r in readings) < 0.5:
-        sentence += " The state does not hold the running sum as one linear quantity."
-    return sentence
+        part = (f"{r.label}: {r.fitted.read[-1]:.0%} (R² {r.fitted.r2[-1]:.3f}; from the input alone "
+                f"{r.baseline.read[0]:.0%}, R² {r.baseline.r2[0]:.3f}")
+        if r.trained is not None:
+            part += f"; the run's trained readout {r.trained.read[-1]:.0%}, R² {r.trained.r2[-1]:.3f}"
+        first = min((t for t in (r.fitted.first_read(), r.trained and r.trained.first_read()) if t is not None),
+                    default=None)
+        part += f"; 99% from {loop_label(first)}" if first is not None else "; never 99%"
+        parts.append(part + f"; n={r.n_columns} columns)")
+    return (f"Each answer column's running sum (column sum + carry in: the digit and the carry it passes on), read "
+            f"within 0.5 by a least-squares readout of the state fitted per loop on {r0.n_fit_problems} other problems, "
+            f"after {len(r0.fitted.read)} loops ({r0.n_problems} problems per sample): " + "; ".join(parts) + ".")

@@ -5,6 +5,7 @@ attention paths and cached decoding agree, and a checkpoint round-trips the fiel
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from pathlib import Path
 
@@ -192,7 +193,9 @@ def test_the_multiplication_analysis_splits_attention_by_head_kind():
     from analyses.multiplication import MultiplicationConfig
 
     model, task = _tiny_multiplier()
-    result = multiplication.run(model, task, config=MultiplicationConfig.quick())
+    # 12 problems per row: the running-sum readouts fit on 48 others, more than d_model=32
+    config = dataclasses.replace(MultiplicationConfig.quick(), n_problems=12)
+    result = multiplication.run(model, task, config=config)
     reading = result.heads_trained
     assert reading.multiplier_heads == ("L0H2", "L0H3")
     mass = np.asarray(reading.mass)  # [loop head group]
@@ -202,7 +205,10 @@ def test_the_multiplication_analysis_splits_attention_by_head_kind():
     assert mass[:, 2:, b_groups + [own]].sum(-1).min() > 0.999
     assert mass[:, :2, b_groups].max() == 0.0
     assert {r.multiplier_digits for r in result.accuracy.rows} == {1, 2}
-    assert len(result.findings()) >= 3 and set(result.figures()) >= {"accuracy_by_length", "head_reading"}
+    assert len(result.findings()) >= 3 and set(result.figures()) >= {"accuracy_by_length", "head_reading",
+                                                                      "running_sum_by_loop"}
+    assert [r.label for r in result.running_sum] == ["uniform 3 x 1 digits", "uniform 3 x 2 digits"]
+    assert all(len(r.fitted.read) == config.horizon and r.trained is None for r in result.running_sum)
 
 
 def test_the_multiplication_analysis_says_why_it_does_not_apply():

@@ -3,6 +3,8 @@ split over them, knockouts, and the grid, on a tiny model of the `mul` layout.""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -51,14 +53,17 @@ def test_digits_far_below_the_column_have_no_partner_and_count_as_outside(task):
 
 def test_run_on_a_tiny_multiplier_reports_mass_that_sums_to_one_and_every_cell(task):
     model = tiny_multiplier(task)
-    result = product_columns.run(model, task, config=product_columns.ProductColumnsConfig.quick())
+    # 16 problems read: the running-sum readouts fit on 64 others, more than d_model=32
+    config = dataclasses.replace(product_columns.ProductColumnsConfig.quick(), n_problems=16)
+    result = product_columns.run(model, task, config=config)
     assert {(c.digits_a, c.digits_b) for c in result.grid} == {(i, j) for i in range(1, 5) for j in range(1, 5)}
     mass = np.asarray(result.reading.mass)  # [loop head group]
     assert mass.shape == (2, 4, len(group_names(3)))
     np.testing.assert_allclose(mass.sum(-1), 1.0, atol=2e-3)  # softmax over keys, keys partitioned
     assert len(result.knockout.groups) == 2 + len(UNION_GROUPS)
     assert result.findings() and set(result.figures()) == {"grid", "column_reading", "knockout", "running_sum_by_loop"}
-    assert result.running_sum[0].readout == "fitted" and len(result.running_sum[0].read) == 2  # one per loop
+    (sums,) = result.running_sum
+    assert sums.trained is None and len(sums.fitted.read) == 2 and len(sums.baseline.read) == 1  # per loop; the input
 
 
 def test_other_runs_are_skipped_with_their_reason(task):

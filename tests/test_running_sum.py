@@ -14,6 +14,7 @@ import torch
 
 from abacus_interp import checkpoints as ckpt
 from abacus_interp.core.model import LoopedTransformer
+from abacus_interp.core.tokens import encode_batch
 from abacus_interp.errors import UserError
 from abacus_interp.tasks import get_task
 from abacus_interp.tasks.product_carries import carries_in, running_sums
@@ -84,14 +85,51 @@ def test_a_run_logs_the_term_learns_the_readout_and_saves_it(tmp_path, single_to
     train(cfg, tmp_path / "run", progress=False)
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     last = [r["running_sum_loss"] for r in rows[-4:]]
-    assert sum(last) / len(last) < 0.3 * spread  # it reads the column totals, not only their mean
+    # a readout that knew only the layout (operand lengths, column) would leave about half the spread
+    assert sum(last) / len(last) < 0.3 * spread
+    # the saved readout is the trained one: it reads a fresh batch as well
     model = ckpt.load_model(tmp_path / "run")
-    assert model.cfg.running_sum_probe and model.W_sum.abs().sum() > 0
+    fresh = source.batch(10_000)
+    with torch.no_grad():
+        term = training_losses(model, fresh, source.generator(10_000), cfg, torch.device("cpu"), nullcontext())
+    assert model.cfg.running_sum_probe and term.running_sum.item() < 0.3 * spread
+
+
+def test_a_resumed_run_continues_the_readouts_curve_exactly(tmp_path, single_torch_thread):
+    cfg = tiny_mul("train.steps=20", "train.log_every=5", "train.schedule=constant", "train.checkpoint_every=10",
+                   "train.dense_checkpoints=0")
+    train(cfg, tmp_path / "straight", progress=False)
+    train(apply_overrides(cfg, ["train.steps=10"]), tmp_path / "resumed", progress=False)
+    train(cfg, tmp_path / "resumed", progress=False)
+    curves = [[(r["step"], r["loss"], r["running_sum_loss"]) for r in map(json.loads, (tmp_path / run / "metrics.jsonl")
+               .read_text().splitlines())] for run in ("straight", "resumed")]
+    assert curves[0] == curves[1] and len(curves[0]) >= 4
+
+
+def test_the_readout_runs_in_float32_under_bfloat16_autocast(single_torch_thread):
+    cfg = tiny_mul()
+    source = BatchSource(cfg.make_task(), cfg.train, cfg.model.max_seq_len)
+    torch.manual_seed(0)
+    model = LoopedTransformer(cfg.model)
+    batch = source.batch(1)
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16)
+    losses = training_losses(model, batch, source.generator(1), cfg, torch.device("cpu"), autocast)
+    assert losses.running_sum.dtype == torch.float32
+    targets = batch.running_sum[:, : losses.state.shape[1]]
+    where = ~targets.isnan()
+    readout = model.read_running_sum(losses.state.float())[where]
+    assert losses.running_sum.item() == pytest.approx(((readout - targets[where]) ** 2).mean().item(), rel=1e-5)
 
 
 def test_bad_settings_say_what_to_set():
     with pytest.raises(UserError, match="model.running_sum_probe=true"):
         tiny_mul("model.running_sum_probe=false")
+    with pytest.raises(UserError, match="only train.running_sum_loss trains"):  # an untrained readout
+        tiny_mul("train.running_sum_loss=null")
+    with pytest.raises(ValueError, match="BatchSource"):
+        cfg = tiny_mul()
+        batch = encode_batch(cfg.make_task().vocab, ["21*3="], ["36"])
+        training_losses(LoopedTransformer(cfg.model), batch, torch.Generator(), cfg, torch.device("cpu"), nullcontext())
     with pytest.raises(UserError, match="Task.running_sums"):
         apply_overrides(get_preset("plain-add"), ["model.running_sum_probe=true", "train.running_sum_loss=0.5"])
     with pytest.raises(UserError, match="running_sum_loss must be >= 0"):

@@ -14,6 +14,7 @@ from abacus_interp.core.model import LoopedTransformer
 from abacus_interp.tasks import get_task
 from abacus_interp.tasks.product_carries import running_sums
 from analyses._running_sum import (
+    ReadoutScore,
     RunningSumReading,
     column_states,
     fitted_readout,
@@ -51,11 +52,10 @@ def test_a_fitted_readout_reads_a_sum_planted_from_loop_3_on():
     fit_sums = torch.tensor([float(rng.randint(0, 40)) for _ in range(600)])
     sums = torch.tensor([float(rng.randint(0, 40)) for _ in range(300)])
     fit, held_out = planted_states(fit_sums, 3, 5, seed=1), planted_states(sums, 3, 5, seed=2)
-    read, r2 = score_readout(fitted_readout(fit, fit_sums, held_out), sums)
-    assert max(read[:2]) < 0.2 and min(read[2:]) >= 0.99  # absent, then read to within 0.5
-    assert max(r2[:2]) < 0.2 and min(r2[2:]) > 0.999
-    reading = RunningSumReading(label="planted", readout="fitted", n_problems=1, n_columns=300, read=read, r2=r2)
-    assert reading.first_read() == 3
+    score = score_readout(fitted_readout(fit, fit_sums, held_out), sums)
+    assert max(score.read[:2]) < 0.2 and min(score.read[2:]) >= 0.99  # absent, then read to within 0.5
+    assert max(score.r2[:2]) < 0.2 and min(score.r2[2:]) > 0.999
+    assert score.first_read() == 2  # loop index 2: loop 3
 
 
 def test_states_are_taken_where_each_answer_digit_is_predicted(task):
@@ -63,33 +63,68 @@ def test_states_are_taken_where_each_answer_digit_is_predicted(task):
     model = tiny_slots(task)
     examples = task.sample_cell(5, random.Random(3), 3, 2) + task.sample_cell(3, random.Random(4), 1, 1)
     states, sums = column_states(model, examples, loops=3, batch_size=4)
-    assert states.shape == (3, len(sums), 32)
+    assert states.shape == (1 + 3, len(sums), 32)  # the input, then loops 1..3
     assert sums.tolist() == [float(s) for e in examples for s in running_sums(*e.operands)]
     # the last loop's normalised state at the slot that predicts answer digit 1 of the first problem
     e = examples[0]
     tokens = torch.tensor([task.vocab.encode(e.prompt + e.target)])
-    state = model.run_loops(model.embed(tokens), range(3), index=model.attention_index(tokens))
-    assert torch.allclose(states[-1, 1], model.ln_final(state)[0, len(e.prompt) - 1 + 1], atol=1e-5)
+    inputs = model.embed(tokens)
+    state = model.run_loops(inputs, range(3), index=model.attention_index(tokens))
+    position = len(e.prompt) - 1 + 1
+    assert torch.allclose(states[-1, 1], model.ln_final(state)[0, position], atol=1e-5)
+    assert torch.allclose(states[0, 1], model.ln_final(inputs)[0, position], atol=1e-5)
 
 
-def test_a_trained_readout_is_used_as_it_is(task):
+def test_a_trained_readout_is_read_as_the_model_reads_it(task):
     torch.manual_seed(0)
     model = tiny_slots(task, running_sum_probe=True)
     examples = task.sample_cell(6, random.Random(5), 3, 2)
-    reading = running_sum_reading(model, examples, loops=2, label="uniform, 3 x 2 digits")
-    states, sums = column_states(model, examples, loops=2)
-    predicted = 10 * (states @ model.W_sum.detach() + model.b_sum.detach())
-    assert reading.readout == "trained" and (reading.read, reading.r2) == score_readout(predicted, sums)
-    with pytest.raises(ValueError, match="fit_examples"):
-        running_sum_reading(tiny_slots(task), examples, loops=2, label="x")
+    fit = task.sample_cell(80, random.Random(6), 3, 2)
+    reading = running_sum_reading(model, examples, fit, loops=2, label="uniform 3 x 2 digits")
+    predicted = []
+    for e in examples:
+        tokens = torch.tensor([task.vocab.encode(e.prompt + e.target)])
+        for t in (1, 2):
+            state = model.run_loops(model.embed(tokens), range(t), index=model.attention_index(tokens))
+            start = len(e.prompt) - 1
+            predicted.append((t, 10 * model.read_running_sum(state)[0, start : start + len(e.target)]))
+    by_loop = torch.stack([torch.cat([p for t, p in predicted if t == loop]) for loop in (1, 2)]).detach()
+    sums = torch.tensor([float(s) for e in examples for s in running_sums(*e.operands)])
+    assert reading.trained == score_readout(by_loop, sums)
+    assert tiny_slots(task).cfg.running_sum_probe is False
+    assert running_sum_reading(tiny_slots(task), examples, fit, loops=2, label="x").trained is None
 
 
-def test_the_sentence_states_the_readout_the_sample_and_the_numbers():
-    readings = (RunningSumReading(label="uniform 5 x 1 digits", readout="fitted", n_problems=48, n_columns=255,
-                                  read=(0.05, 0.06), r2=(0.91, 0.92)),
-                RunningSumReading(label="uniform 5 x 2 digits", readout="fitted", n_problems=48, n_columns=326,
-                                  read=(0.04, 0.07), r2=(0.85, 0.9)))
+def test_the_fit_learns_on_the_other_problems_only(task, monkeypatch):
+    torch.manual_seed(0)
+    model = tiny_slots(task)
+    examples = task.sample_cell(10, random.Random(7), 3, 2)
+    fit = examples[:4] + task.sample_cell(60, random.Random(8), 3, 2)
+    fitted_on = []
+    original = fitted_readout
+
+    def recording(fit_states, fit_sums, states):
+        fitted_on.append(len(fit_sums))
+        return original(fit_states, fit_sums, states)
+
+    monkeypatch.setattr("analyses._running_sum.fitted_readout", recording)
+    reading = running_sum_reading(model, examples, fit, loops=2, label="x")
+    others = [e for e in fit if e.operands not in {x.operands for x in examples}]
+    assert reading.n_fit_problems == len(others) < len(fit)
+    assert fitted_on == [sum(len(e.target) for e in others)]
+    assert running_sum_reading(model, examples, fit[:20], loops=2, label="x") is None  # too few to fit d_model on
+
+
+def test_the_sentence_states_the_fit_the_baseline_and_the_numbers():
+    score = ReadoutScore
+    readings = (RunningSumReading(label="uniform 5 x 1 digits", n_problems=48, n_fit_problems=190, n_columns=255,
+                                  fitted=score(read=(0.05, 0.06), r2=(0.91, 0.92)),
+                                  baseline=score(read=(0.04,), r2=(0.5,)), trained=None),
+                RunningSumReading(label="uniform 5 x 2 digits", n_problems=48, n_fit_problems=190, n_columns=326,
+                                  fitted=score(read=(0.5, 0.995), r2=(0.95, 0.999)),
+                                  baseline=score(read=(0.02,), r2=(0.4,)), trained=score(read=(0.9, 0.99), r2=(0.9, 0.99))))
     sentence = running_sum_sentence(readings)
-    assert "fitted per loop on other problems" in sentence and "after 2 loops (48 problems per sample)" in sentence
-    assert "uniform 5 x 1 digits 6% (R² 0.920; never 99%; n=255 columns)" in sentence
-    assert sentence.endswith("does not hold the running sum as one linear quantity.")
+    assert "fitted per loop on 190 other problems, after 2 loops (48 problems per sample)" in sentence
+    assert ("uniform 5 x 1 digits: 6% (R² 0.920; from the input alone 4%, R² 0.500; never 99%; n=255 columns)"
+            in sentence)
+    assert "the run's trained readout 99%, R² 0.990; 99% from loop 2; n=326 columns" in sentence

@@ -101,7 +101,7 @@ class ArithmeticModel(HookedRootModule, abc.ABC):
             std = cfg.init_std if cfg.unembed_init_std is None else cfg.unembed_init_std
             self.W_U = nn.Parameter(torch.randn(cfg.d_model, cfg.d_vocab) * std)
         bias_or_zero(self, "b_U", torch.zeros(cfg.d_vocab), cfg.unembed_bias)
-        if cfg.running_sum_probe:
+        if cfg.running_sum_probe:  # decayed like W_U: a readout of norm ~2 suffices for sums of ~30 tens
             self.W_sum = nn.Parameter(torch.randn(cfg.d_model) * cfg.init_std)
             self.b_sum = nn.Parameter(torch.zeros(()))
 

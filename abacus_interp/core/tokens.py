@@ -103,7 +103,7 @@ class Batch:
     valid: Bool[Tensor, "batch pos"]
     prompt_lengths: Int[Tensor, " batch"]
     # Training with train.running_sum_loss only: at each position that predicts an answer
-    # digit, that column's running sum (`Task.running_sums`); NaN everywhere else.
+    # digit, that column's running sum (`Task.running_sums`) in units of ten; NaN elsewhere.
     running_sum: Float[Tensor, "batch pos"] | None = None
 
 

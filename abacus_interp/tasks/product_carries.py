@@ -42,8 +42,13 @@ def carries_in(a: int, b: int) -> list[int]:
 def running_sums(a: int, b: int) -> list[int]:
     """The running sum of every answer column, s_i + c_i: its digit is answer digit i and the
     rest is the carry out (Bai et al. 2025's running sum, which `train.running_sum_loss`
-    teaches a linear readout of the state to give)."""
-    return [s + c for s, c in zip(column_sums(a, b), carries_in(a, b), strict=True)]
+    teaches a linear readout of the state to give). Built in every training step: the column
+    sums once and the carries in the same pass."""
+    out, carry = [], 0
+    for s in column_sums(a, b):
+        out.append(s + carry)
+        carry = (s + carry) // 10
+    return out
 
 
 def largest_carry(b: int) -> int:

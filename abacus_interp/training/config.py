@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import dataclasses
-import random
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +13,7 @@ from ..core.config import ModelConfig
 from ..core.field_types import check_field_types
 from ..errors import UserError
 from ..tasks import get_task
+from ..tasks.base import Task
 from .decay_rules import WEIGHT_DECAY_RULES
 
 SCHEDULES = ("cosine", "linear", "constant")
@@ -85,12 +85,15 @@ class TrainConfig:
     # (demo-add at 4: 2 on average), and a readout before the cut trains only the unembedding.
     # None: through every loop.
     backprop_loops: int | None = None
-    # Adds running_sum_loss * the mean squared error of the model's running-sum readout
-    # (model.running_sum_probe) at the full depth, against each answer column's running sum in
-    # units of ten (`Task.running_sums`: for multiplication the column's sum of digit products
-    # plus its carry in). Bai et al. 2025 found that a transformer fine-tuned on multiplication
-    # settles in a local optimum without the long-range partial products, and that this
-    # auxiliary target lets it learn them. None: off.
+    # A weight: adds running_sum_loss * the mean squared error of the model's running-sum
+    # readout (model.running_sum_probe) at the full depth, against each answer column's running
+    # sum in units of ten (`Task.running_sums`: for multiplication the column's sum of digit
+    # products plus its carry in); metrics.jsonl logs the error itself as running_sum_loss.
+    # Bai et al. 2025 found that a transformer fine-tuned on multiplication settles in a local
+    # optimum without the long-range partial products, and that this auxiliary target lets it
+    # learn them. Read at the full depth only, the depth whose answer the loss trains; its
+    # gradient reaches every loop, which is the point: it shapes the state, not only the
+    # readout. None: off.
     running_sum_loss: float | None = None
     loss_dtype: str = "float32"
     seed: int = 0
@@ -205,7 +208,7 @@ class RunConfig:
                     f"task.max_multiplier_digits={self.model.multiplier_heads}"
                 )
 
-        if self.train.running_sum_loss:
+        if self.train.running_sum_loss or self.model.running_sum_probe:
             self._check_running_sum()
 
         if self.train.readout == "answer_symbols" and self.make_task().answer_token_ids is None:
@@ -215,11 +218,15 @@ class RunConfig:
             )
 
     def _check_running_sum(self) -> None:
+        """The readout and its loss come together: a readout never trained would be read by the
+        analyses as the run's own."""
         if not self.model.running_sum_probe:
             raise UserError("train.running_sum_loss trains the model's running-sum readout; "
                             "set model.running_sum_probe=true as well")
-        task = self.make_task()
-        if task.running_sums(task.sample(1, random.Random(0))[0]) is None:
+        if not self.train.running_sum_loss:
+            raise UserError("model.running_sum_probe=true adds a readout that only train.running_sum_loss trains; "
+                            "set train.running_sum_loss (e.g. 0.5), or leave the readout out")
+        if type(self.make_task()).running_sums is Task.running_sums:
             raise UserError(f"train.running_sum_loss needs a task with a running sum per answer digit "
                             f"(Task.running_sums, e.g. multiplication); {self.task!r} has none: leave it null")
 

@@ -65,11 +65,18 @@ class BatchSource:
 def running_sum_targets(task, examples, batch: Batch) -> Float[torch.Tensor, "batch pos"]:
     """Each answer column's running sum (`Task.running_sums`) at the position that predicts
     that answer digit, in units of ten; NaN at every other position (the prompt, EOS, pads)."""
-    targets = torch.full(batch.tokens.shape, float("nan"))  # [batch pos]
+    rows, positions, values = [], [], []
     for row, (example, start) in enumerate(zip(examples, batch.prompt_lengths.tolist(), strict=True)):
         sums = task.running_sums(example)
+        if len(sums) != len(example.target):
+            raise ValueError(f"{type(task).__name__}.running_sums gave {len(sums)} sums for the "
+                             f"{len(example.target)}-digit answer of {example.prompt}{example.target}")
         # logits at position p predict token p + 1: answer digit i is read at prompt_length - 1 + i
-        targets[row, start - 1 : start - 1 + len(sums)] = torch.tensor(sums, dtype=torch.float32) / 10
+        rows += [row] * len(sums)
+        positions += range(start - 1, start - 1 + len(sums))
+        values += sums
+    targets = torch.full(batch.tokens.shape, float("nan"))  # [batch pos]
+    targets[rows, positions] = torch.tensor(values, dtype=torch.float32) / 10  # one assignment: a tensor per row is slow
     return targets
 
 

@@ -29,7 +29,7 @@ def readout_ids(cfg: RunConfig, task, device=None) -> torch.Tensor | None:
 
 
 def training_losses(model, batch, generator, cfg, device, autocast, allowed=None, part=(0, 1)):
-    """Full-depth loss, plus the progressive-loss term when configured. `batch` is the
+    """Full-depth loss, plus the progressive, step-penalty and running-sum terms when configured. `batch` is the
     step's whole batch, in host memory; `part`: (rank, world_size), this process's rows of it
     (`data.shard_rows`), its loss weighted so that the average over ranks is the whole
     batch's loss. `allowed`: the readout's token ids (`readout_ids`) in host memory, None
@@ -78,11 +78,14 @@ def training_losses(model, batch, generator, cfg, device, autocast, allowed=None
             valid = to_device(batch.valid[rows, :n_in, None], device)
             settle = relative_step(states[plan.deepest], states[plan.deepest - 1], valid).mean() * weights.per_example
             loss = loss + tcfg.step_penalty * settle
-        running_sum = None
-        if tcfg.running_sum_loss:
-            running_sum = _running_sum_loss(model, state_full, batch.running_sum[:, :n_in], rows, part[1], device)
-            loss = loss + tcfg.running_sum_loss * running_sum
-        return StepLosses(loss, full, state_full, loss_mask, running_sum)
+    running_sum = None
+    if tcfg.running_sum_loss:
+        if batch.running_sum is None:
+            raise ValueError("train.running_sum_loss needs the batch's running-sum targets: draw batches with "
+                             "training.data.BatchSource, which adds them (encode_batch alone does not)")
+        running_sum = _running_sum_loss(model, state_full, batch.running_sum[:, :n_in], rows, part[1], device)
+        loss = loss + tcfg.running_sum_loss * running_sum
+    return StepLosses(loss, full, state_full, loss_mask, running_sum)
 
 
 def _abacus_offsets(model_cfg, batch_size: int, generator, rows: slice):
@@ -104,18 +107,27 @@ class StepLosses(NamedTuple):
     full: torch.Tensor  # the cross-entropy at the full depth (n_loops), this rank's weighted part
     state: torch.Tensor  # the full-depth state [batch n_in d_model]
     loss_mask: torch.Tensor  # the scored positions [batch pos], on the device
-    running_sum: torch.Tensor | None  # the running-sum readout's squared error (train.running_sum_loss)
+    # the running-sum readout's mean squared error, in tens squared, unweighted by
+    # train.running_sum_loss (which `loss` applies), this rank's weighted part; None when off
+    running_sum: torch.Tensor | None
 
 
 def _running_sum_loss(model, state, targets, rows: slice, world_size: int, device):
     """Mean squared error of the running-sum readout of `state` against `targets` (the whole
-    batch's, NaN where a position has none), weighted like the cross-entropy so that the
-    average over ranks is the whole batch's mean over its answer digits."""
+    batch's, in host memory, NaN where a position has none), weighted like the cross-entropy so
+    that the average over ranks is the whole batch's mean over its answer digits. The answer
+    positions are found on the host (a boolean index on the device would wait for it), and the
+    readout runs in float32 outside autocast: in bfloat16 a sum of 26 tens is held to 0.125
+    tens, coarser than the unit the loss is meant to resolve."""
     has_target = ~targets.isnan()  # [batch n_in], the whole batch
     weight = ShardWeights.of(has_target, rows, world_size).per_token
-    where = to_device(has_target[rows], device)
-    predicted = model.read_running_sum(state).float()[where]  # [answer digits]
-    return F.mse_loss(predicted, to_device(targets[rows], device)[where]) * weight
+    batch_rows, positions = has_target[rows].nonzero(as_tuple=True)  # host tensors
+    wanted = targets[rows][batch_rows, positions]  # [answer digits]
+    batch_rows, positions = to_device(batch_rows, device), to_device(positions, device)
+    at_answers = state[batch_rows, positions][None]  # [1 answer_digits d_model]
+    with torch.autocast(device.type, enabled=False):  # float32 at least (a float64 model stays so)
+        predicted = model.read_running_sum(at_answers.to(torch.promote_types(at_answers.dtype, torch.float32)))[0]
+    return F.mse_loss(predicted, to_device(wanted, device).to(predicted.dtype)) * weight
 
 
 @dataclass(frozen=True)

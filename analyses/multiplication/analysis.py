@@ -157,17 +157,15 @@ def _per_multiplier_length(model, task, ks, cfg: MultiplicationConfig) -> dict:
     n = task.max_digits
     return {"by_digit": tuple(digit_accuracy(model, _uniform(task, n, k, cfg.n_problems, cfg.seed), n, k, cfg.horizon)
                               for k in ks),
-            "running_sum": tuple(_running_sum(model, task, n, k, cfg) for k in ks)}
+            "running_sum": tuple(r for k in ks if (r := _running_sum(model, task, n, k, cfg)) is not None)}
 
 
-def _running_sum(model, task, digits: int, k: int, cfg: MultiplicationConfig) -> RunningSumReading:
-    """The running-sum reading of by_digit's problems; a fitted readout learns on 4x as many others."""
-    fit = None
-    if not model.cfg.running_sum_probe:
-        rng = section_rng(cfg.seed, "multiplication running-sum fit", digits, k)
-        fit = task.sample_cell(4 * cfg.n_problems, rng, digits, k)
-    return running_sum_reading(model, _uniform(task, digits, k, cfg.n_problems, cfg.seed), cfg.horizon,
-                               f"uniform {digits} x {k} digits", fit)
+def _running_sum(model, task, digits: int, k: int, cfg: MultiplicationConfig) -> RunningSumReading | None:
+    """The running-sum reading of by_digit's problems; the fitted readouts learn on 4x as many others."""
+    fit = task.sample_cell(4 * cfg.n_problems, section_rng(cfg.seed, "multiplication running-sum fit", digits, k),
+                           digits, k)
+    return running_sum_reading(model, _uniform(task, digits, k, cfg.n_problems, cfg.seed), fit, cfg.horizon,
+                               f"uniform {digits} x {k} digits")
 
 
 def _uniform(task, digits: int, k: int, n: int, seed: int):

@@ -137,9 +137,10 @@ def run(model_or_run, task=None, *, config: ProductColumnsConfig | None = None, 
                                ["a_i", "b_i", *UNION_GROUPS], (*names, *UNION_GROUPS))
     why = ("the largest trained cell it gets right at least half the time" if cell.exact_match >= 0.5
            else "no trained cell is right half the time: the largest one")
-    fit = None if model.cfg.running_sum_probe else task.sample_cell(
-        4 * cfg.n_problems, section_rng(cfg.seed, "product columns running-sum fit"), cell.digits_a, cell.digits_b)
+    fit = task.sample_cell(4 * cfg.n_problems, section_rng(cfg.seed, "product columns running-sum fit"),
+                           cell.digits_a, cell.digits_b)
+    sums = running_sum_reading(model, sample, fit, n_loops, f"uniform {cell.digits_a} x {cell.digits_b} digits")
     return ProductColumnsResult(trained_digits=n, n_loops=n_loops, grid=tuple(grid),
                                 inside=f"{why}, {pct(cell.exact_match)} right",
                                 reading=reading, knockout=knocked,
-                                running_sum=(running_sum_reading(model, sample, n_loops, label.replace(",", ""), fit),))
+                                running_sum=() if sums is None else (sums,))
