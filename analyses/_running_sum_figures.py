@@ -6,6 +6,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
+from analyses._titles import title_with_detail
+
 
 def running_sum_by_loop(readings) -> go.Figure:
     fig = go.Figure()
@@ -28,6 +30,8 @@ def running_sum_by_loop(readings) -> go.Figure:
     r0 = readings[0]
     fig.update_xaxes(title_text="loop", dtick=1 if n_loops < 8 else None)
     fig.update_yaxes(title_text="columns whose running sum is read within 0.5", range=[0, 1.02], tickformat=".0%")
-    fig.update_layout(title=f"Each column's running sum (column sum + carry in) read linearly from the state "
-                            f"(n={r0.n_problems} problems per sample; readouts fitted on {r0.n_fit_problems} others)")
+    fig.update_layout(**title_with_detail(
+        "Each column's running sum read linearly from the state",
+        f"running sum = column sum + carry in; {r0.n_problems} problems per sample, readouts fitted per loop on "
+        f"{r0.n_fit_problems} others; dashed: the same fit on the input alone"))
     return fig
