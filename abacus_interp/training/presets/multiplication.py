@@ -31,10 +31,8 @@ def extrap_mul() -> RunConfig:
     `abacus-interp eval checkpoints/extrap-mul --lengths 5,20,50,100 --multipliers 1,2,3 --n 100`
     (uniform digits, adaptive loops): x 1 digit 100% / 100% / 100% / 100% at 5 / 20 / 50 / 100
     digits; x 2 digits 78% / 40% / 37% / 25%; x 3 digits 24% / 2% / 0% / 1%. At step 28,000 (kept
-    in the run) it was 100 / 100 / 100 / 100%, 81 / 40 / 18 / 17% and 15 / 1 / 1 / 0%; at step 19,000
-    100 / 100 / 100 / 99%, 67 / 32 / 15 / 13% and 13 / 0 / 0 / 0%; at step 13,000 100 / 100 / 100 /
-    100%, 50 / 22 / 5 / 11% and 7 / 0 / 0 / 0%; at step 9,000 100 / 100 / 100 / 97%, 28 / 7 / 3 / 2%
-    and 1 / 0 / 0 / 0%: the 27,000 more steps are what moved N x 2 and N x 3.
+    in the run) x 2 was 81 / 40 / 18 / 17% and x 3 15 / 1 / 1 / 0%; at 19,000 67 / 32 / 15 / 13% and
+    13 / 0 / 0 / 0%; at 13,000 50 / 22 / 5 / 11% and 7%; at 9,000 28 / 7 / 3 / 2% and 1% (x 1 97-100%).
     The previous layout (five windowed heads, a GELU MLP, 9,000 steps) scored 99 / 98 / 91 / 88%
     on x 1 and 16% on 5 x 2. The levers one at a time, at equal steps (held-out exact match in
     distribution at step 1,000): window only 19.5%, + offset heads 19.1%, + offset heads and the
