@@ -31,19 +31,14 @@ def column_sums(a: int, b: int) -> list[int]:
 
 
 def carries_in(a: int, b: int) -> list[int]:
-    """The carry into each answer column (0 into column 0)."""
-    out, carry = [], 0
-    for s in column_sums(a, b):
-        out.append(carry)
-        carry = (s + carry) // 10
-    return out
+    """The carry into each answer column (0 into column 0): the carry out of the column below."""
+    return [0] + [total // 10 for total in running_sums(a, b)[:-1]]
 
 
 def running_sums(a: int, b: int) -> list[int]:
     """The running sum of every answer column, s_i + c_i: its digit is answer digit i and the
     rest is the carry out (Bai et al. 2025's running sum, which `train.running_sum_loss`
-    teaches a linear readout of the state to give). Built in every training step: the column
-    sums once and the carries in the same pass."""
+    teaches a linear readout of the state to give); `carries_in` reads its carries off it."""
     out, carry = [], 0
     for s in column_sums(a, b):
         out.append(s + carry)
