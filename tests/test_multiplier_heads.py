@@ -158,6 +158,31 @@ def test_multiplication_with_a_short_multiplier_samples_its_own_range():
         MultiplicationTask(min_multiplier_digits=2)
 
 
+def test_large_digit_plant_makes_the_carries_uniform_digits_rarely_do():
+    plain = MultiplicationTask(max_digits=5, max_multiplier_digits=3, answer_format="slots")
+    planted = MultiplicationTask(max_digits=5, max_multiplier_digits=3, answer_format="slots",
+                                 large_digit_fraction=0.5)
+    # no plant: the plain stream draw for draw, and the config as older runs wrote it
+    unplanted = MultiplicationTask(max_digits=5, max_multiplier_digits=3, answer_format="slots",
+                                   large_digit_fraction=0.0)
+    assert unplanted.sample(50, random.Random(3)) == plain.sample(50, random.Random(3))
+    assert "large_digit_fraction" not in unplanted.config()
+    examples = planted.sample(2000, random.Random(0))
+    large = [e for e in examples if set("".join(map(str, e.operands))) <= set("56789")]
+    assert 0.45 < len(large) / len(examples) < 0.6  # the plant plus the odd uniform problem
+    assert all(e.answer == e.operands[0] * e.operands[1] for e in examples)
+    assert {len(str(e.operands[1])) for e in large} == {1, 2, 3}  # the multiplier keeps its range
+    def share_of_big_carries(exs):
+        carries = [c for e in exs if len(str(e.operands[1])) == 2 for c in carries_in(*e.operands)]
+        return sum(c > 8 for c in carries) / len(carries)
+    assert share_of_big_carries(large) > 5 * share_of_big_carries(plain.sample(2000, random.Random(0)))
+    rebuilt = get_task("multiplication", **planted.config())
+    assert rebuilt.large_digit_fraction == 0.5
+    assert rebuilt.sample(20, random.Random(1)) == planted.sample(20, random.Random(1))
+    with pytest.raises(UserError, match="large_digit_fraction"):
+        MultiplicationTask(large_digit_fraction=1.5)
+
+
 def test_product_carries_follow_long_multiplication():
     assert column_sums(24999, 4) == [36, 36, 36, 16, 8]
     assert carries_in(24999, 4) == [0, 3, 3, 3, 1]

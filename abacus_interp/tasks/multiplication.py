@@ -3,10 +3,15 @@
 With `max_multiplier_digits` set, the multiplier b of `a*b` is drawn from its own, shorter
 range (N x k multiplication: a long multiplicand times a k-digit multiplier), the setting in
 which a looped model can extrapolate in the multiplicand's length (ModelConfig.multiplier_heads).
+
+`large_digit_fraction` plants problems whose digits are all large: under uniform digits a
+column's running sum rarely passes 90 (a carry above 8), which an N x 1 product never makes
+and an N x 2 or N x 3 one does, so those carries are few in the training data.
 """
 
 from __future__ import annotations
 
+import random
 from typing import Any, ClassVar
 
 from abacus_interp.errors import UserError
@@ -17,11 +22,19 @@ from abacus_interp.tasks.product_carries import running_sums
 
 class MultiplicationTask(BinaryOpTask):
     """a * b with a of `min_digits`..`max_digits` digits and b of the same range, or of
-    `min_multiplier_digits`..`max_multiplier_digits` when that is set."""
+    `min_multiplier_digits`..`max_multiplier_digits` when that is set.
+
+    `large_digit_fraction`: the share of sampled problems whose every digit is drawn from
+    LARGE_DIGITS (digit counts drawn as for the others), so that the columns sum past 90 and
+    carry more than 8. The plant is part of the task's distribution, like addition's
+    cascade_fraction: held-out sets drawn from this task hold it too, so compare such a run
+    with another on a plain task."""
 
     name: ClassVar[str] = "multiplication"
     op_symbol: ClassVar[str] = "*"
     op_aliases: ClassVar[tuple[str, ...]] = ("x", "×")
+    # the digits of a planted problem: 5 x 5 = 25 up to 81, so two products pass 90 often
+    LARGE_DIGITS: ClassVar[tuple[int, int]] = (5, 9)
 
     def __init__(
         self,
@@ -30,14 +43,36 @@ class MultiplicationTask(BinaryOpTask):
         answer_format: str = "autoregressive",
         max_multiplier_digits: int | None = None,
         min_multiplier_digits: int = 1,
+        large_digit_fraction: float = 0.0,
     ) -> None:
         super().__init__(max_digits=max_digits, min_digits=min_digits, answer_format=answer_format)
+        if isinstance(large_digit_fraction, bool) or not isinstance(large_digit_fraction, (int, float)) \
+                or not 0.0 <= large_digit_fraction <= 1.0:
+            raise UserError(f"large_digit_fraction must be a number in [0, 1], got {large_digit_fraction!r}")
         if max_multiplier_digits is not None:
             check_digit_range(min_multiplier_digits, max_multiplier_digits, "multiplier_digits")
         elif min_multiplier_digits != 1:
             raise UserError("min_multiplier_digits needs max_multiplier_digits: set both, or neither")
         self.max_multiplier_digits = max_multiplier_digits
         self.min_multiplier_digits = min_multiplier_digits
+        self.large_digit_fraction = float(large_digit_fraction)
+
+    def sample(self, n: int, rng: random.Random, min_digits: int | None = None,
+               max_digits: int | None = None) -> list[Example]:
+        if not self.large_digit_fraction:  # the plain stream, draw for draw
+            return super().sample(n, rng, min_digits, max_digits)
+        lo = self.min_digits if min_digits is None else min_digits
+        hi = self.max_digits if max_digits is None else max_digits
+        check_digit_range(lo, hi)
+        j_lo, j_hi = self.second_operand_range(lo, hi)
+        out = []
+        for _ in range(n):
+            if rng.random() < self.large_digit_fraction:
+                i, j = rng.randint(lo, hi), rng.randint(j_lo, j_hi)
+                out.append(self.make(large_digit_number(rng, i), large_digit_number(rng, j)))
+            else:
+                out.extend(super().sample(1, rng, lo, hi))
+        return out
 
     @property
     def multiplier_range(self) -> tuple[int, int]:
@@ -79,4 +114,12 @@ class MultiplicationTask(BinaryOpTask):
         if self.max_multiplier_digits is not None:  # older configs stay as they were
             out["max_multiplier_digits"] = self.max_multiplier_digits
             out["min_multiplier_digits"] = self.min_multiplier_digits
+        if self.large_digit_fraction:
+            out["large_digit_fraction"] = self.large_digit_fraction
         return out
+
+
+def large_digit_number(rng: random.Random, k: int) -> int:
+    """A `k`-digit number whose every digit is drawn uniformly from LARGE_DIGITS."""
+    lo, hi = MultiplicationTask.LARGE_DIGITS
+    return int("".join(str(rng.randint(lo, hi)) for _ in range(k)))
