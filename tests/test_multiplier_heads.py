@@ -84,7 +84,9 @@ def test_multiplier_scores_do_not_depend_on_where_the_query_is(tiny_model):
 # heads of two kinds, and of three (offset heads reading 0, 1 and 2 below, one windowed head)
 HEAD_LAYOUTS = {"two kinds": TWO_KINDS,
                 "three kinds": {**TWO_KINDS, "n_heads": 6, "d_head": 8, "offset_heads": (0, 1, 2)},
-                "four kinds": {**TWO_KINDS, "n_heads": 6, "d_head": 8, "offset_heads": (0, 1), "symbol_heads": 1}}
+                "four kinds": {**TWO_KINDS, "n_heads": 6, "d_head": 8, "offset_heads": (0, 1), "symbol_heads": 1},
+                "five kinds": {**TWO_KINDS, "n_heads": 6, "d_head": 8, "offset_heads": (0,), "symbol_heads": 1,
+                               "number_heads": 1}}
 
 
 @pytest.mark.parametrize("layout", list(HEAD_LAYOUTS))

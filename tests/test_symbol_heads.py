@@ -1,7 +1,9 @@
 """Symbol heads (`ModelConfig.symbol_heads`): a head that sees only the tokens that are not
 digits (a sorting list's labels and separators, "=", the answer so far) and itself, so no
-number of digits dilutes what it reads. Both attention paths and cached decoding are checked
-with them in tests/test_multiplier_heads.py (HEAD_LAYOUTS, "four kinds")."""
+number of digits dilutes what it reads; and number heads (`ModelConfig.number_heads`): a head
+that sees only its query's own number and the label before it, whatever the count of numbers.
+Both attention paths and cached decoding are checked with them in
+tests/test_multiplier_heads.py (HEAD_LAYOUTS, "four kinds" and "five kinds")."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import pytest
 import torch
 
 from abacus_interp import LoopedTransformer, ModelConfig
-from abacus_interp.core.attention import HeadKinds, attention_mask
+from abacus_interp.core.attention import HeadKinds, attention_mask, number_group
 from abacus_interp.core.hooks import act_name
 from abacus_interp.core.positions import abacus_indices
 from abacus_interp.core.tokens import PAD_ID
@@ -61,3 +63,48 @@ def test_symbol_head_config_checks_and_round_trip():
         ModelConfig(**{**SORTER, "symbol_heads": 2, "offset_heads": (0, 1)})
     with pytest.raises(UserError, match="symbol_heads"):
         ModelConfig(**{**SORTER, "symbol_heads": -1})
+
+
+def test_number_group_joins_each_label_to_the_number_it_names():
+    # "a:12,b:3=" then the answer "ba": the label and separators before a number read with it
+    index = torch.tensor([[0, 0, 1, 2, 0, 0, 0, 1, 0, 0, 0]])
+    assert number_group(index).tolist() == [[1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3]]
+    # left padding (index 0) joins the first number's group; the mask hides it as padding
+    assert number_group(torch.tensor([[0, 0, 0, 1, 0, 1]])).tolist() == [[1, 1, 1, 1, 2, 2]]
+
+
+def test_a_number_head_sees_its_own_number_and_label_and_nothing_else():
+    model = LoopedTransformer(ModelConfig(**{**SORTER, "symbol_heads": 0, "number_heads": 1})).eval()
+    examples = [TASK.make(4021, 7, 356, labels="bdg"), TASK.make(98765, 1, labels="ac")]
+    tokens = model.to_tokens([e.prompt + e.target for e in examples])
+    index = abacus_indices(tokens, model.digit_ids)  # [batch pos]
+    n = tokens.shape[1]
+    causal = torch.ones(n, n, dtype=torch.bool).tril()
+    valid = tokens != PAD_ID
+    group = number_group(index)
+    sees = (causal & (group[:, :, None] == group[:, None, :]) & valid[:, None, :]) | torch.eye(n, dtype=torch.bool)
+    _, cache = model.run_with_cache(tokens, n_loops=2)
+    real = valid[:, :, None] & valid[:, None, :]
+    for loop in range(2):
+        pattern = cache[act_name("pattern", 0, loop=loop)]  # [batch head query key]
+        assert (pattern[:, 2][~sees & real] == 0).all()
+        assert (pattern[:, 2][sees & real] > 0).all()
+    # the last digit of "4021" (LSD-first "1204") reads its own digits and its label "b:"
+    text = model.to_string(tokens[0])
+    last_digit = text.index(",") - 1
+    label = text.index("b")
+    assert sees[0, last_digit, label] and sees[0, last_digit, last_digit - 3]
+    assert not sees[0, text.index("d") + 2, label]  # the next number's digit "7" does not
+
+
+def test_number_head_kinds_and_config():
+    kinds = HeadKinds(6, (1,), multiplier_heads=1, symbol_heads=1, number_heads=2)
+    assert [kinds.kind_of(h) for h in range(6)] == ["offset +1", "windowed", "symbol", "number", "number", "multiplier"]
+    assert kinds.windowed_heads == 1
+    cfg = ModelConfig(**{**SORTER, "number_heads": 1})
+    assert cfg.attends_by_index and ModelConfig.from_dict(cfg.to_dict()) == cfg
+    assert "number_heads" not in ModelConfig(**SORTER).to_dict()
+    with pytest.raises(UserError, match="number heads"):
+        ModelConfig(**{**SORTER, "number_heads": 3})
+    with pytest.raises(UserError, match="number_heads"):
+        ModelConfig(**{**SORTER, "number_heads": -1})

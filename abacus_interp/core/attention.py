@@ -62,10 +62,11 @@ class KVEntry:
 @dataclass(frozen=True)
 class HeadKinds:
     """Which keys each head of a layer may see, where heads differ (`ModelConfig.offset_heads`,
-    `multiplier_heads`, `symbol_heads`). Heads are ordered by kind: first the offset heads
-    (head h sees only the digits exactly `offsets[h]` below its query on the Abacus index),
-    then the windowed heads (the window, as every head of a one-kind model), then the symbol
-    heads (only the tokens that are not digits), then the multiplier heads (only the
+    `multiplier_heads`, `symbol_heads`, `number_heads`). Heads are ordered by kind: first the
+    offset heads (head h sees only the digits exactly `offsets[h]` below its query on the Abacus
+    index), then the windowed heads (the window, as every head of a one-kind model), then the
+    symbol heads (only the tokens that are not digits), then the number heads (only the query's
+    own number and what is written just before it, `number_group`), then the multiplier heads (only the
     multiplier of `a*b`; with `fixed_multiplier`, multiplier head j only its digit j)."""
 
     n_heads: int
@@ -73,27 +74,32 @@ class HeadKinds:
     multiplier_heads: int = 0
     fixed_multiplier: bool = True
     symbol_heads: int = 0
+    number_heads: int = 0
 
     @classmethod
     def of(cls, cfg: ModelConfig) -> HeadKinds | None:
         """The kinds of `cfg`'s heads, or None when every head is of the one kind."""
-        if not cfg.offset_heads and not cfg.multiplier_heads and not cfg.symbol_heads:
+        if not cfg.offset_heads and not cfg.multiplier_heads and not cfg.symbol_heads and not cfg.number_heads:
             return None
         return cls(cfg.n_heads, tuple(cfg.offset_heads), cfg.multiplier_heads, cfg.multiplier_select == "fixed",
-                   cfg.symbol_heads)
+                   cfg.symbol_heads, cfg.number_heads)
 
     @property
     def windowed_heads(self) -> int:
-        return self.n_heads - len(self.offsets) - self.symbol_heads - self.multiplier_heads
+        return self.n_heads - len(self.offsets) - self.symbol_heads - self.number_heads - self.multiplier_heads
 
     def kind_of(self, head: int) -> str:
         """Head `head`'s kind in words: "offset +1" (reads the digits one index below its
-        query; "offset -1": one above), "windowed", "symbol" or "multiplier"."""
+        query; "offset -1": one above), "windowed", "symbol", "number" or "multiplier"."""
         if head < len(self.offsets):
             return f"offset {self.offsets[head]:+d}"
-        if head >= self.n_heads - self.multiplier_heads:
-            return "multiplier"
-        return "symbol" if head >= self.n_heads - self.multiplier_heads - self.symbol_heads else "windowed"
+        from_the_end = self.n_heads - head  # 1 for the last head
+        for kind, count in (("multiplier", self.multiplier_heads), ("number", self.number_heads),
+                            ("symbol", self.symbol_heads)):
+            if from_the_end <= count:
+                return kind
+            from_the_end -= count
+        return "windowed"
 
 
 def attention_mask(
@@ -141,9 +147,24 @@ def number_ordinal(index: Int[Tensor, "batch pos"]) -> Int[Tensor, "batch pos"]:
     """Which number of the sequence each digit belongs to (1 for the first, 2 for the second,
     ...), 0 for every other token. The Abacus index returns to 0 between numbers, so a number
     is a run of nonzero indices: in `rev(a)*rev(b)=answer`, a is 1, the multiplier b is 2."""
+    started = _numbers_started(index)
+    return torch.where(index > 0, started, torch.zeros_like(index))
+
+
+def number_group(index: Int[Tensor, "batch pos"]) -> Int[Tensor, "batch pos"]:
+    """The number each token is read with by a number head: a digit's own number (as
+    `number_ordinal`), every other token the number written after it, so a label and its
+    separators join the number they name ("a:" of `a:05898,b:1=` with 05898); the tokens after
+    the last number ("=", the answer) are one group more."""
+    started = _numbers_started(index)
+    return torch.where(index > 0, started, started + 1)
+
+
+def _numbers_started(index: Int[Tensor, "batch pos"]) -> Int[Tensor, "batch pos"]:
+    """How many numbers (runs of nonzero Abacus index) have begun at or before each position."""
     is_digit = index > 0
     starts = is_digit & ~torch.nn.functional.pad(is_digit[:, :-1], (1, 0), value=False)
-    return torch.where(is_digit, starts.long().cumsum(dim=1), torch.zeros_like(index))
+    return starts.long().cumsum(dim=1)
 
 
 def _per_head_mask(visible, near, itself, index, heads: HeadKinds):
@@ -166,6 +187,10 @@ def _per_head_mask(visible, near, itself, index, heads: HeadKinds):
     if heads.symbol_heads:  # the tokens that are not digits (index 0), at any distance
         symbols = (readable & (index == 0)[:, None, :]) | itself  # [batch query key]
         kinds.append(symbols[:, None].expand(-1, heads.symbol_heads, -1, -1))
+    if heads.number_heads:  # the query's own number, at any distance and any count of numbers
+        group = number_group(index)  # [batch key]
+        own = (readable & (group[:, -n_query:, None] == group[:, None, :])) | itself  # [batch query key]
+        kinds.append(own[:, None].expand(-1, heads.number_heads, -1, -1))
     if heads.multiplier_heads:
         kinds.append(_multiplier_mask(visible, multiplier, itself, index, heads))
     return torch.cat(kinds, dim=1)  # [batch head query key]

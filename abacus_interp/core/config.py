@@ -123,6 +123,13 @@ class ModelConfig:
     # dilute it: on extrap-sort's 20-digit lists the head that reads the labels at the stop
     # query put 22% of its attention on them instead of 47%. 0: none.
     symbol_heads: int = 0
+    # Number heads: this many heads of every layer (after the symbol heads, before the
+    # multiplier heads) see only their query's own number: its digits, and the label and
+    # separators written just before it (sorting's "b:"), so a number's digits read its label,
+    # and each other, the same way in a list of 2 numbers or of 20. Without a position table a
+    # head tells its own number from the others' only by the causal order, which more numbers
+    # blur. The tokens after the last number ("=", the answer) form one more group. 0: none.
+    number_heads: int = 0
     max_seq_len: int = 64
     # Tied: the unembedding is the transpose of the token embedding (fewer parameters).
     tie_unembed: bool = False
@@ -248,10 +255,13 @@ class ModelConfig:
                             "(how far below its query, on the Abacus index, each such head reads)")
         if isinstance(self.symbol_heads, bool) or not isinstance(self.symbol_heads, int) or self.symbol_heads < 0:
             raise UserError(f"ModelConfig.symbol_heads={self.symbol_heads!r}: use an integer >= 0")
-        if len(self.offset_heads) + self.symbol_heads + self.multiplier_heads > self.n_heads:
+        if isinstance(self.number_heads, bool) or not isinstance(self.number_heads, int) or self.number_heads < 0:
+            raise UserError(f"ModelConfig.number_heads={self.number_heads!r}: use an integer >= 0")
+        if len(self.offset_heads) + self.symbol_heads + self.number_heads + self.multiplier_heads > self.n_heads:
             raise UserError(
-                f"ModelConfig: {len(self.offset_heads)} offset heads, {self.symbol_heads} symbol heads and "
-                f"{self.multiplier_heads} multiplier heads are more than n_heads={self.n_heads}; give fewer special heads or a larger n_heads"
+                f"ModelConfig: {len(self.offset_heads)} offset heads, {self.symbol_heads} symbol heads, "
+                f"{self.number_heads} number heads and {self.multiplier_heads} multiplier heads are more than "
+                f"n_heads={self.n_heads}; give fewer special heads or a larger n_heads"
             )
         if self.multiplier_heads and self.rotary != "abacus":
             raise UserError(
@@ -307,7 +317,7 @@ class ModelConfig:
     def attends_by_index(self) -> bool:
         """True when attention reads each token's Abacus index (rotary positions or a window)."""
         return (self.rotary != "none" or self.abacus_window is not None or self.multiplier_heads > 0
-                or bool(self.offset_heads) or self.symbol_heads > 0)
+                or bool(self.offset_heads) or self.symbol_heads > 0 or self.number_heads > 0)
 
     @property
     def d_vocab(self) -> int:
@@ -359,4 +369,4 @@ _DEFAULTS = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
 # configs read (and resume) as the same model.
 _OMITTED_AT_DEFAULT = ("rotary", "rotary_base", "abacus_window", "halt_tol", "unembed_init_std", "attn_bias",
                        "unembed_bias", "multiplier_heads", "multiplier_select", "offset_heads",
-                       "symbol_heads", "running_sum_probe")
+                       "symbol_heads", "number_heads", "running_sum_probe")
