@@ -233,7 +233,10 @@ def test_the_multiplication_analysis_splits_attention_by_head_kind():
     assert mass[:, :2, b_groups].max() == 0.0
     assert {r.multiplier_digits for r in result.accuracy.rows} == {1, 2}
     assert len(result.findings()) >= 3 and set(result.figures()) >= {"accuracy_by_length", "head_reading",
-                                                                      "running_sum_by_loop"}
+                                                                      "running_sum_by_loop", "by_multiplier"}
+    # the split by multiplier: for 2-digit multipliers, at the trained and the far length
+    assert [(r.digits, r.multiplier_digits) for r in result.by_multiplier] == [(3, 2), (6, 2)]
+    assert "By the sum of the multiplier's digits" in result.findings()[0]
     assert [r.label for r in result.running_sum] == ["uniform 3 x 1 digits", "uniform 3 x 2 digits"]
     assert all(len(r.fitted.read) == config.horizon and r.trained is None for r in result.running_sum)
 
@@ -291,6 +294,22 @@ def test_the_shipped_multiplier_extrapolates_by_one_digit_and_refuses_longer_mul
     assert main(["solve", str(SHIPPED), "123*4567"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "up to 3 digits" in err[0]
+
+
+@pytest.mark.skipif(not (SHIPPED / "config.json").exists(), reason="checkpoints/extrap-mul is not shipped in this checkout")
+def test_the_split_by_multiplier_decodes_the_accuracy_tables_row_again():
+    """On the shipped N x k run: the split's problems and verdicts are those of
+    `length_extrapolation`'s row (same exact match), and its bins add up to it."""
+    from abacus_interp.checkpoints import load_model, load_task
+    from abacus_interp.evaluation.extrapolation import length_extrapolation
+    from analyses.multiplication.multipliers import by_multiplier
+
+    model, task = load_model(SHIPPED), load_task(SHIPPED)
+    split = by_multiplier(model, task, 5, 2, n=24, seed=3)
+    row = length_extrapolation(model, task, [5], multipliers=[2], n=24, seed=3).rows[0]
+    assert split.exact_match == row.exact_match and 0 < row.exact_match < 1
+    assert sum(b.n for b in split.bins) == 24
+    assert sum(b.exact_match * b.n for b in split.bins) == pytest.approx(split.exact_match * 24, abs=0.01)
 
 
 def test_digit_accuracy_counts_the_products_each_column_sums():

@@ -58,3 +58,39 @@ def test_the_finding_pools_the_carries_a_one_digit_multiplier_never_makes():
     assert "x 1: 0 100% (n=100), 5-8 100% (n=20)" in sentence and "13+ 10% (n=10)" in sentence
     # above 8: (0.5 * 30 + 0.1 * 10) / 40 = 40%; up to 8: (100 + 80) / 200 = 90%
     assert "x 2 40% against 90% at carries up to 8" in sentence and "x 1 " not in sentence.split("never makes")[1]
+
+
+def test_a_multiplier_whose_digits_sum_to_9_never_carries_more_than_8():
+    """The premise of MULTIPLIER_BINS: a column sums at most 9 x (b's digit sum) + its carry in,
+    so up to a digit sum of 9 no carry passes 8; at 10 the first larger carry appears."""
+    rng = random.Random(0)
+    light = [b for b in range(1, 1000) if sum(map(int, str(b))) <= 9]
+    assert max(c for _ in range(3000) for c in carries_in(rng.randint(1, 10**12), rng.choice(light))) <= 8
+    assert max(carries_in(99999, 55)) == 9  # digit sum 10
+
+
+def test_multiplier_bins_recover_a_planted_split():
+    """Products planted right exactly when the multiplier's digits sum to at most 9: that bin
+    100%, every later one 0%, each problem counted once."""
+    from analyses.multiplication.multipliers import accuracy_by_multiplier
+    from analyses.multiplication.result import MULTIPLIER_BINS
+
+    task = get_task("multiplication", max_digits=5, max_multiplier_digits=3, answer_format="slots")
+    examples = task.sample_cell(200, random.Random(2), 5, 3)
+    right = [sum(map(int, str(e.operands[1]))) <= 9 for e in examples]
+    bins = accuracy_by_multiplier(examples, right)
+    assert [(b.lo, b.hi) for b in bins] == list(MULTIPLIER_BINS) and sum(b.n for b in bins) == 200
+    assert [b.exact_match for b in bins] == [1.0, 0.0, 0.0] and [b.span for b in bins] == ["0-9", "10-13", "14+"]
+    with pytest.raises(ValueError, match="verdicts"):
+        accuracy_by_multiplier(examples, right[:-1])
+
+
+def test_the_multiplier_sentence_states_every_bin_with_its_n():
+    from analyses.multiplication.findings import _by_multiplier_sentence
+    from analyses.multiplication.result import ByMultiplier, MultiplierBin
+
+    row = ByMultiplier(digits=20, multiplier_digits=2, n_problems=40, exact_match=0.5,
+                       bins=(MultiplierBin(0, 9, 20, 0.9), MultiplierBin(10, 13, 12, 0.25), MultiplierBin(14, None, 8, 0.0)))
+    sentence = _by_multiplier_sentence((row,))
+    assert "20 x 2 0-9 90% (n=20), 10-13 25% (n=12), 14+ 0% (n=8)" in sentence
+    assert row.label == "uniform, 20 x 2 digits"

@@ -33,6 +33,7 @@ from analyses.prose import LinearFit
 
 from .config import MultiplicationConfig
 from .heads import head_reading, knockout
+from .multipliers import by_multiplier
 from .result import (
     CARRY_BINS,
     CarryBin,
@@ -102,7 +103,7 @@ def run(model_or_run, task=None, *, config: MultiplicationConfig | None = None, 
                                 inside_multiplier_digits=k_hi, inside=inside,
                                 accuracy=accuracy, lock_in=tuple(fits), halting=halting, delayed=delayed,
                                 heads_trained=heads_trained, heads_far=heads_far, knockout=knocked,
-                                **_per_multiplier_length(model, task, ks, cfg))
+                                **_per_multiplier_length(model, task, ks, far, cfg))
 
 
 def skip_reason(model, task) -> str | None:
@@ -151,11 +152,14 @@ def accuracy_by_carry_in(examples, right) -> tuple[CarryBin, ...]:
                  for (lo, hi), (hits, n) in counts.items() if n)
 
 
-def _per_multiplier_length(model, task, ks, cfg: MultiplicationConfig) -> dict:
+def _per_multiplier_length(model, task, ks, far: int, cfg: MultiplicationConfig) -> dict:
     """Each answer digit's accuracy and each column's running-sum reading, on the same uniform
-    problems of the trained multiplicand length, one per multiplier length."""
+    problems of the trained multiplicand length, one per multiplier length; and for multipliers
+    of 2 digits or more, exact match by the multiplier's digit sum at that length and at `far`."""
     n = task.max_digits
-    return {"by_digit": tuple(digit_accuracy(model, _uniform(task, n, k, cfg.n_problems, cfg.seed), n, k, cfg.horizon)
+    return {"by_multiplier": tuple(by_multiplier(model, task, d, k, cfg.n_problems, cfg.seed)
+                                   for k in ks if k > 1 for d in (n, far)),
+            "by_digit": tuple(digit_accuracy(model, _uniform(task, n, k, cfg.n_problems, cfg.seed), n, k, cfg.horizon)
                               for k in ks),
             "running_sum": tuple(r for k in ks if (r := _running_sum(model, task, n, k, cfg)) is not None)}
 

@@ -8,6 +8,7 @@ from plotly.colors import qualitative
 from analyses._axes import integer_ticks, label_every_row, log_ticks, percent_ticks
 from analyses._head_group_figures import knockout
 from analyses._running_sum_figures import running_sum_by_loop
+from analyses._titles import title_with_detail
 
 COLORS = qualitative.Plotly
 
@@ -21,6 +22,8 @@ def multiplication_figures(result) -> dict[str, go.Figure]:
     if result.by_digit:
         figures["by_digit"] = by_digit(result)
         figures["by_carry_in"] = by_carry_in(result)
+    if result.by_multiplier:
+        figures["by_multiplier"] = by_multiplier(result)
     if result.running_sum:
         figures["running_sum_by_loop"] = running_sum_by_loop(result.running_sum)
     if result.heads_far is not None and result.knockout is not None:
@@ -63,6 +66,24 @@ def by_carry_in(result) -> go.Figure:
     fig.update_yaxes(title_text="answer digit right (logit lens)", range=[0, 1.02], tickformat=".0%")
     fig.update_layout(title=f"Answer digits by the carry into their column ({result.trained_digits}-digit multiplicands, "
                             f"n={d0.n_problems} per multiplier length, after {d0.loops} loops)")
+    return fig
+
+
+def by_multiplier(result) -> go.Figure:
+    fig = go.Figure()
+    for i, row in enumerate(result.by_multiplier):
+        fig.add_trace(go.Bar(x=[b.span for b in row.bins], y=[b.exact_match for b in row.bins],
+                             name=f"{row.digits} x {row.multiplier_digits} digits", marker_color=COLORS[i % len(COLORS)],
+                             text=[f"n={b.n}" for b in row.bins], textposition="outside",
+                             hovertemplate="digit sum %{x}: %{y:.0%} right (%{text})"))
+    fig.update_xaxes(title_text="sum of the multiplier's digits (up to 9: no carry above 8, as with one digit)",
+                     type="category", categoryorder="array",
+                     categoryarray=[span for _, span in sorted({(b.lo, b.span) for r in result.by_multiplier
+                                                                for b in r.bins})])
+    fig.update_yaxes(title_text="exact match, adaptive loops", range=[0, 1.1], tickformat=".0%")
+    fig.update_layout(barmode="group", **title_with_detail(
+        "N x k products by their multiplier",
+        f"uniform digits, the accuracy table's problems, n={result.by_multiplier[0].n_problems} per row"))
     return fig
 
 

@@ -24,6 +24,8 @@ def multiplication_findings(result) -> list[str]:
         out[-1] += " " + _by_digit_sentence(result.by_digit)
         if any(d.by_carry_in for d in result.by_digit):
             out[-1] += " " + _carry_in_sentence(result.by_digit)
+    if result.by_multiplier and out:
+        out[-1] += " " + _by_multiplier_sentence(result.by_multiplier)
     if result.running_sum:
         out.append(running_sum_sentence(result.running_sum))
     if result.heads_far is not None and result.knockout is not None:
@@ -74,6 +76,15 @@ def _carry_in_sentence(by_digit) -> str:
     if split:
         sentence += " Carries above 8, which a one-digit multiplier never makes: " + ", ".join(split) + "."
     return sentence
+
+
+def _by_multiplier_sentence(rows) -> str:
+    """Exact match per row split by the multiplier's digit sum (n = problems per bin)."""
+    parts = [f"{row.digits} x {row.multiplier_digits} " + ", ".join(f"{b.span} {b.exact_match:.0%} (n={b.n})"
+                                                                    for b in row.bins)
+             for row in rows]
+    return ("By the sum of the multiplier's digits (up to 9 no column carries more than 8, as with one digit; "
+            "the accuracy table's problems): " + "; ".join(parts) + ".")
 
 
 def _pooled(bins, above: int) -> tuple[float | None, float | None]:

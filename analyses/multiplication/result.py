@@ -82,9 +82,51 @@ class CarryBin:
     @property
     def span(self) -> str:
         """"0", "1-2", "13+": the bin's carries as findings and figures write them."""
-        if self.hi is None:
-            return f"{self.lo}+"
-        return str(self.lo) if self.hi == self.lo else f"{self.lo}-{self.hi}"
+        return span_text(self.lo, self.hi)
+
+
+def span_text(lo: int, hi: int | None) -> str:
+    """"0", "1-2", "13+": a bin's bounds as findings and figures write them."""
+    if hi is None:
+        return f"{lo}+"
+    return str(lo) if hi == lo else f"{lo}-{hi}"
+
+
+# the multipliers grouped by the sum of their digits: up to 9 no column sums past 9 x 9 + 8 = 89,
+# so no carry passes 8, as with a one-digit multiplier; above it the larger carries appear, in
+# more columns the larger the sum
+MULTIPLIER_BINS: tuple[tuple[int, int | None], ...] = ((0, 9), (10, 13), (14, None))
+
+
+@dataclass(frozen=True)
+class MultiplierBin:
+    """The products whose multiplier's digits sum to `lo`..`hi`, and how many are right."""
+
+    lo: int
+    hi: int | None  # None: `lo` and above
+    n: int  # problems
+    exact_match: float
+
+    @property
+    def span(self) -> str:
+        return span_text(self.lo, self.hi)
+
+
+@dataclass(frozen=True)
+class ByMultiplier:
+    """Exact match of uniform `digits` x `multiplier_digits` products (the accuracy table's
+    problems of that row, decoded again) split by the multiplier's digit sum: whether a long
+    product is right is decided mostly by its multiplier, which every column multiplies."""
+
+    digits: int
+    multiplier_digits: int
+    n_problems: int
+    exact_match: float
+    bins: tuple[MultiplierBin, ...]
+
+    @property
+    def label(self) -> str:
+        return f"uniform, {self.digits} x {self.multiplier_digits} digits"
 
 
 @dataclass(frozen=True)
@@ -129,6 +171,8 @@ class MultiplicationResult:
     by_digit: tuple[DigitAccuracy, ...] = ()  # one per k, at the trained multiplicand length
     # each column's running sum read from the state after every loop, one per k, same problems as by_digit
     running_sum: tuple[RunningSumReading, ...] = ()
+    # exact match by the multiplier's digit sum, per k of 2 digits or more, at N and at the far length
+    by_multiplier: tuple[ByMultiplier, ...] = ()
 
     def to_dict(self) -> dict:
         return to_json(self)
