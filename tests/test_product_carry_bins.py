@@ -83,6 +83,9 @@ def test_multiplier_bins_recover_a_planted_split():
     assert [b.exact_match for b in bins] == [1.0, 0.0, 0.0] and [b.span for b in bins] == ["0-9", "10-13", "14+"]
     with pytest.raises(ValueError, match="verdicts"):
         accuracy_by_multiplier(examples, right[:-1])
+    # the edges, by hand: 9 (0-9), 10 and 13 (10-13), 14 (14+)
+    edges = [task.make(123, b) for b in (900, 55, 94, 77)]
+    assert [(b.span, b.n) for b in accuracy_by_multiplier(edges, [True] * 4)] == [("0-9", 1), ("10-13", 2), ("14+", 1)]
 
 
 def test_the_multiplier_sentence_states_every_bin_with_its_n():

@@ -69,6 +69,10 @@ def test_number_group_joins_each_label_to_the_number_it_names():
     # "a:12,b:3=" then the answer "ba": the label and separators before a number read with it
     index = torch.tensor([[0, 0, 1, 2, 0, 0, 0, 1, 0, 0, 0]])
     assert number_group(index).tolist() == [[1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3]]
+    # a whole sorting prompt, "b:1204,d:7,g:653=", written out
+    model = LoopedTransformer(ModelConfig(**SORTER))
+    prompt_index = abacus_indices(model.to_tokens(["b:1204,d:7,g:653="]), model.digit_ids)
+    assert number_group(prompt_index).tolist() == [[1] * 6 + [2] * 4 + [3] * 6 + [4]]
     # left padding (index 0) joins the first number's group; the mask hides it as padding
     assert number_group(torch.tensor([[0, 0, 0, 1, 0, 1]])).tolist() == [[1, 1, 1, 1, 2, 2]]
 

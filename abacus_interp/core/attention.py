@@ -155,7 +155,8 @@ def number_group(index: Int[Tensor, "batch pos"]) -> Int[Tensor, "batch pos"]:
     """The number each token is read with by a number head: a digit's own number (as
     `number_ordinal`), every other token the number written after it, so a label and its
     separators join the number they name ("a:" of `a:05898,b:1=` with 05898); the tokens after
-    the last number ("=", the answer) are one group more."""
+    the last number ("=", a sorting answer's labels) are one group more; answer digits, being
+    digits, are numbers of their own."""
     started = _numbers_started(index)
     return torch.where(index > 0, started, started + 1)
 

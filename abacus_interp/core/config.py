@@ -128,7 +128,9 @@ class ModelConfig:
     # separators written just before it (sorting's "b:"), so a number's digits read its label,
     # and each other, the same way in a list of 2 numbers or of 20. Without a position table a
     # head tells its own number from the others' only by the causal order, which more numbers
-    # blur. The tokens after the last number ("=", the answer) form one more group. 0: none.
+    # blur. The tokens after the last number ("=" and a sorting answer's labels) form one more
+    # group; answer digits form groups of their own. In a model with multiplier heads the
+    # multiplier's digits stay hidden from every other kind, number heads too. 0: none.
     number_heads: int = 0
     max_seq_len: int = 64
     # Tied: the unembedding is the transpose of the token embedding (fewer parameters).

@@ -5,7 +5,7 @@ range (N x k multiplication: a long multiplicand times a k-digit multiplier), th
 which a looped model can extrapolate in the multiplicand's length (ModelConfig.multiplier_heads).
 
 `large_digit_fraction` plants problems whose digits are all large: under uniform digits a
-column's running sum rarely passes 90 (a carry above 8), which an N x 1 product never makes
+column's running sum rarely reaches 90 (a carry above 8), which an N x 1 product never makes
 and an N x 2 or N x 3 one does, so those carries are few in the training data.
 """
 

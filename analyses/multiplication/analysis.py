@@ -155,10 +155,11 @@ def accuracy_by_carry_in(examples, right) -> tuple[CarryBin, ...]:
 def _per_multiplier_length(model, task, ks, far: int, cfg: MultiplicationConfig) -> dict:
     """Each answer digit's accuracy and each column's running-sum reading, on the same uniform
     problems of the trained multiplicand length, one per multiplier length; and for multipliers
-    of 2 digits or more, exact match by the multiplier's digit sum at that length and at `far`."""
+    of 2 digits or more, exact match by the multiplier's digit sum at that length and at `far`
+    (the accuracy table's problems where `far` is one of its lengths, as the report's are)."""
     n = task.max_digits
     return {"by_multiplier": tuple(by_multiplier(model, task, d, k, cfg.n_problems, cfg.seed)
-                                   for k in ks if k > 1 for d in (n, far)),
+                                   for k in ks if k > 1 for d in sorted({n, far})),
             "by_digit": tuple(digit_accuracy(model, _uniform(task, n, k, cfg.n_problems, cfg.seed), n, k, cfg.horizon)
                               for k in ks),
             "running_sum": tuple(r for k in ks if (r := _running_sum(model, task, n, k, cfg)) is not None)}

@@ -1,6 +1,7 @@
 """Exact match of N x k products split by their multiplier: every column of a * b multiplies
-the same digits of b, so a multiplier whose digits sum to more than 9 makes carries above 8 in
-column after column, and a long product with it fails where one with a light multiplier holds."""
+the same digits of b. A multiplier whose digits sum to 9 or less can never make a carry above
+8 (a column sums at most 9 x 9 plus a carry of at most 8); a heavier one can, in any column,
+so the longer the product the likelier it meets one."""
 
 from __future__ import annotations
 
