@@ -65,16 +65,16 @@ def test_symbol_head_config_checks_and_round_trip():
         ModelConfig(**{**SORTER, "symbol_heads": -1})
 
 
-def test_number_group_joins_each_label_to_the_number_it_names():
-    # "a:12,b:3=" then the answer "ba": the label and separators before a number read with it
+def test_number_group_makes_each_item_of_a_list_one_group():
+    # "a:12,b:3=" then the answer "ba": "a:12," and "b:3=" are items, the answer one group more
     index = torch.tensor([[0, 0, 1, 2, 0, 0, 0, 1, 0, 0, 0]])
-    assert number_group(index).tolist() == [[1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3]]
+    assert number_group(index).tolist() == [[1, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3]]
     # a whole sorting prompt, "b:1204,d:7,g:653=", written out
     model = LoopedTransformer(ModelConfig(**SORTER))
     prompt_index = abacus_indices(model.to_tokens(["b:1204,d:7,g:653="]), model.digit_ids)
-    assert number_group(prompt_index).tolist() == [[1] * 6 + [2] * 4 + [3] * 6 + [4]]
+    assert number_group(prompt_index).tolist() == [[1] * 7 + [2] * 4 + [3] * 6]
     # left padding (index 0) joins the first number's group; the mask hides it as padding
-    assert number_group(torch.tensor([[0, 0, 0, 1, 0, 1]])).tolist() == [[1, 1, 1, 1, 2, 2]]
+    assert number_group(torch.tensor([[0, 0, 0, 1, 0, 1]])).tolist() == [[1, 1, 1, 1, 1, 2]]
 
 
 def test_a_number_head_sees_its_own_number_and_label_and_nothing_else():
@@ -99,6 +99,8 @@ def test_a_number_head_sees_its_own_number_and_label_and_nothing_else():
     label = text.index("b")
     assert sees[0, last_digit, label] and sees[0, last_digit, last_digit - 3]
     assert not sees[0, text.index("d") + 2, label]  # the next number's digit "7" does not
+    closing = text.index(",")  # the separator that closes "b:1204," sees the whole item
+    assert sees[0, closing, label] and sees[0, closing, last_digit] and not sees[0, closing + 1, last_digit]
 
 
 def test_number_head_kinds_and_config():

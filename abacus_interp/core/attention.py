@@ -153,12 +153,15 @@ def number_ordinal(index: Int[Tensor, "batch pos"]) -> Int[Tensor, "batch pos"]:
 
 def number_group(index: Int[Tensor, "batch pos"]) -> Int[Tensor, "batch pos"]:
     """The number each token is read with by a number head: a digit's own number (as
-    `number_ordinal`), every other token the number written after it, so a label and its
-    separators join the number they name ("a:" of `a:05898,b:1=` with 05898); the tokens after
-    the last number ("=", a sorting answer's labels) are one group more; answer digits, being
-    digits, are numbers of their own."""
+    `number_ordinal`); a token right after a digit the number it closes; every other token the
+    number written after it. So each item of a list is one group, its label, its digits and the
+    separator that ends it ("a:05898," of `a:05898,b:1=`), and the closing separator sees the
+    whole item; the tokens after the last number's closing "=" (a sorting answer's labels) are
+    one group more; answer digits, being digits, are numbers of their own."""
     started = _numbers_started(index)
-    return torch.where(index > 0, started, started + 1)
+    is_digit = index > 0
+    closes = torch.nn.functional.pad(is_digit[:, :-1], (1, 0), value=False)  # [batch pos]: a digit just before
+    return torch.where(is_digit | closes, started, started + 1)
 
 
 def _numbers_started(index: Int[Tensor, "batch pos"]) -> Int[Tensor, "batch pos"]:

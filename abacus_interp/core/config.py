@@ -124,13 +124,13 @@ class ModelConfig:
     # query put 22% of its attention on them instead of 47%. 0: none.
     symbol_heads: int = 0
     # Number heads: this many heads of every layer (after the symbol heads, before the
-    # multiplier heads) see only their query's own number: its digits, and the label and
-    # separators written just before it (sorting's "b:"), so a number's digits read its label,
-    # and each other, the same way in a list of 2 numbers or of 20. Without a position table a
-    # head tells its own number from the others' only by the causal order, which more numbers
-    # blur. The tokens after the last number ("=" and a sorting answer's labels) form one more
-    # group; answer digits form groups of their own. In a model with multiplier heads the
-    # multiplier's digits stay hidden from every other kind, number heads too. 0: none.
+    # multiplier heads) see only their query's own item: its number's digits, the label and
+    # separator before them and the one that closes it (sorting's "b:1204,"), so a number's
+    # digits read its label, and its closing separator the whole item, the same way in a list
+    # of 2 numbers or of 20. Without a position table a head tells its own number from the
+    # others' only by the causal order, which more numbers blur. A sorting answer's labels form
+    # one more group; answer digits form groups of their own. In a model with multiplier heads
+    # the multiplier's digits stay hidden from every other kind, number heads too. 0: none.
     number_heads: int = 0
     max_seq_len: int = 64
     # Tied: the unembedding is the transpose of the token embedding (fewer parameters).

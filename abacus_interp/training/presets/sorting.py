@@ -27,9 +27,10 @@ both, the stop 99% / 100% (the symbol head alone cost it: 77%); planted depths 2
 at step 6,000: 10% / 3% / 6% vs 2% / 0% / 1%. The stop holds on long lists and mostly on long
 numbers, the labels do not: not adopted.
 
-Number heads (`model.number_heads=1`: one of the four heads sees only its query's own number
-and the label before it, at any count of numbers; `--set train.processes=1`, 31 minutes to
-step 4,000 beside another training) against this recipe at step 4,000: in distribution 84% vs
+Number heads as first built (commit e9c72fb: `model.number_heads=1`, one of the four heads
+sees only its query's own number and the label and separators before it, at any count of
+numbers; `--set train.processes=1`, 31 minutes to step 4,000 beside another training) against
+this recipe at step 4,000: in distribution 84% vs
 79%; 20-digit numbers 17% vs 5% (the stop 35% vs 31%); 10 numbers 0% both (each label given the
 ones before it 22-94% vs 33-87%, the stop 93% vs 100%); hard lists of 5-digit numbers 0% vs 1%;
 planted depths 2 / 3 / 4: 0% each vs 1% / 0% / 1%. With 10 numbers even the first label, the
