@@ -1,4 +1,40 @@
-"""The multiplication recipes: N x k products that extrapolate (extrap-mul) and N x N in distribution (mul)."""
+"""The multiplication recipes: N x k products that extrapolate (extrap-mul) and N x N in distribution (mul).
+
+Levers measured against extrap-mul at equal steps, beyond those in its docstring. Exact match
+is `abacus-interp eval --lengths 5,20 --multipliers 1,2,3 --n 100`'s problems (uniform digits,
+adaptive loops), scored on the plain task.
+
+The running-sum loss (Bai et al. 2025), the one lever that beat this recipe at equal steps:
+`--set model.running_sum_probe=true --set train.running_sum_loss=0.5 --set train.steps=9000`
+(the same schedule and batches as the shipped run's first 9,000 steps, one process), then
+resumed with `--set train.steps=13000` as the shipped run was and stopped at 12,000 (122 min
+of training clock, beside other work). Held-out exact match of the training mix ahead from
+step ~4,000 (48% against 41%), 71% against 60% at 9,000 and 75% against 68% at 12,000. The same
+eval as above at 5 / 20 digits, n=100: at step 9,000 x 2 digits 61% / 9% against the recipe's
+28% / 7%, x 3 digits 9% / 0% against 1% / 0%; at step 12,000 x 2 74% / 26% against 45% / 14%, x 3
+11% / 0% against 7% / 0% (x 1 100% in all). At 12,000 steps it is near the shipped run's 28,000
+on N x 2 in distribution (81%). Not in this preset, which reproduces the shipped run.
+
+The running-sum run resumed along the shipped run's schedule (`--set train.steps=13000`, then
+`19000`: 65 minutes from step 12,009 to 19,000 beside other work), at step 13,000 / 19,000: x 2 digits 75% / 85% at 5 digits against the
+recipe's 50% / 67%, 22% / 38% at 20 against 22% / 32%, 13% / 23% at 50 against 5% / 15%; x 3
+digits 10% / 23% against 7% / 13% in distribution, 0-2% longer. At 19,000 steps it matches the
+shipped run's 36,000 in distribution (78% and 24%) and not at 50 digits (23% against 37%).
+Resumed with `--set train.steps=28000` and stopped at step 26,000 (CPU time ran out), against
+the recipe at 26,000: x 2 digits 87% / 52% / 29% at 5 / 20 / 50 digits against 83% / 46% / 24%;
+x 3 digits 35% / 0% / 1% against 20% / 2% / 0%. Against the shipped run's 36,000: ahead in
+distribution (87% and 35% against 78% and 24%) and at 20 x 2 (52% against 40%), behind at 50 x 2
+(29% against 37%).
+
+Large digits on top of it (`--set task.large_digit_fraction=0.3`: 30% of the training
+problems have every digit in 5..9, so a column carries more than 8 in 32% of N x 2 columns
+against 4% under uniform digits; schedule steps=9000, stopped at step 7,015, 65 minutes beside
+another training), against the running-sum run at step 7,000: x 2 digits 35% against 32% at
+5 digits (the recipe: 26%), 5% against 4% at 20; x 3 digits 4% against 3%. By the sum of the
+multiplier's digits (5 x 2, n=200): 42% against 48% at 0-9, 17% against 18% at 10-13, 39%
+against 17% at 14 and above (n=23). It moves accuracy toward the heavy multipliers, not up:
+not adopted.
+"""
 
 from __future__ import annotations
 
@@ -40,16 +76,8 @@ def extrap_mul() -> RunConfig:
     FLOPs), no 3-digit multipliers in the data, or d_mlp 1,024: no better than this recipe at
     equal steps (1,000-2,259-step probes).
 
-    The running-sum loss (Bai et al. 2025), the one lever that beat this recipe at equal steps:
-    `--set model.running_sum_probe=true --set train.running_sum_loss=0.5 --set train.steps=9000`
-    (the same schedule and batches as the shipped run's first 9,000 steps, one process), then
-    resumed with `--set train.steps=13000` as the shipped run was and stopped at 12,000 (122 min
-    of training clock, beside other work). Held-out exact match of the training mix ahead from
-    step ~4,000 (48% against 41%), 71% against 60% at 9,000 and 75% against 68% at 12,000. The same
-    eval as above at 5 / 20 digits, n=100: at step 9,000 x 2 digits 61% / 9% against the recipe's
-    28% / 7%, x 3 digits 9% / 0% against 1% / 0%; at step 12,000 x 2 74% / 26% against 45% / 14%, x 3
-    11% / 0% against 7% / 0% (x 1 100% in all). At 12,000 steps it is near the shipped run's 28,000
-    on N x 2 in distribution (81%). Not in this preset, which reproduces the shipped run.
+    The running-sum loss, the one lever that beat this recipe at equal steps, and the probes
+    after it are in the module docstring.
     """
     return recipe(
         "extrap-mul",
