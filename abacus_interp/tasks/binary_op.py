@@ -110,11 +110,13 @@ class BinaryOpTask(Task):
         hi = self.max_digits if max_digits is None else max_digits
         check_digit_range(lo, hi)
         j_lo, j_hi = self.second_operand_range(lo, hi)
-        out = []
-        for _ in range(n):
-            i, j = rng.randint(lo, hi), rng.randint(j_lo, j_hi)
-            out.append(self.make(random_with_digits(rng, i), random_with_digits(rng, j)))
-        return out
+        return [self.draw_problem(rng, (lo, hi), (j_lo, j_hi)) for _ in range(n)]
+
+    def draw_problem(self, rng: random.Random, first: tuple[int, int], second: tuple[int, int]) -> Example:
+        """One problem of `sample`: digit counts uniform over the operands' ranges, then uniform
+        operands with exactly those counts (a task that plants problems overrides this)."""
+        i, j = rng.randint(*first), rng.randint(*second)
+        return self.make(random_with_digits(rng, i), random_with_digits(rng, j))
 
     def second_operand_range(self, lo: int, hi: int) -> tuple[int, int]:
         """The digit counts the second operand is drawn from when the first's are lo..hi: the

@@ -57,22 +57,12 @@ class MultiplicationTask(BinaryOpTask):
         self.min_multiplier_digits = min_multiplier_digits
         self.large_digit_fraction = float(large_digit_fraction)
 
-    def sample(self, n: int, rng: random.Random, min_digits: int | None = None,
-               max_digits: int | None = None) -> list[Example]:
-        if not self.large_digit_fraction:  # the plain stream, draw for draw
-            return super().sample(n, rng, min_digits, max_digits)
-        lo = self.min_digits if min_digits is None else min_digits
-        hi = self.max_digits if max_digits is None else max_digits
-        check_digit_range(lo, hi)
-        j_lo, j_hi = self.second_operand_range(lo, hi)
-        out = []
-        for _ in range(n):
-            if rng.random() < self.large_digit_fraction:
-                i, j = rng.randint(lo, hi), rng.randint(j_lo, j_hi)
-                out.append(self.make(large_digit_number(rng, i), large_digit_number(rng, j)))
-            else:
-                out.extend(super().sample(1, rng, lo, hi))
-        return out
+    def draw_problem(self, rng: random.Random, first: tuple[int, int], second: tuple[int, int]) -> Example:
+        # no draw for the plant when there is none: the plain stream, draw for draw
+        if self.large_digit_fraction and rng.random() < self.large_digit_fraction:
+            i, j = rng.randint(*first), rng.randint(*second)
+            return self.make(large_digit_number(rng, i), large_digit_number(rng, j))
+        return super().draw_problem(rng, first, second)
 
     @property
     def multiplier_range(self) -> tuple[int, int]:
