@@ -95,6 +95,13 @@ class TrainConfig:
     # gradient reaches every loop, which is the point: it shapes the state, not only the
     # readout. None: off.
     running_sum_loss: float | None = None
+    # Start from another run's weights instead of a fresh initialisation: a run directory (its
+    # latest checkpoint) or a .safetensors checkpoint. The model may add what the checkpoint
+    # lacks (a lever such as model.running_sum_probe keeps its fresh initialisation) but must
+    # hold every tensor of the checkpoint at its shape. The optimizer, the schedule and the
+    # step count start afresh; the data stream is train.seed's, so a different seed than the
+    # source run's shows the model problems it has not drawn. None: a fresh model.
+    init_from: str | None = None
     loss_dtype: str = "float32"
     seed: int = 0
     log_every: int = 10

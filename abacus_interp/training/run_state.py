@@ -98,13 +98,48 @@ def start_or_resume(run_dir: Path, cfg: RunConfig, model, optimizer, is_writer: 
             rewrite_metrics(run_dir, rows)
         logger.info("resuming %s from step %d", run_dir, step)
         return step, meta.get("tokens", 0)
+    if is_writer and config_path.exists() and any((run_dir / "checkpoints").glob("*.safetensors")):
+        raise UserError(f"{run_dir} already has checkpoints but no resume state; choose a new --out")
+    if cfg.train.init_from is not None:  # every process reads the same file: no broadcast needed
+        warm_start(model, cfg.train.init_from)
     if is_writer:
-        if config_path.exists() and any((run_dir / "checkpoints").glob("*.safetensors")):
-            raise UserError(f"{run_dir} already has checkpoints but no resume state; choose a new --out")
         run_dir.mkdir(parents=True, exist_ok=True)
         ckpt.write_json(config_path, cfg.to_dict())
         rewrite_metrics(run_dir, [])
     return 0, 0
+
+
+def warm_start(model, source: str | Path) -> Path:
+    """Load the weights of `source` (a run directory's latest checkpoint, or a .safetensors
+    file) into `model`, which may hold tensors the source lacks (they keep their fresh
+    initialisation, and are logged) but no fewer and none of another shape. The file read."""
+    source = Path(source)
+    what = f"train.init_from={str(source)!r}"
+    if source.is_dir():
+        checkpoints = ckpt.list_checkpoints(source)
+        if not checkpoints:
+            raise UserError(f"{what}: {source} has no checkpoints yet; name a run that has trained, or a checkpoint file")
+        weights = checkpoints[-1][1]
+    elif source.suffix == ".safetensors" and source.is_file():
+        weights = source
+    else:
+        raise UserError(f"{what} is neither a run directory nor a .safetensors checkpoint; "
+                        "name one, e.g. checkpoints/extrap-mul")
+    state = ckpt.read_state(weights, fix="name another checkpoint in train.init_from")
+    expected = model.state_dict()
+    lost = [key for key in state if key not in expected]
+    other_shapes = [f"{key} is {list(value.shape)}, not {list(expected[key].shape)}"
+                    for key, value in state.items() if key in expected and value.shape != expected[key].shape]
+    if lost or other_shapes:
+        problems = ([f"this model has no {', '.join(lost)}"] if lost else []) + other_shapes
+        raise UserError(f"{what}: {weights} does not fit this model ({'; '.join(problems)}); the model may add "
+                        "tensors to the checkpoint's but must keep each of them at its shape: "
+                        "use the source run's model settings and add levers only")
+    fresh = [key for key in expected if key not in state]
+    model.load_state_dict(state, strict=False)
+    logger.info("started from the weights of %s%s", weights,
+                f"; freshly initialised (the checkpoint lacks them): {', '.join(fresh)}" if fresh else "")
+    return weights
 
 
 def rewrite_metrics(run_dir: Path, rows: list[dict]) -> None:

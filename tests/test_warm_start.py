@@ -1,0 +1,94 @@
+"""Warm starts (train.init_from): a new run begins from another run's weights, may add a
+lever's tensors (the running-sum readout) to them, and refuses a model that would drop or
+resize any of them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from abacus_interp import checkpoints as ckpt
+from abacus_interp.errors import UserError
+from abacus_interp.training import apply_overrides, get_preset, train
+
+TINY_MUL = [
+    "task.max_digits=3", "model.d_model=32", "model.n_heads=2", "model.n_layers=1", "model.n_loops=2",
+    "model.max_seq_len=16", "train.batch_size=16", "train.eval_problems=8", "train.warmup_steps=0",
+    "train.processes=1", "train.steps=6", "train.checkpoint_every=3", "train.dense_checkpoints=1",
+    "train.log_every=1", "train.eval_every=3",
+]  # fmt: skip
+PROBE = ["model.running_sum_probe=true", "train.running_sum_loss=0.5"]
+
+
+def tiny_mul(*extra: str):
+    return apply_overrides(get_preset("mul"), [*TINY_MUL, *extra])
+
+
+@pytest.fixture(scope="module")
+def source_run(tmp_path_factory) -> Path:
+    """A tiny multiplication run without the running-sum readout, trained to step 6."""
+    run_dir = tmp_path_factory.mktemp("source") / "run"
+    train(tiny_mul(), run_dir, progress=False)
+    return run_dir
+
+
+def test_a_warm_start_begins_at_the_sources_weights_and_adds_the_levers_tensors(source_run, tmp_path):
+    run_dir = tmp_path / "warm"
+    result = train(tiny_mul(*PROBE, f"train.init_from={source_run}", "train.seed=1"), run_dir, progress=False)
+    assert result.final_step == 6
+    source = ckpt.load_tensors(ckpt.step_path(source_run, 6))  # a run directory: its latest checkpoint
+    start = ckpt.load_tensors(ckpt.step_path(run_dir, 0))
+    assert set(start) - set(source) == {"W_sum", "b_sum"}  # the readout, freshly initialised
+    for name, value in source.items():
+        assert torch.equal(start[name], value), f"{name} is not the source's"
+    end = ckpt.load_tensors(ckpt.step_path(run_dir, 6))
+    assert not torch.equal(end["W_sum"], start["W_sum"])  # and it trains
+    assert ckpt.read_run_config(run_dir)["train"]["init_from"] == str(source_run)
+    rows = ckpt.read_metrics(run_dir)
+    assert rows[0]["step"] == 1 and all(r["running_sum_loss"] >= 0 for r in rows)
+
+
+def test_a_warm_start_from_one_checkpoint_file_and_its_resume(source_run, tmp_path):
+    early = ckpt.step_path(source_run, 3)
+    run_dir = tmp_path / "warm"
+    train(tiny_mul(f"train.init_from={early}", "train.steps=3"), run_dir, progress=False)
+    start = ckpt.load_tensors(ckpt.step_path(run_dir, 0))
+    assert all(torch.equal(start[k], v) for k, v in ckpt.load_tensors(early).items())
+    # extending resumes from the run's own state, not from init_from again
+    step_3 = ckpt.load_tensors(ckpt.step_path(run_dir, 3))
+    train(tiny_mul(f"train.init_from={early}", "train.steps=6"), run_dir, progress=False)
+    assert all(torch.equal(ckpt.load_tensors(ckpt.step_path(run_dir, 3))[k], v) for k, v in step_3.items())
+    assert [r["step"] for r in ckpt.read_metrics(run_dir)] == list(range(1, 7))
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["model.d_model=48"], r"W_E is \[\d+, 32\], not \[\d+, 48\]"),
+    (["model.n_layers=2", "model.n_loops=1"], None),  # more layers: added, so this one trains
+])  # fmt: skip
+def test_a_resized_model_is_refused_and_an_added_layer_is_not(source_run, tmp_path, extra, message):
+    cfg = tiny_mul(*extra, f"train.init_from={source_run}", "train.steps=1")
+    if message is None:
+        train(cfg, tmp_path / "run", progress=False)
+        return
+    with pytest.raises(UserError, match=message):
+        train(cfg, tmp_path / "run", progress=False)
+    assert not (tmp_path / "run" / "checkpoints").exists()  # refused before writing anything
+
+
+def test_a_model_that_would_drop_a_tensor_is_refused(source_run, tmp_path):
+    with_probe = tmp_path / "probe"
+    train(tiny_mul(*PROBE, "train.steps=1"), with_probe, progress=False)
+    with pytest.raises(UserError, match="this model has no W_sum, b_sum"):
+        train(tiny_mul(f"train.init_from={with_probe}"), tmp_path / "run", progress=False)
+
+
+def test_a_source_that_is_no_checkpoint_says_what_to_name(tmp_path):
+    (tmp_path / "empty" / "checkpoints").mkdir(parents=True)
+    (tmp_path / "notes.txt").write_text("x")
+    for source, message in [(tmp_path / "empty", "has no checkpoints yet"),
+                            (tmp_path / "notes.txt", "neither a run directory nor a .safetensors"),
+                            (tmp_path / "missing.safetensors", "neither a run directory nor a .safetensors")]:
+        with pytest.raises(UserError, match=message):
+            train(tiny_mul(f"train.init_from={source}"), tmp_path / "run", progress=False)
