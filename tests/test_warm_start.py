@@ -4,6 +4,8 @@ resize any of them."""
 
 from __future__ import annotations
 
+import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -11,7 +13,8 @@ import torch
 
 from abacus_interp import checkpoints as ckpt
 from abacus_interp.errors import UserError
-from abacus_interp.training import apply_overrides, get_preset, train
+from abacus_interp.training import TrainingInterrupted, apply_overrides, get_preset, train
+from abacus_interp.training.data import BatchSource
 
 TINY_MUL = [
     "task.max_digits=3", "model.d_model=32", "model.n_heads=2", "model.n_layers=1", "model.n_loops=2",
@@ -38,43 +41,59 @@ def test_a_warm_start_begins_at_the_sources_weights_and_adds_the_levers_tensors(
     run_dir = tmp_path / "warm"
     result = train(tiny_mul(*PROBE, f"train.init_from={source_run}", "train.seed=1"), run_dir, progress=False)
     assert result.final_step == 6
-    source = ckpt.load_tensors(ckpt.step_path(source_run, 6))  # a run directory: its latest checkpoint
+    latest = ckpt.step_path(source_run, 6)  # a run directory: its latest checkpoint
+    source = ckpt.load_tensors(latest)
     start = ckpt.load_tensors(ckpt.step_path(run_dir, 0))
     assert set(start) - set(source) == {"W_sum", "b_sum"}  # the readout, freshly initialised
     for name, value in source.items():
         assert torch.equal(start[name], value), f"{name} is not the source's"
     end = ckpt.load_tensors(ckpt.step_path(run_dir, 6))
     assert not torch.equal(end["W_sum"], start["W_sum"])  # and it trains
-    assert ckpt.read_run_config(run_dir)["train"]["init_from"] == str(source_run)
+    assert ckpt.read_run_config(run_dir)["train"]["init_from"] == str(latest)  # the file, not the folder
     rows = ckpt.read_metrics(run_dir)
-    assert rows[0]["step"] == 1 and all(r["running_sum_loss"] >= 0 for r in rows)
+    assert rows[0]["step"] == 1 and all("running_sum_loss" in r for r in rows)
 
 
-def test_a_warm_start_from_one_checkpoint_file_and_its_resume(source_run, tmp_path):
-    early = ckpt.step_path(source_run, 3)
+def test_a_resumed_warm_start_continues_from_its_own_state(source_run, tmp_path, monkeypatch):
+    early = tmp_path / "source.safetensors"
+    shutil.copy(ckpt.step_path(source_run, 3), early)
+    straight = tmp_path / "straight"
+    train(tiny_mul(f"train.init_from={early}"), straight, progress=False)
     run_dir = tmp_path / "warm"
-    train(tiny_mul(f"train.init_from={early}", "train.steps=3"), run_dir, progress=False)
-    start = ckpt.load_tensors(ckpt.step_path(run_dir, 0))
-    assert all(torch.equal(start[k], v) for k, v in ckpt.load_tensors(early).items())
-    # extending resumes from the run's own state, not from init_from again
-    step_3 = ckpt.load_tensors(ckpt.step_path(run_dir, 3))
-    train(tiny_mul(f"train.init_from={early}", "train.steps=6"), run_dir, progress=False)
-    assert all(torch.equal(ckpt.load_tensors(ckpt.step_path(run_dir, 3))[k], v) for k, v in step_3.items())
+    original = BatchSource.batch
+
+    def interrupted(self, step):  # SIGINT while step 4 is fetched: it finishes, saves and stops
+        if step == 4:
+            signal.raise_signal(signal.SIGINT)
+        return original(self, step)
+
+    monkeypatch.setattr(BatchSource, "batch", interrupted)
+    with pytest.raises(TrainingInterrupted):
+        train(tiny_mul(f"train.init_from={early}"), run_dir, progress=False)
+    monkeypatch.setattr(BatchSource, "batch", original)
+    early.unlink()  # a resume must not need the source again
+    train(tiny_mul(), run_dir, progress=False)  # resumed without the --set
+    assert ckpt.read_run_config(run_dir)["train"]["init_from"] == str(early)  # the history is kept
+    resumed, whole = (ckpt.load_tensors(ckpt.step_path(run, 6)) for run in (run_dir, straight))
+    assert all(torch.equal(resumed[k], whole[k]) for k in whole)  # the uninterrupted run's step 6
     assert [r["step"] for r in ckpt.read_metrics(run_dir)] == list(range(1, 7))
 
 
-@pytest.mark.parametrize("extra, message", [
-    (["model.d_model=48"], r"W_E is \[\d+, 32\], not \[\d+, 48\]"),
-    (["model.n_layers=2", "model.n_loops=1"], None),  # more layers: added, so this one trains
-])  # fmt: skip
-def test_a_resized_model_is_refused_and_an_added_layer_is_not(source_run, tmp_path, extra, message):
-    cfg = tiny_mul(*extra, f"train.init_from={source_run}", "train.steps=1")
-    if message is None:
+def test_a_resized_model_is_refused_before_anything_is_written(source_run, tmp_path):
+    cfg = tiny_mul("model.d_model=48", f"train.init_from={source_run}", "train.steps=1")
+    with pytest.raises(UserError, match=r"W_E is \[\d+, 32\], not \[\d+, 48\]"):
         train(cfg, tmp_path / "run", progress=False)
-        return
-    with pytest.raises(UserError, match=message):
-        train(cfg, tmp_path / "run", progress=False)
-    assert not (tmp_path / "run" / "checkpoints").exists()  # refused before writing anything
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_layer_added_to_the_source_starts_fresh_and_the_others_are_the_sources(source_run, tmp_path):
+    run_dir = tmp_path / "run"
+    train(tiny_mul("model.n_layers=2", "model.n_loops=1", f"train.init_from={source_run}", "train.steps=1"),
+          run_dir, progress=False)
+    source, start = ckpt.load_tensors(ckpt.step_path(source_run, 6)), ckpt.load_tensors(ckpt.step_path(run_dir, 0))
+    added = sorted(k for k in start if k not in source)
+    assert added and all(k.startswith("blocks.1.") for k in added)
+    assert all(torch.equal(start[k], v) for k, v in source.items())
 
 
 def test_a_model_that_would_drop_a_tensor_is_refused(source_run, tmp_path):
@@ -86,9 +105,13 @@ def test_a_model_that_would_drop_a_tensor_is_refused(source_run, tmp_path):
 
 def test_a_source_that_is_no_checkpoint_says_what_to_name(tmp_path):
     (tmp_path / "empty" / "checkpoints").mkdir(parents=True)
+    (tmp_path / "folder").mkdir()
     (tmp_path / "notes.txt").write_text("x")
     for source, message in [(tmp_path / "empty", "has no checkpoints yet"),
+                            (tmp_path / "folder", "is no run directory"),
                             (tmp_path / "notes.txt", "neither a run directory nor a .safetensors"),
-                            (tmp_path / "missing.safetensors", "neither a run directory nor a .safetensors")]:
+                            (tmp_path / "missing.safetensors", "no such file or directory")]:
         with pytest.raises(UserError, match=message):
             train(tiny_mul(f"train.init_from={source}"), tmp_path / "run", progress=False)
+    with pytest.raises(UserError, match="train.init_from is empty"):
+        tiny_mul("train.init_from= ")

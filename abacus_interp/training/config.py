@@ -100,7 +100,9 @@ class TrainConfig:
     # lacks (a lever such as model.running_sum_probe keeps its fresh initialisation) but must
     # hold every tensor of the checkpoint at its shape. The optimizer, the schedule and the
     # step count start afresh; the data stream is train.seed's, so a different seed than the
-    # source run's shows the model problems it has not drawn. None: a fresh model.
+    # source run's shows the model problems it has not drawn. config.json records the file
+    # read. A resume continues from the run's own state and never reads this again. None: a
+    # fresh model.
     init_from: str | None = None
     loss_dtype: str = "float32"
     seed: int = 0
@@ -164,6 +166,8 @@ class TrainConfig:
         if self.backprop_loops is not None and self.progressive == "mcleish":
             raise UserError("train.backprop_loops truncates the gradient of a \"none\" or \"mix\" step; \"mcleish\" "
                             "already runs its prefix without gradient: set one of them")
+        if self.init_from is not None and not str(self.init_from).strip():
+            raise UserError("train.init_from is empty; name a run directory or a checkpoint file, or null for a fresh model")
         if self.running_sum_loss is not None and self.running_sum_loss < 0:
             raise UserError("train.running_sum_loss must be >= 0, or null for none")
         if self.step_penalty is not None and self.step_penalty < 0:

@@ -157,6 +157,8 @@ def _train(cfg: RunConfig, run_dir: Path, progress: bool, world: dist_utils.Worl
     run = _set_up(cfg, world)
     model, optimizer = run.model, run.optimizer
     step, tokens_seen = start_or_resume(run_dir, cfg, model, optimizer, is_writer)
+    if step == 0 and tcfg.init_from is not None:  # every rank starts at the weights rank 0 read
+        dist_utils.broadcast_parameters(model, world)
     dist_utils.barrier(world)  # every rank sees the same run directory state from here
     book = Bookkeeping(run_dir, model, optimizer, world, step, tokens_seen)
     if step == 0:

@@ -66,80 +66,106 @@ class DivergenceWatch:
 
 
 def start_or_resume(run_dir: Path, cfg: RunConfig, model, optimizer, is_writer: bool) -> tuple[int, int]:
-    """Write config.json for a new run, or restore weights and optimizer to resume."""
+    """Write config.json for a new run (started at train.init_from's weights when it names
+    some), or restore weights and optimizer to resume. The step and tokens seen."""
     config_path = run_dir / "config.json"
     if (run_dir / "resume" / "state.json").exists():
-        saved = ckpt.read_run_config(run_dir)
-        # the model compared as a config, not as written: a field added since the run was
-        # saved reads back at its default (the model the run was trained with)
-        if ModelConfig.from_dict(saved["model"]) != cfg.model or saved["task"] != cfg.to_dict()["task"]:
-            raise UserError(
-                f"{run_dir} holds a run with a different model or task config; "
-                "resume with the same preset and --set values, or choose a new --out"
-            )
-        trained_with = RunConfig.from_dict(saved).to_dict()["train"]
-        # read everything before writing anything: a resume state or checkpoint that cannot
-        # be read leaves the run as it was
-        meta = ckpt.load_resume(run_dir, optimizer)
-        step = meta["step"]
-        weights = ckpt.step_path(run_dir, step)
-        fix = f"the resume state is at step {step} and needs this file: restore it, or train into a new --out"
-        ckpt.load_state_into(model, ckpt.read_state(weights, fix), weights)
-        # metrics logged after the resumed step are dropped, so the curve continues exactly
-        rows = [r for r in ckpt.read_metrics(run_dir) if r["step"] <= step] if is_writer else []
-        if is_writer and trained_with != cfg.to_dict()["train"]:
-            # e.g. --set train.steps=20000 to extend a finished run: config.json says what the
-            # run is now trained to, so `summary` and a later plain resume read the new target
-            changed = sorted(k for k, v in cfg.to_dict()["train"].items() if trained_with[k] != v)
-            logger.info("resuming %s with other training settings (%s); config.json records them",
-                        run_dir, ", ".join(changed))
-            ckpt.write_json(config_path, {**saved, "train": cfg.to_dict()["train"]})
-        if is_writer:
-            rewrite_metrics(run_dir, rows)
-        logger.info("resuming %s from step %d", run_dir, step)
-        return step, meta.get("tokens", 0)
+        return _resume(run_dir, cfg, model, optimizer, is_writer)
     if is_writer and config_path.exists() and any((run_dir / "checkpoints").glob("*.safetensors")):
         raise UserError(f"{run_dir} already has checkpoints but no resume state; choose a new --out")
-    if cfg.train.init_from is not None:  # every process reads the same file: no broadcast needed
-        warm_start(model, cfg.train.init_from)
+    written = cfg.to_dict()
+    if cfg.train.init_from is not None:
+        # config.json names the file read, not the run directory whose latest checkpoint moves on
+        written["train"]["init_from"] = str(warm_start(model, cfg.train.init_from))
     if is_writer:
         run_dir.mkdir(parents=True, exist_ok=True)
-        ckpt.write_json(config_path, cfg.to_dict())
+        ckpt.write_json(config_path, written)
         rewrite_metrics(run_dir, [])
     return 0, 0
+
+
+def _resume(run_dir: Path, cfg: RunConfig, model, optimizer, is_writer: bool) -> tuple[int, int]:
+    saved = ckpt.read_run_config(run_dir)
+    # the model compared as a config, not as written: a field added since the run was
+    # saved reads back at its default (the model the run was trained with)
+    if ModelConfig.from_dict(saved["model"]) != cfg.model or saved["task"] != cfg.to_dict()["task"]:
+        raise UserError(
+            f"{run_dir} holds a run with a different model or task config; "
+            "resume with the same preset and --set values, or choose a new --out"
+        )
+    trained_with = RunConfig.from_dict(saved).to_dict()["train"]
+    # where step 0 came from is history, not a setting: a resume keeps the recorded source
+    wanted = {**cfg.to_dict()["train"], "init_from": trained_with["init_from"]}
+    if cfg.train.init_from not in (None, trained_with["init_from"]):
+        logger.info("train.init_from is read by a new run only; %s started from %s and resumes from its own state",
+                    run_dir, trained_with["init_from"] or "a fresh initialisation")
+    # read everything before writing anything: a resume state or checkpoint that cannot
+    # be read leaves the run as it was
+    meta = ckpt.load_resume(run_dir, optimizer)
+    step = meta["step"]
+    weights = ckpt.step_path(run_dir, step)
+    fix = f"the resume state is at step {step} and needs this file: restore it, or train into a new --out"
+    ckpt.load_state_into(model, ckpt.read_state(weights, fix), weights)
+    # metrics logged after the resumed step are dropped, so the curve continues exactly
+    rows = [r for r in ckpt.read_metrics(run_dir) if r["step"] <= step] if is_writer else []
+    if is_writer and trained_with != wanted:
+        # e.g. --set train.steps=20000 to extend a finished run: config.json says what the
+        # run is now trained to, so `summary` and a later plain resume read the new target
+        changed = sorted(k for k, v in wanted.items() if trained_with[k] != v)
+        logger.info("resuming %s with other training settings (%s); config.json records them",
+                    run_dir, ", ".join(changed))
+        ckpt.write_json(run_dir / "config.json", {**saved, "train": wanted})
+    if is_writer:
+        rewrite_metrics(run_dir, rows)
+    logger.info("resuming %s from step %d", run_dir, step)
+    return step, meta.get("tokens", 0)
 
 
 def warm_start(model, source: str | Path) -> Path:
     """Load the weights of `source` (a run directory's latest checkpoint, or a .safetensors
     file) into `model`, which may hold tensors the source lacks (they keep their fresh
     initialisation, and are logged) but no fewer and none of another shape. The file read."""
-    source = Path(source)
+    weights = _warm_start_file(Path(source))
     what = f"train.init_from={str(source)!r}"
-    if source.is_dir():
-        checkpoints = ckpt.list_checkpoints(source)
-        if not checkpoints:
-            raise UserError(f"{what}: {source} has no checkpoints yet; name a run that has trained, or a checkpoint file")
-        weights = checkpoints[-1][1]
-    elif source.suffix == ".safetensors" and source.is_file():
-        weights = source
-    else:
-        raise UserError(f"{what} is neither a run directory nor a .safetensors checkpoint; "
-                        "name one, e.g. checkpoints/extrap-mul")
     state = ckpt.read_state(weights, fix="name another checkpoint in train.init_from")
     expected = model.state_dict()
     lost = [key for key in state if key not in expected]
     other_shapes = [f"{key} is {list(value.shape)}, not {list(expected[key].shape)}"
                     for key, value in state.items() if key in expected and value.shape != expected[key].shape]
     if lost or other_shapes:
-        problems = ([f"this model has no {', '.join(lost)}"] if lost else []) + other_shapes
+        problems = ([f"this model has no {_some(lost)}"] if lost else []) + other_shapes[:4]
         raise UserError(f"{what}: {weights} does not fit this model ({'; '.join(problems)}); the model may add "
-                        "tensors to the checkpoint's but must keep each of them at its shape: "
-                        "use the source run's model settings and add levers only")
+                        "tensors to the checkpoint's but must keep each of them at its shape: use the model "
+                        f"settings of {ckpt.run_dir_of(weights) / 'config.json'} and add levers only")
     fresh = [key for key in expected if key not in state]
     model.load_state_dict(state, strict=False)
     logger.info("started from the weights of %s%s", weights,
                 f"; freshly initialised (the checkpoint lacks them): {', '.join(fresh)}" if fresh else "")
     return weights
+
+
+def _warm_start_file(source: Path) -> Path:
+    """The checkpoint file train.init_from names: itself, or a run directory's latest."""
+    what = f"train.init_from={str(source)!r}"
+    if not source.exists():
+        raise UserError(f"{what}: no such file or directory; name a run directory or one of its "
+                        "checkpoints/step_*.safetensors, e.g. checkpoints/extrap-mul")
+    if source.is_dir():
+        if not (source / "checkpoints").is_dir():
+            raise UserError(f"{what}: {source} is no run directory (it has no checkpoints/ folder); "
+                            "name the folder `train --out` wrote, or one checkpoint file in it")
+        checkpoints = ckpt.list_checkpoints(source)
+        if not checkpoints:
+            raise UserError(f"{what}: {source} has no checkpoints yet; name a run that has trained, or a checkpoint file")
+        return checkpoints[-1][1]
+    if source.suffix != ".safetensors":
+        raise UserError(f"{what} is neither a run directory nor a .safetensors checkpoint; "
+                        "name one, e.g. checkpoints/extrap-mul")
+    return source
+
+
+def _some(keys: list[str], shown: int = 4) -> str:
+    return ", ".join(keys[:shown]) + (f" and {len(keys) - shown} more" if len(keys) > shown else "")
 
 
 def rewrite_metrics(run_dir: Path, rows: list[dict]) -> None:
