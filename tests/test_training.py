@@ -668,9 +668,12 @@ def _assert_same_training(multi_dir: Path, single_dir: Path) -> None:
 @pytest.mark.slow
 def test_train_command_starts_processes_that_train_as_one(tmp_path):
     """`abacus-interp train` with train.processes=2 starts two ranks itself (no torchrun),
-    with mix depths, start noise and a step penalty drawn alike on both."""
+    with mix depths, start noise and a step penalty drawn alike on both, warm-started from
+    another run's weights on both."""
+    source = tmp_path / "source"
+    train(apply_overrides(get_preset("plain-add"), [*MULTI, "train.steps=2"]), source, progress=False)
     sets = [*MULTI, "train.progressive=mix", "train.mix_depths=[1,3]", "train.init_state_noise=0.5",
-            "train.step_penalty=0.5"]
+            "train.step_penalty=0.5", f"train.init_from={source}"]
     args = [a for s in sets for a in ("--set", s)]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     command = [sys.executable, "-m", "abacus_lab.cli", "train", "--preset", "plain-add", *args]
