@@ -115,3 +115,19 @@ def test_a_source_that_is_no_checkpoint_says_what_to_name(tmp_path):
             train(tiny_mul(f"train.init_from={source}"), tmp_path / "run", progress=False)
     with pytest.raises(UserError, match="train.init_from is empty"):
         tiny_mul("train.init_from= ")
+
+
+def test_the_model_card_says_where_a_warm_started_run_began(source_run, tmp_path):
+    from analyses.report import build_report, load_report_json
+
+    warm = tmp_path / "warm"
+    train(tiny_mul(f"train.init_from={source_run}", "train.steps=2"), warm, progress=False)
+    for run, expected in [(warm, str(ckpt.step_path(source_run, 6))), (source_run, None)]:
+        out = tmp_path / f"report-{run.name}"
+        build_report(run, out, sections=["model_card"], progress=False)
+        card = load_report_json(out)["sections"]["model_card"]
+        assert card["data"]["warm_start"] == expected
+        said = [f for f in card["findings"] if "train.init_from" in f]
+        assert said == ([f"The run started at the weights of {expected} (train.init_from), not at a fresh "
+                         "initialisation: its step 0 is that checkpoint, and its curves continue that run's."]
+                        if expected else [])

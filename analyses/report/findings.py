@@ -29,6 +29,9 @@ def model_card(d: ModelCard) -> list[str]:
                 f"{p.effective_depth} layers with the compute of a "
                 f"{p.unrolled_equivalent_parameters:,}-parameter unrolled model."
             )
+    if d.warm_start is not None:  # its step 0 is trained: "first passed 50% at step 1" means no learning
+        out.append(f"The run started at the weights of {d.warm_start} (train.init_from), not at a fresh "
+                   "initialisation: its step 0 is that checkpoint, and its curves continue that run's.")
     # the logged columns; one the run never logged is absent from the curves
     curves = d.training_curves
     steps = list(curves["step"]) if "step" in curves else []

@@ -144,3 +144,5 @@ class ModelCard:
     eval_loss_curves: dict[str, Curve]
     grokking: Grokking | None = None  # modular runs with a held-out accuracy column
     compare: CompareInfo | None = None  # with a comparison run
+    # the checkpoint the run started at (train.init_from); None: a fresh initialisation
+    warm_start: str | None = None
