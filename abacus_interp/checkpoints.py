@@ -187,7 +187,7 @@ def list_checkpoints(run_dir: str | Path) -> list[tuple[int, Path]]:
     """(step, path) of every checkpoint of a run, ascending by step."""
     folder = Path(run_dir) / "checkpoints"
     if not folder.is_dir():
-        raise CheckpointError(f"{folder} does not exist: is {run_dir} a run directory made by `train`?")
+        raise CheckpointError(f"{folder} does not exist, so {run_dir} is no run directory made by `train`")
     found = [(int(m.group(1)), folder / name) for name in os.listdir(folder) if (m := STEP_FILE.match(name))]
     return sorted(found)
 
@@ -309,16 +309,7 @@ def load_checkpoint(
     from .core.devices import resolve_device
     from .core.families import build_model
 
-    path = Path(path)
-    if path.is_dir():
-        checkpoints = list_checkpoints(path)
-        if not checkpoints:
-            raise CheckpointError(f"{path} has no checkpoints yet")
-        run_dir, weights = path, checkpoints[-1][1]
-    elif path.suffix == ".safetensors":
-        run_dir, weights = run_dir_of(path), path
-    else:
-        raise CheckpointError(f"{path} is neither a run directory nor a .safetensors checkpoint")
+    run_dir, weights = checkpoint_file(path)
     model_cfg = read_run_config(run_dir)["model"]
     if max_loops is not None:
         model_cfg = {**model_cfg, "max_loops": max_loops}
@@ -348,6 +339,28 @@ def load_checkpoint(
                             step=int(step.group(1)) if step else None)
 
 
+def checkpoint_file(path: str | Path) -> tuple[Path, Path]:
+    """(run directory, weights file) of a run directory (its latest checkpoint) or of one
+    `.safetensors` checkpoint; a CheckpointError saying which of the two it is not."""
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"{path} does not exist (no such file or directory)")
+    if path.is_dir():
+        checkpoints = list_checkpoints(path)
+        if not checkpoints:
+            raise CheckpointError(f"{path} has no checkpoints yet")
+        return path, checkpoints[-1][1]
+    if path.suffix != ".safetensors":
+        raise CheckpointError(f"{path} is neither a run directory nor a .safetensors checkpoint")
+    return run_dir_of(path), path
+
+
+def shape_mismatches(expected: dict[str, torch.Tensor], state: dict[str, torch.Tensor]) -> list[str]:
+    """"KEY is [..], not [..]" for each tensor of `state` whose shape is not `expected`'s."""
+    return [f"{key} is {list(value.shape)}, not {list(expected[key].shape)}"
+            for key, value in state.items() if key in expected and value.shape != expected[key].shape]
+
+
 def read_state(weights: Path, fix: str | None = None) -> dict[str, torch.Tensor]:
     """The tensors of a checkpoint file by state_dict name (weights saved from a
     torch.compile wrapper by other code carry its "_orig_mod." prefix, dropped here); `fix`
@@ -359,9 +372,7 @@ def read_state(weights: Path, fix: str | None = None) -> dict[str, torch.Tensor]
 def load_state_into(model, state: dict[str, torch.Tensor], weights: Path) -> None:
     """Load `state` (read from `weights`) into `model`; a CheckpointError naming the file
     when its tensors are not the model's: missing, unexpected or of another shape."""
-    expected = model.state_dict()
-    other_shapes = [f"{key} is {list(value.shape)}, not {list(expected[key].shape)}"
-                    for key, value in state.items() if key in expected and value.shape != expected[key].shape]
+    other_shapes = shape_mismatches(model.state_dict(), state)
     if other_shapes:
         raise CheckpointError(f"{weights} does not match its config: {', '.join(other_shapes)}; "
                               "is it a checkpoint of another run?")

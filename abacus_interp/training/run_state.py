@@ -125,13 +125,16 @@ def warm_start(model, source: str | Path) -> Path:
     """Load the weights of `source` (a run directory's latest checkpoint, or a .safetensors
     file) into `model`, which may hold tensors the source lacks (they keep their fresh
     initialisation, and are logged) but no fewer and none of another shape. The file read."""
-    weights = _warm_start_file(Path(source))
     what = f"train.init_from={str(source)!r}"
-    state = ckpt.read_state(weights, fix="name another checkpoint in train.init_from")
+    try:
+        _, weights = ckpt.checkpoint_file(source)
+        state = ckpt.read_state(weights)
+    except ckpt.CheckpointError as e:
+        raise UserError(f"{what}: {e}; name a run directory `train --out` wrote or one of its "
+                        "checkpoints/step_*.safetensors, e.g. checkpoints/extrap-mul") from e
     expected = model.state_dict()
     lost = [key for key in state if key not in expected]
-    other_shapes = [f"{key} is {list(value.shape)}, not {list(expected[key].shape)}"
-                    for key, value in state.items() if key in expected and value.shape != expected[key].shape]
+    other_shapes = ckpt.shape_mismatches(expected, state)
     if lost or other_shapes:
         problems = ([f"this model has no {_some(lost)}"] if lost else []) + other_shapes[:4]
         raise UserError(f"{what}: {weights} does not fit this model ({'; '.join(problems)}); the model may add "
@@ -142,26 +145,6 @@ def warm_start(model, source: str | Path) -> Path:
     logger.info("started from the weights of %s%s", weights,
                 f"; freshly initialised (the checkpoint lacks them): {', '.join(fresh)}" if fresh else "")
     return weights
-
-
-def _warm_start_file(source: Path) -> Path:
-    """The checkpoint file train.init_from names: itself, or a run directory's latest."""
-    what = f"train.init_from={str(source)!r}"
-    if not source.exists():
-        raise UserError(f"{what}: no such file or directory; name a run directory or one of its "
-                        "checkpoints/step_*.safetensors, e.g. checkpoints/extrap-mul")
-    if source.is_dir():
-        if not (source / "checkpoints").is_dir():
-            raise UserError(f"{what}: {source} is no run directory (it has no checkpoints/ folder); "
-                            "name the folder `train --out` wrote, or one checkpoint file in it")
-        checkpoints = ckpt.list_checkpoints(source)
-        if not checkpoints:
-            raise UserError(f"{what}: {source} has no checkpoints yet; name a run that has trained, or a checkpoint file")
-        return checkpoints[-1][1]
-    if source.suffix != ".safetensors":
-        raise UserError(f"{what} is neither a run directory nor a .safetensors checkpoint; "
-                        "name one, e.g. checkpoints/extrap-mul")
-    return source
 
 
 def _some(keys: list[str], shown: int = 4) -> str:
