@@ -14,9 +14,10 @@ from abacus_interp import LoopedTransformer, ModelConfig
 from abacus_interp.checkpoints import load_model, load_task
 from abacus_interp.core.scoring import score_examples
 from abacus_interp.errors import UserError
+from abacus_interp.evaluation.lists import hard_lists, list_row
 from abacus_interp.tasks import get_task
 from analyses import comparisons
-from analyses.comparisons.analysis import accuracy_row, accuracy_rows, hard_lists, skip_reason
+from analyses.comparisons.analysis import accuracy_rows, skip_reason
 from analyses.comparisons.decide import PATCH_GROUPS, deciding_digit, planted_pair
 from analyses.comparisons.layout import (
     ANSWER_GROUPS,
@@ -130,7 +131,7 @@ def test_run_on_a_tiny_sorter_reports_mass_that_sums_to_one_and_every_row(task):
 def test_answer_places_agree_with_the_exact_match_and_count_every_list(task):
     model = tiny_sorter(task)
     examples = task.sample(40, random.Random(3), min_numbers=2, max_numbers=4)
-    row = accuracy_row(model, task, "mixed", (2, 4), (1, 3), examples, True)
+    row = list_row(model, task, "mixed", (2, 4), (1, 3), examples, True)
     assert row.exact_match == score_examples(model, examples).exact_match
     assert len(row.label_accuracy) == 4  # the longest list's labels
     # a list is exactly right only if every place is, so no place is below the exact match

@@ -1,5 +1,6 @@
 """`abacus-interp eval` (exact-match grid, accuracy against loops, edge cases, length
-extrapolation) and `abacus-interp solve` (one problem, in human order)."""
+extrapolation, sorting's longer and longer lists) and `abacus-interp solve` (one problem, in
+human order)."""
 
 from __future__ import annotations
 
@@ -38,6 +39,12 @@ def cmd_eval(args) -> int:
     # more hook sets only when asked for deeper loops; never fewer than the model has
     model = load_model(path, max_loops=max([saved_capacity, *(args.loops or [])]), device=args.device)
     task = load_task(run_dir_of(run))
+    if task.name == "sorting" and (args.lengths or args.counts):
+        with _eval_threads(model):
+            return _eval_lists(model, task, args)
+    if args.counts:
+        raise UserError(f"--counts scores sorting lists of that many numbers; this run's task is {task.name}: "
+                        f"drop --counts (--lengths alone scores longer operands)")
     if args.multipliers and not args.lengths:
         raise UserError("--multipliers scores N x k products at the --lengths given: add --lengths, e.g. --lengths 5,20,50")
     for k in args.multipliers if hasattr(task, "check_multiplier") and args.multipliers else ():
@@ -84,6 +91,25 @@ def _eval_extrapolation(model, task, args) -> int:
     return 0
 
 
+def _eval_lists(model, task, args) -> int:
+    from abacus_interp.evaluation.lists import format_list_table, list_rows
+
+    for flag in ("chains", "multipliers", "loops", "halt_tol"):
+        if getattr(args, flag):
+            raise UserError(f"--{flag.replace('_', '-')} does not apply to sorting; --lengths (digits per number) "
+                            f"and --counts (numbers per list) choose the rows")
+    rows = list_rows(model, task, lengths=args.lengths or (), counts=args.counts or (), n=args.n, seed=args.seed)
+    print(format_list_table(rows, task, model.cfg.n_loops))
+    if args.json:
+        from dataclasses import asdict
+
+        from abacus_interp.jsonsafe import json_safe
+
+        write_json(args.json, {"lists": [json_safe(asdict(row)) for row in rows]})
+        print(f"wrote {args.json}")
+    return 0
+
+
 def _beyond_trained_length(task, example, run) -> str | None:
     """A warning when an operand has more digits than the run was trained on, else None.
     Only tasks configured with a digit range (`max_digits`) have a trained length."""
@@ -99,10 +125,10 @@ def _beyond_trained_length(task, example, run) -> str | None:
         return None
     min_digits = trained.get("min_digits", 1)
     # a digit task's --lengths scores that one length (a --grid 1..5000 would be 25 million cells)
-    if task.name == "sorting":  # no grid: the report's comparisons section scores longer numbers
+    if task.name == "sorting":
         return (f"a number has {longest} digits but {run} was trained on numbers of {min_digits}..{max_digits} "
-                f"digits; past that range answers may be wrong, and how often they are right is what the "
-                f"comparisons section of `abacus-interp report {run} --out DIR` measures")
+                f"digits; past that range answers may be wrong, and how often they are right is what "
+                f"`abacus-interp eval {run} --lengths {longest}` measures")
     measure = f"--lengths {longest}" if task.has_digit_grid else f"--grid 1..{longest}"
     return (
         f"an operand has {longest} digits but {run} was trained on operands of {min_digits}..{max_digits} "
@@ -156,7 +182,10 @@ def _add_eval_command(sub) -> None:
                    help="problems per grid cell (default 25, so eval takes seconds; 100 for finer cells); whole sets "
                         "(vs loops, perplexity) get 4x this (per row with --lengths/--chains)")
     p.add_argument("--lengths", type=parse_int_list,
-                   help="length extrapolation instead: exact match on operands of exactly these digit counts, e.g. 5,10,50")
+                   help="length extrapolation instead: exact match on operands (sorting: numbers) of exactly these digit "
+                        "counts, e.g. 5,10,50")
+    p.add_argument("--counts", type=parse_int_list,
+                   help="sorting: score lists of these many numbers (with --lengths, also of those digits), e.g. 10")
     p.add_argument("--chains", type=parse_chains,
                    help="length extrapolation on planted carry chains: 5,10 (chain c in c digits) or 5:20")
     p.add_argument("--multipliers", type=parse_int_list,

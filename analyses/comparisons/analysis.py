@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import random
 
-import numpy as np
 import torch
 
-from abacus_interp.core.scoring import score_examples
 from abacus_interp.core.tokens import encode_batch
 from abacus_interp.errors import UserError
-from abacus_interp.evaluation.common import fits_context, section_rng
+from abacus_interp.evaluation.lists import ListRow, list_rows
 from analyses._head_groups import GroupReading, group_attention_mass, head_names
 from analyses._head_groups import knockout as knock_out_groups
 from analyses.common import resolve
@@ -28,7 +26,7 @@ from analyses.contract import configure
 from .config import ComparisonsConfig
 from .decide import deciding_digit
 from .layout import ANSWER_GROUPS, DIGIT_GROUPS, ListLayout, answer_masks, digit_masks
-from .result import AccuracyRow, ComparisonsResult
+from .result import ComparisonsResult
 
 BATCH = 64
 KNOCKOUT_GROUPS = ("the answer's label", "the answer's digits", "digits still to write")
@@ -43,50 +41,12 @@ def skip_reason(model, task) -> str | None:
     return None
 
 
-def hard_lists(task, n: int, count: int, digits: int, rng: random.Random):
-    """`n` lists of `count` numbers of `digits` digits that share every digit but the units:
-    the deciding digit is the lowest one, the last a top-down comparison reaches."""
-    return [task.make(*task.shared_prefix_values(count, digits, 1, rng), labels=task.draw_labels(count, rng))
-            for _ in range(n)]
-
-
-def accuracy_rows(model, task, cfg: ComparisonsConfig) -> tuple[AccuracyRow, ...]:
+def accuracy_rows(model, task, cfg: ComparisonsConfig) -> tuple[ListRow, ...]:
     """Exact match and each answer place's accuracy (teacher-forced, the trained loops) on
-    held-out lists: in distribution, longer numbers, more numbers, both, and hard lists."""
-    lo_n, hi_n, lo_d, hi_d = task.min_numbers, task.max_numbers, task.min_digits, task.max_digits
-    far_d, far_n = cfg.far_digits, min(cfg.far_numbers, task.max_items)
-    specs = [
-        ("in distribution", (lo_n, hi_n), (lo_d, hi_d)),
-        (f"{far_d}-digit numbers", (lo_n, hi_n), (far_d, far_d)),
-        (f"{far_n} numbers", (far_n, far_n), (lo_d, hi_d)),
-        (f"{far_n} numbers of {far_d} digits", (far_n, far_n), (far_d, far_d)),
-    ]
-    rows = []
-    for label, (n0, n1), (d0, d1) in specs:
-        rng = section_rng(cfg.seed, "comparisons rows", label)
-        examples = task.sample_held_out(cfg.n_per_row, rng) if label == "in distribution" else \
-            task.sample(cfg.n_per_row, rng, min_numbers=n0, max_numbers=n1, min_digits=d0, max_digits=d1)
-        rows.append(accuracy_row(model, task, label, (n0, n1), (d0, d1), examples, label == "in distribution"))
-    for digits in (hi_d, far_d):
-        rng = section_rng(cfg.seed, "comparisons hard", digits)
-        examples = hard_lists(task, cfg.n_per_row, hi_n, digits, rng)
-        rows.append(accuracy_row(model, task, f"hard: {hi_n} numbers of {digits} digits, equal but the units",
-                         (hi_n, hi_n), (digits, digits), examples, False))
-    return tuple(rows)
-
-
-def accuracy_row(model, task, label, numbers, digits, examples, in_distribution) -> AccuracyRow:
-    """The row of `examples` (those that fit the model): exact match, each label's accuracy over
-    the lists that have it, and the stop's, teacher-forced in eval mode."""
-    fitting = [e for e in examples if fits_context(e, task.vocab, model.cfg.max_seq_len)]
-    if not fitting:
-        return AccuracyRow(label, numbers, digits, 0, None, in_distribution)
-    correct = score_examples(model, fitting, per_token=True).per_token_correct  # per list: each label, then EOS
-    exact = [all(c) for c in correct]
-    longest = max(len(c) for c in correct) - 1  # labels of the longest list (its last token is EOS)
-    by_label = tuple(float(np.mean([bool(c[k]) for c in correct if len(c) - 1 > k])) for k in range(longest))
-    return AccuracyRow(label, numbers, digits, len(fitting), float(np.mean(exact)), in_distribution,
-                       label_accuracy=by_label, stop_accuracy=float(np.mean([bool(c[-1]) for c in correct])))
+    held-out lists: in distribution, longer numbers, more numbers, both, and hard lists; the
+    rows `abacus-interp eval RUN --lengths FAR_DIGITS --counts FAR_NUMBERS` prints."""
+    far_numbers = min(cfg.far_numbers, task.max_items)
+    return list_rows(model, task, lengths=(cfg.far_digits,), counts=(far_numbers,), n=cfg.n_per_row, seed=cfg.seed)
 
 
 def _batches(vocab, examples, masks_of):

@@ -1,7 +1,7 @@
 """The sorting recipe: lists of labelled numbers, for longer numbers and longer lists.
 
 The levers measured against extrap-sort, one at a time (each row scored on plain lists,
-held-out, `analyses.comparisons.analysis.accuracy_rows` with n=100 per row unless said).
+held-out, `abacus-interp eval RUN --lengths 20 --counts 10 --n 100`'s rows unless said).
 The random offset, measured on two 3,000-step probes at step 1,000 (n=50 per row): without
 it 62% in distribution and 4% on lists of 1-20-digit numbers, with it 62% and 32%.
 

@@ -1,0 +1,74 @@
+"""`abacus-interp eval RUN --lengths L --counts C` on sorting runs: the rows of longer and
+longer lists, the same lists and figures as the report's comparisons section, and clear
+errors for counts a run cannot label and flags that do not apply."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from abacus_interp import LoopedTransformer, ModelConfig
+from abacus_interp.errors import UserError
+from abacus_interp.evaluation.lists import list_rows
+from abacus_interp.tasks import get_task
+from abacus_lab.cli import main
+from analyses.comparisons import ComparisonsConfig
+from analyses.comparisons.analysis import accuracy_rows
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED_SORT, SHIPPED_ADD = ROOT / "checkpoints" / "extrap-sort", ROOT / "checkpoints" / "small-add"
+
+
+@pytest.fixture
+def task():
+    return get_task("sorting", max_numbers=3, max_digits=3, label_pool=8, random_labels=True)
+
+
+def tiny_sorter(task):
+    cfg = ModelConfig(vocab=task.vocab, d_model=32, n_heads=2, n_layers=1, n_loops=2, max_seq_len=96,
+                      abacus_max_offset=0, positional="none", rotary="abacus")
+    return LoopedTransformer(cfg).eval()
+
+
+def test_rows_come_in_order_with_their_lists(task):
+    rows = list_rows(tiny_sorter(task), task, lengths=(4, 6), counts=(5,), n=12, seed=0)
+    assert [r.label for r in rows] == [
+        "in distribution", "4-digit numbers", "6-digit numbers", "5 numbers", "5 numbers of 4 digits",
+        "5 numbers of 6 digits", "hard: 3 numbers of 3 digits, equal but the units",
+        "hard: 3 numbers of 4 digits, equal but the units", "hard: 3 numbers of 6 digits, equal but the units"]
+    assert [r.in_distribution for r in rows] == [True] + [False] * 8
+    assert rows[3].numbers == (5, 5) and rows[3].digits == (1, 3) and rows[5].digits == (6, 6)
+    assert all(r.n == 12 for r in rows)
+    assert all(len(r.label_accuracy) == r.numbers[1] for r in rows if r.exact_match is not None)
+
+
+def test_eval_and_the_report_score_the_same_lists(task):
+    model, cfg = tiny_sorter(task), ComparisonsConfig(n_per_row=10, far_digits=5, far_numbers=6)
+    assert accuracy_rows(model, task, cfg) == list_rows(model, task, lengths=(5,), counts=(6,), n=10, seed=cfg.seed)
+
+
+@pytest.mark.parametrize("count", [0, 9])
+def test_a_count_the_labels_cannot_cover_is_refused(task, count):
+    with pytest.raises(UserError, match=r"--counts .*1\.\.8 numbers"):
+        list_rows(tiny_sorter(task), task, lengths=(), counts=(count,), n=4, seed=0)
+
+
+@pytest.mark.skipif(not (SHIPPED_SORT / "config.json").exists(), reason="checkpoints/extrap-sort is not shipped here")
+def test_the_cli_prints_and_writes_the_rows_of_the_shipped_sorter(tmp_path, capsys):
+    out = tmp_path / "lists.json"
+    assert main(["eval", str(SHIPPED_SORT), "--lengths", "7", "--counts", "6", "--n", "16", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "7-digit numbers" in printed and "6 numbers of 7 digits" in printed
+    rows = json.loads(out.read_text())["lists"]
+    assert len(rows) == 6 and rows[0]["label"] == "in distribution" and rows[0]["exact_match"] >= 0.8
+    assert main(["eval", str(SHIPPED_SORT), "--lengths", "7", "--chains", "5"]) == 2
+    assert "--chains does not apply to sorting" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not (SHIPPED_ADD / "config.json").exists(), reason="checkpoints/small-add is not shipped here")
+def test_counts_on_a_run_that_does_not_sort_is_a_one_line_error(capsys):
+    assert main(["eval", str(SHIPPED_ADD), "--counts", "10"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--counts scores sorting lists" in err and "addition" in err
