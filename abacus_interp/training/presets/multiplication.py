@@ -54,6 +54,16 @@ minutes on the clock, about 5 of them paused, beside light work), same eval: x 2
 / 74 / 25% (n = 46 / 34 / 20). Trained again from the shipped file
 (`train.init_from=checkpoints/extrap-mul-ft/checkpoints/step_0005000.safetensors`, 24 minutes
 alone) it gave the same figures to the problem and is shipped as checkpoints/extrap-mul-ft2.
+
+A third cycle from extrap-mul-ft2's step 5,000 (seed 3), in two arms one after the other: plain
+(24 minutes) and with the large-digit plant (`--set task.large_digit_fraction=0.25`, 25 minutes,
+beside light work), both scored on the plain task, n=100 per row. x 2 digits at 5 / 20 /
+50 digits: plain 99 / 77 / 71%, planted 98 / 80 / 76%, against ft2's 98 / 78 / 72%; x 3 digits:
+plain 44 / 14 / 8%, planted 42 / 5 / 3%, against 42 / 7 / 7%. Multipliers of digit sum 14+ at 20
+/ 50 x 2: plain 8 / 20%, planted 17 / 35%, against 8 / 25%. On x 2 the third cycle moved nothing
+beyond the noise of 100 problems (about +-4 points): the cycles have levelled off there. The
+plant lifts the heaviest two-digit multipliers a little and costs x 3 past the trained length,
+as it did from scratch. Neither is shipped.
 """
 
 from __future__ import annotations
