@@ -159,6 +159,9 @@ def mul() -> RunConfig:
     train.seed=1`, 13 minutes, shipped as checkpoints/mul-ft): 2 x 2 at 100% (n=50, 99% at n=200)
     against 92%, so every cell up to 2 x 2 is at >= 99%; the cells with a two-digit operand gained
     4-12 points and those where both have three digits or more stayed at 0-2%.
+    A second such cycle from mul-ft's step 10,000 (seed 2, 12 minutes): at n=200, 2 x 2 100%,
+    2 x 3 18% and 3 x 2 39% (mul-ft: 99 / 13 / 36%), 3 x 3 0% (2%); at n=50, 4 x 2 / 5 x 2 16 /
+    10%. The largest N stays 2: more schedule does not add partial products. Not shipped.
     """
     return recipe(
         "mul",
