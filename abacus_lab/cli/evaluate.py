@@ -101,11 +101,9 @@ def _eval_lists(model, task, args) -> int:
     rows = list_rows(model, task, lengths=args.lengths or (), counts=args.counts or (), n=args.n, seed=args.seed)
     print(format_list_table(rows, task, model.cfg.n_loops))
     if args.json:
-        from dataclasses import asdict
+        from abacus_interp.jsonsafe import to_json
 
-        from abacus_interp.jsonsafe import json_safe
-
-        write_json(args.json, {"lists": [json_safe(asdict(row)) for row in rows]})
+        write_json(args.json, {"lists": [to_json(row) for row in rows]})
         print(f"wrote {args.json}")
     return 0
 
