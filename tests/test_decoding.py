@@ -65,6 +65,9 @@ POSITION_SCHEMES = {
     "abacus": dict(positional="abacus"),
     "learned": dict(positional="learned"),
     "rotary-window": dict(positional="none", rotary="abacus", abacus_window=1),
+    # scores scaled by ln(keys seen): a left-padded row must count its real keys only (the window
+    # keeps a random model's completions varied past the trained loops)
+    "scalable-softmax": dict(positional="none", rotary="abacus", abacus_window=2, softmax_length_scale=0.3),
 }
 
 

@@ -1,9 +1,10 @@
 """Warm starts (train.init_from): a new run begins from another run's weights, may add a
-lever's tensors (the running-sum readout) to them, and refuses a model that would drop or
-resize any of them."""
+lever's tensors (the running-sum readout) to them, grow (a wider MLP, more layers) while
+computing the source's function, and refuses a model that would drop or resize any other."""
 
 from __future__ import annotations
 
+import random
 import shutil
 import signal
 from pathlib import Path
@@ -12,9 +13,11 @@ import pytest
 import torch
 
 from abacus_interp import checkpoints as ckpt
+from abacus_interp.core.tokens import encode_batch
 from abacus_interp.errors import UserError
 from abacus_interp.training import TrainingInterrupted, apply_overrides, get_preset, train
 from abacus_interp.training.data import BatchSource
+from abacus_interp.training.growth import BLOCK_OUTPUTS
 
 TINY_MUL = [
     "task.max_digits=3", "model.d_model=32", "model.n_heads=2", "model.n_layers=1", "model.n_loops=2",
@@ -86,14 +89,49 @@ def test_a_resized_model_is_refused_before_anything_is_written(source_run, tmp_p
     assert not (tmp_path / "run").exists()
 
 
-def test_a_layer_added_to_the_source_starts_fresh_and_the_others_are_the_sources(source_run, tmp_path):
+def test_a_layer_added_to_the_source_starts_as_the_identity_and_the_others_are_the_sources(source_run, tmp_path):
     run_dir = tmp_path / "run"
-    train(tiny_mul("model.n_layers=2", "model.n_loops=1", f"train.init_from={source_run}", "train.steps=1"),
-          run_dir, progress=False)
+    train(tiny_mul("model.n_layers=2", f"train.init_from={source_run}", "train.steps=1"), run_dir, progress=False)
     source, start = ckpt.load_tensors(ckpt.step_path(source_run, 6)), ckpt.load_tensors(ckpt.step_path(run_dir, 0))
     added = sorted(k for k in start if k not in source)
     assert added and all(k.startswith("blocks.1.") for k in added)
     assert all(torch.equal(start[k], v) for k, v in source.items())
+    assert all(not start[f"blocks.1.{name}"].any() for name in BLOCK_OUTPUTS)  # writes nothing yet
+    assert start["blocks.1.attn.W_Q"].any()  # the rest is freshly initialised
+    assert_same_function(source_run, run_dir)
+
+
+def test_a_wider_mlp_keeps_the_sources_units_and_computes_its_function(source_run, tmp_path):
+    run_dir = tmp_path / "run"
+    train(tiny_mul("model.d_mlp=200", f"train.init_from={source_run}", "train.steps=1"), run_dir, progress=False)
+    source, start = ckpt.load_tensors(ckpt.step_path(source_run, 6)), ckpt.load_tensors(ckpt.step_path(run_dir, 0))
+    units = source["blocks.0.mlp.W_in"].shape[1]
+    assert start["blocks.0.mlp.W_in"].shape[1] == 200 > units
+    assert torch.equal(start["blocks.0.mlp.W_in"][:, :units], source["blocks.0.mlp.W_in"])
+    assert torch.equal(start["blocks.0.mlp.W_out"][:units], source["blocks.0.mlp.W_out"])
+    assert start["blocks.0.mlp.W_in"][:, units:].std() > 0  # the new units read the state...
+    assert not start["blocks.0.mlp.W_out"][units:].any()  # ...and write nothing yet
+    assert_same_function(source_run, run_dir)
+    end = ckpt.load_tensors(ckpt.step_path(run_dir, 1))
+    assert end["blocks.0.mlp.W_out"][units:].any()  # one step on, they write
+
+
+def test_a_narrower_mlp_is_refused(tmp_path):
+    wide = tmp_path / "wide"
+    train(tiny_mul("model.d_mlp=200", "train.steps=1"), wide, progress=False)
+    with pytest.raises(UserError, match=r"W_in is \[32, 200\], not \[32, 128\].*widen its MLP"):
+        train(tiny_mul(f"train.init_from={wide}", "train.steps=1"), tmp_path / "run", progress=False)
+
+
+def assert_same_function(source_run: Path, grown_run: Path) -> None:
+    """The grown run's step 0 gives the source's logits on held-out problems."""
+    source = ckpt.load_model(ckpt.step_path(source_run, 6), device="cpu").eval()
+    grown = ckpt.load_model(ckpt.step_path(grown_run, 0), device="cpu").eval()
+    task = ckpt.load_task(source_run)
+    examples = task.sample(8, random.Random(0), 3, 3)
+    tokens = encode_batch(task.vocab, [e.prompt for e in examples], [e.target for e in examples]).tokens
+    with torch.no_grad():
+        torch.testing.assert_close(grown(tokens), source(tokens), rtol=0, atol=1e-5)
 
 
 def test_a_model_that_would_drop_a_tensor_is_refused(source_run, tmp_path):

@@ -257,6 +257,8 @@ class AttentionContext:
     rotary: Rotary | None = None
     # the last this many heads are multiplier heads: their queries are not rotated
     unrotated_query_heads: int = 0
+    # ln of the keys each query may see (`softmax_length_scale`), None for the plain softmax
+    log_keys: Float[Tensor, "batch_or_1 query_pos head_or_1 1"] | None = None
 
     @classmethod
     def build(
@@ -280,7 +282,21 @@ class AttentionContext:
         rotary = None
         if cfg.rotary == "abacus":
             rotary = Rotary.of(index[:, -n_query:], cfg.d_head, cfg.rotary_base)
-        return cls(mask=mask, rotary=rotary, unrotated_query_heads=cfg.multiplier_heads)
+        log_keys = None if cfg.softmax_length_scale is None else log_visible_keys(mask, n_query, n_key, device)
+        return cls(mask=mask, rotary=rotary, unrotated_query_heads=cfg.multiplier_heads, log_keys=log_keys)
+
+
+def log_visible_keys(
+    mask: Bool[Tensor, "batch head_or_1 query_pos key_pos"] | None, n_query: int, n_key: int, device
+) -> Float[Tensor, "batch_or_1 query_pos head_or_1 1"]:
+    """ln of how many keys each query of each head may see: the mask's count, or without a mask
+    the causal count (n_key - n_query + 1 for the first query). Padding is hidden by the mask
+    where there is any, so a left-padded prompt counts its real keys only, cached or not."""
+    if mask is None:
+        counts = torch.arange(n_key - n_query + 1, n_key + 1, device=device, dtype=torch.float32)[None, :, None]
+    else:
+        counts = mask.sum(-1).transpose(1, 2).float()  # [batch query head_or_1]
+    return counts.clamp(min=1).log()[..., None]
 
 
 def bias_or_zero(module: nn.Module, name: str, zeros: Tensor, trainable: bool) -> None:
@@ -306,6 +322,8 @@ class Attention(nn.Module):
             bias_or_zero(self, name, torch.zeros(shape), cfg.attn_bias)
         for w in (self.W_Q, self.W_K, self.W_V, self.W_O):
             nn.init.normal_(w, std=cfg.init_std)
+        if cfg.softmax_length_scale is not None:  # s_h of the scalable softmax, one per head
+            self.length_scale = nn.Parameter(torch.full((h, 1), float(cfg.softmax_length_scale)))  # [head 1]
 
     def forward(
         self,
@@ -317,7 +335,9 @@ class Attention(nn.Module):
         q, k, v = self._project_qkv(x)  # [batch pos head d_head] each
         if context.rotary is not None:
             q, k = context.rotary.apply(q, context.unrotated_query_heads), context.rotary.apply(k)
-        q, k, v = hooks.hook_q(q), hooks.hook_k(k), hooks.hook_v(v)  # q and k after rotation
+        if context.log_keys is not None:  # scores times s_h * ln(keys seen): scaling the query scales them
+            q = q * (self.length_scale * context.log_keys)  # [batch pos head d_head]
+        q, k, v = hooks.hook_q(q), hooks.hook_k(k), hooks.hook_v(v)  # q and k after rotation, q after the scale
         if cache is not None:  # decoding: attend over everything seen so far
             k = torch.cat([cache.k, k], dim=1)
             v = torch.cat([cache.v, v], dim=1)

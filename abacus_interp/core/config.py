@@ -132,6 +132,12 @@ class ModelConfig:
     # one more group; answer digits form groups of their own. In a model with multiplier heads
     # the multiplier's digits stay hidden from every other kind, number heads too. 0: none.
     number_heads: int = 0
+    # Scalable softmax (Nakanishi 2025): each head multiplies its scores by s_h * ln(n), n the
+    # keys its query may see, s_h learned per head and started at this value (0.3 makes the
+    # factor ~1 at 28 keys). A plain softmax flattens as the keys grow in number, so a head
+    # trained on short sequences reads its one key more weakly in a long one; with the factor
+    # the peak keeps its height. None: the plain softmax.
+    softmax_length_scale: float | None = None
     max_seq_len: int = 64
     # Tied: the unembedding is the transpose of the token embedding (fewer parameters).
     tie_unembed: bool = False
@@ -265,6 +271,11 @@ class ModelConfig:
                 f"{self.number_heads} number heads and {self.multiplier_heads} multiplier heads are more than "
                 f"n_heads={self.n_heads}; give fewer special heads or a larger n_heads"
             )
+        if self.softmax_length_scale is not None and (
+                isinstance(self.softmax_length_scale, bool) or not isinstance(self.softmax_length_scale, (int, float))
+                or not self.softmax_length_scale > 0):
+            raise UserError(f"ModelConfig.softmax_length_scale={self.softmax_length_scale!r}: use a number > 0 "
+                            "(each head's starting s in s * ln(keys)), or null for the plain softmax")
         if self.multiplier_heads and self.rotary != "abacus":
             raise UserError(
                 "ModelConfig.multiplier_heads tells the multiplier's digits apart by rotating their keys: "
@@ -371,4 +382,4 @@ _DEFAULTS = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
 # configs read (and resume) as the same model.
 _OMITTED_AT_DEFAULT = ("rotary", "rotary_base", "abacus_window", "halt_tol", "unembed_init_std", "attn_bias",
                        "unembed_bias", "multiplier_heads", "multiplier_select", "offset_heads",
-                       "symbol_heads", "number_heads", "running_sum_probe")
+                       "symbol_heads", "number_heads", "running_sum_probe", "softmax_length_scale")

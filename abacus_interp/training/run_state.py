@@ -19,6 +19,7 @@ from .. import checkpoints as ckpt
 from ..core.config import ModelConfig
 from ..errors import UserError
 from .config import RunConfig
+from .growth import grow_state
 
 logger = logging.getLogger(__name__)
 
@@ -124,7 +125,9 @@ def _resume(run_dir: Path, cfg: RunConfig, model, optimizer, is_writer: bool) ->
 def warm_start(model, source: str | Path) -> Path:
     """Load the weights of `source` (a run directory's latest checkpoint, or a .safetensors
     file) into `model`, which may hold tensors the source lacks (they keep their fresh
-    initialisation, and are logged) but no fewer and none of another shape. The file read."""
+    initialisation, and are logged), a wider MLP or more layers (grown so that the model
+    computes the source's function: `growth.py`), but no fewer tensors and none of another
+    shape. The file read."""
     what = f"train.init_from={str(source)!r}"
     try:
         _, weights = ckpt.checkpoint_file(source)
@@ -133,16 +136,19 @@ def warm_start(model, source: str | Path) -> Path:
         raise UserError(f"{what}: {e}; name a run directory `train --out` wrote or one of its "
                         "checkpoints/step_*.safetensors, e.g. checkpoints/extrap-mul") from e
     expected = model.state_dict()
+    state, grown = grow_state(expected, state)
     lost = [key for key in state if key not in expected]
     other_shapes = ckpt.shape_mismatches(expected, state)
     if lost or other_shapes:
         problems = ([f"this model has no {_some(lost)}"] if lost else []) + other_shapes[:4]
         raise UserError(f"{what}: {weights} does not fit this model ({'; '.join(problems)}); the model may add "
-                        "tensors to the checkpoint's but must keep each of them at its shape: use the model "
-                        f"settings of {ckpt.run_dir_of(weights) / 'config.json'} and add levers only")
+                        "tensors to the checkpoint's, widen its MLP (model.d_mlp) or add layers, but must keep "
+                        f"every other tensor at its shape: use the model settings of "
+                        f"{ckpt.run_dir_of(weights) / 'config.json'} and add levers only")
     fresh = [key for key in expected if key not in state]
     model.load_state_dict(state, strict=False)
-    logger.info("started from the weights of %s%s", weights,
+    logger.info("started from the weights of %s%s%s", weights,
+                f"; grown, computing the source's function (growth.py): {_some(grown)}" if grown else "",
                 f"; freshly initialised (the checkpoint lacks them): {', '.join(fresh)}" if fresh else "")
     return weights
 

@@ -1,0 +1,69 @@
+"""Growing a trained model for a warm start (`train.init_from`) so that it still computes the
+source's function at step 0: a wider MLP (`model.d_mlp`) or more layers (`model.n_layers`).
+
+Why: a run that has levelled off may lack room rather than steps. Growing it keeps what it
+learned, where a fresh wider model would have to learn it again (extrap-mul took 364 minutes).
+
+- Wider MLP: the source's units keep their weights in the leading columns; the new units get a
+  fresh input projection and a zero output projection, so they add nothing until trained (their
+  output weights get a gradient at once, as their activations are not zero).
+- More layers: each added block starts with zero attention and MLP output projections, so in a
+  pre-norm residual block it is the identity, and the looped stack computes what the source did.
+"""
+
+from __future__ import annotations
+
+import re
+
+import torch
+
+# the MLP tensors and the axis along which each one holds the units (d_mlp)
+MLP_UNIT_AXIS = {"mlp.W_in": 1, "mlp.W_gate": 1, "mlp.b_in": 0, "mlp.b_gate": 0, "mlp.W_out": 0}
+# an added block's writes into the residual stream: zero makes the block the identity
+BLOCK_OUTPUTS = ("attn.W_O", "attn.b_O", "mlp.W_out", "mlp.b_out")
+BLOCK_KEY = re.compile(r"blocks\.\d+\.(.+)")
+
+
+def grow_state(
+    expected: dict[str, torch.Tensor], state: dict[str, torch.Tensor]
+) -> tuple[dict[str, torch.Tensor], list[str]]:
+    """`state` (a checkpoint's tensors) fitted to `expected` (the new model's freshly
+    initialised state_dict) where the model is the source grown: MLP tensors with fewer units
+    are embedded in the new ones, and every tensor of an added block that writes to the
+    residual stream is zeroed. Returns the state to load and the keys grown or zeroed, in
+    order. Tensors of any other shape are left as they are, for the caller to refuse."""
+    grown = dict(state)
+    changed = []
+    for key, source in state.items():
+        target = expected.get(key)
+        if target is None or target.shape == source.shape or not _widens_units(key, source, target):
+            continue
+        wide = target.detach().clone()
+        wide[tuple(slice(0, n) for n in source.shape)] = source
+        if key.endswith("mlp.W_out"):  # the new units' rows: nothing written until trained
+            wide[source.shape[0]:] = 0
+        grown[key] = wide
+        changed.append(key)
+    added_blocks = {_block_of(k) for k in expected} - {_block_of(k) for k in state} - {None}
+    for block in sorted(added_blocks):
+        for name in BLOCK_OUTPUTS:
+            key = f"{block}.{name}"
+            if key in expected:
+                grown[key] = torch.zeros_like(expected[key])
+                changed.append(key)
+    return grown, changed
+
+
+def _widens_units(key: str, source: torch.Tensor, target: torch.Tensor) -> bool:
+    """Whether `target` is `source` with more MLP units and nothing else changed."""
+    match = BLOCK_KEY.fullmatch(key)
+    axis = MLP_UNIT_AXIS.get(match.group(1)) if match else None
+    if axis is None or source.dim() != target.dim():
+        return False
+    return all((s < t) if d == axis else (s == t) for d, (s, t) in enumerate(zip(source.shape, target.shape, strict=True)))
+
+
+def _block_of(key: str) -> str | None:
+    """"blocks.3" for any tensor of block 3, else None."""
+    match = re.match(r"(blocks\.\d+)\.", key)
+    return match.group(1) if match else None
