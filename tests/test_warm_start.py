@@ -169,3 +169,21 @@ def test_the_model_card_says_where_a_warm_started_run_began(source_run, tmp_path
         assert said == ([f"The run started at the weights of {expected} (train.init_from), not at a fresh "
                          "initialisation: its step 0 is that checkpoint, and its curves continue that run's."]
                         if expected else [])
+
+
+def test_growing_a_shipped_run_keeps_its_answers():
+    """checkpoints/extrap-mul-ft2 grown to twice its MLP units and one more layer: the same logits
+    on held-out N x 2 products, to float precision."""
+    from abacus_interp.core.families import build_model
+    from abacus_interp.training.run_state import warm_start
+
+    run = Path(__file__).parents[1] / "checkpoints" / "extrap-mul-ft2"
+    source = ckpt.load_model(run, device="cpu").eval()
+    grown = build_model(source.cfg.replace(d_mlp=2 * source.cfg.d_mlp, n_layers=source.cfg.n_layers + 1)).eval()
+    warm_start(grown, run)
+    assert grown.blocks[0].mlp.W_out.shape[0] == 2 * source.cfg.d_mlp and len(grown.blocks) == 2
+    task = ckpt.load_task(run)
+    examples = [task.make(a, b) for a, b in ((98765, 43), (31415926535, 27), (99, 99))]
+    tokens = encode_batch(task.vocab, [e.prompt for e in examples], [e.target for e in examples]).tokens
+    with torch.no_grad():
+        torch.testing.assert_close(grown(tokens), source(tokens), rtol=0, atol=1e-4)
