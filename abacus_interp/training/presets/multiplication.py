@@ -171,6 +171,10 @@ def mul() -> RunConfig:
     A second such cycle from mul-ft's step 10,000 (seed 2, 12 minutes): at n=200, 2 x 2 100%,
     2 x 3 18% and 3 x 2 39% (mul-ft: 99 / 13 / 36%), 3 x 3 0% (2%); at n=50, 4 x 2 / 5 x 2 16 /
     10%. The largest N stays 2: more schedule does not add partial products. Not shipped.
+    The same second cycle with a third layer grown into the loop (`--set model.n_layers=3`: the
+    new block starts with zero output projections, so step 0 is mul-ft's function,
+    `training/growth.py`; 19 minutes): at n=200, 2 x 2 100%, 2 x 3 16%, 3 x 2 37%, 3 x 3 1%; at
+    n=50, 4 x 2 / 5 x 2 16 / 8%. Depth did no better than the plain cycle: not shipped.
     """
     return recipe(
         "mul",
