@@ -73,6 +73,16 @@ step 5,000, n=100 per row: x 2 digits 97 / 78 / 75% at 5 / 20 / 50 digits, x 3 d
 6%, against the plain arm's 99 / 77 / 71% and 44 / 14 / 8%; multipliers of digit sum 14+ at 20 /
 50 x 2: 17 / 30% against 8 / 20% (n = 12 / 20). Nothing moved beyond the noise: room in the MLP is
 not what holds x 2 back. Not shipped.
+
+Where ft2 goes wrong, answer digit by answer digit (adaptive loops, the eval's held-out uniform
+problems, seed 0; n = answer digits, several per problem): each digit's error rises with the
+carry into its column. 20 x 2 (200 problems): 0-0.9% at carries 0-5, 1.5-6% at 6-9, 12-18% at
+10-11, 37-63% at 12-15; 50 x 2 (100 problems): 0-0.2% at 0-5, 1.6-5% at 6-9, 8-15% at 10-11,
+21-77% at 12-15. In distribution, 5 x 3 (200 problems): 0.3% at 0, 3-13% at 1-4, 21-37% at 5-8,
+47-72% at 9-13, every one wrong at 14 and above. Carries of 10 or more come into 2.6% of the
+5 x 2 answer digits and 5.2% of the 20 x 2 ones: the longer the product, the more columns carry
+that much, the more of them go wrong. The model has not learned to add a large carry, and
+neither more units nor more cycles taught it.
 """
 
 from __future__ import annotations
