@@ -12,7 +12,8 @@ Positions inside attention (optional, `ModelConfig.rotary` / `abacus_window`): q
 keys rotated by each token's Abacus index (RoPE on the digit's index inside its number, not
 on its sequence position), and a local window on that index (a query sees only keys whose
 index is within +-w of its own). Both are worked out once per forward pass into an
-`AttentionContext` that every layer of every loop shares.
+`AttentionContext` that every layer of every loop shares, as is the count of keys each query
+may see, which the scalable softmax (`softmax_length_scale`) multiplies the scores by the log of.
 """
 
 from __future__ import annotations
