@@ -181,9 +181,22 @@ def test_growing_a_shipped_run_keeps_its_answers():
     source = ckpt.load_model(run, device="cpu").eval()
     grown = build_model(source.cfg.replace(d_mlp=2 * source.cfg.d_mlp, n_layers=source.cfg.n_layers + 1)).eval()
     warm_start(grown, run)
-    assert grown.blocks[0].mlp.W_out.shape[0] == 2 * source.cfg.d_mlp and len(grown.blocks) == 2
+    assert grown.blocks[0].mlp.W_out.shape[0] == 2 * source.cfg.d_mlp and len(grown.blocks) == source.cfg.n_layers + 1
     task = ckpt.load_task(run)
     examples = [task.make(a, b) for a, b in ((98765, 43), (31415926535, 27), (99, 99))]
     tokens = encode_batch(task.vocab, [e.prompt for e in examples], [e.target for e in examples]).tokens
     with torch.no_grad():
         torch.testing.assert_close(grown(tokens), source(tokens), rtol=0, atol=1e-4)
+
+
+def test_other_families_added_layers_start_fresh():
+    """A retran or lstm layer is not attention and an MLP on a residual stream: zeroing its
+    outputs would not make it the identity, so growth leaves an added one fresh."""
+    from abacus_interp.training.growth import grow_state
+
+    expected = {"blocks.0.attn.W_O": torch.ones(2, 3, 4), "blocks.1.attn.W_O": torch.ones(2, 3, 4)}
+    state = {"blocks.0.attn.W_O": torch.full((2, 3, 4), 2.0)}
+    grown, changed = grow_state(expected, state, identity_blocks=False)
+    assert changed == [] and set(grown) == {"blocks.0.attn.W_O"}
+    grown, changed = grow_state(expected, state)
+    assert changed == ["blocks.1.attn.W_O"] and not grown["blocks.1.attn.W_O"].any()

@@ -12,8 +12,8 @@ Positions inside attention (optional, `ModelConfig.rotary` / `abacus_window`): q
 keys rotated by each token's Abacus index (RoPE on the digit's index inside its number, not
 on its sequence position), and a local window on that index (a query sees only keys whose
 index is within +-w of its own). Both are worked out once per forward pass into an
-`AttentionContext` that every layer of every loop shares, as is the count of keys each query
-may see, which the scalable softmax (`softmax_length_scale`) multiplies the scores by the log of.
+`AttentionContext` that every layer of every loop shares. So is the log of how many keys each
+query may see: the scalable softmax (`softmax_length_scale`) multiplies each head's scores by it.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class AttentionHooks(nn.Module):
 
     def __init__(self):
         super().__init__()
-        self.hook_q = HookPoint()  # [batch pos head d_head]
+        self.hook_q = HookPoint()  # [batch pos head d_head]: rotated, and scaled by s_h * ln(keys seen) if the model scales
         self.hook_k = HookPoint()  # [batch pos head d_head]
         self.hook_v = HookPoint()  # [batch pos head d_head]
         self.hook_attn_scores = HookPoint()  # [batch head query_pos key_pos]
@@ -251,8 +251,9 @@ class Rotary:
 @dataclass(frozen=True)
 class AttentionContext:
     """What every layer of every loop shares in one forward pass: which keys each query may
-    see (`mask`, None for plain causal attention) and how queries and keys are rotated
-    (`rotary`, None without rotary positions)."""
+    see (`mask`, None for plain causal attention), how queries and keys are rotated
+    (`rotary`, None without rotary positions) and the log of how many keys each query sees
+    (`log_keys`, None without the scalable softmax)."""
 
     mask: Bool[Tensor, "batch head_or_1 query_pos key_pos"] | None = None
     rotary: Rotary | None = None
@@ -334,11 +335,8 @@ class Attention(nn.Module):
         cache: KVEntry | None = None,
     ) -> tuple[Float[Tensor, "batch pos d_model"], KVEntry]:
         q, k, v = self._project_qkv(x)  # [batch pos head d_head] each
-        if context.rotary is not None:
-            q, k = context.rotary.apply(q, context.unrotated_query_heads), context.rotary.apply(k)
-        if context.log_keys is not None:  # scores times s_h * ln(keys seen): scaling the query scales them
-            q = q * (self.length_scale * context.log_keys)  # [batch pos head d_head]
-        q, k, v = hooks.hook_q(q), hooks.hook_k(k), hooks.hook_v(v)  # q and k after rotation, q after the scale
+        q, k = self.place(q, k, context)
+        q, k, v = hooks.hook_q(q), hooks.hook_k(k), hooks.hook_v(v)  # q and k rotated, q scaled (`place`)
         if cache is not None:  # decoding: attend over everything seen so far
             k = torch.cat([cache.k, k], dim=1)
             v = torch.cat([cache.v, v], dim=1)
@@ -361,6 +359,19 @@ class Attention(nn.Module):
         # the heads' outputs summed by one matmul over (head, d_head): W_O viewed as [head*d_head d_model]
         out = torch.addmm(self.b_O, z.flatten(-2).flatten(0, -2), self.W_O.flatten(0, 1))  # [batch*pos d_model]
         return out.view(*z.shape[:-2], -1), KVEntry(k=k, v=v)
+
+    def place(
+        self, q: Float[Tensor, "batch pos head d_head"], k: Float[Tensor, "batch pos head d_head"],
+        context: AttentionContext,
+    ) -> tuple[Float[Tensor, "batch pos head d_head"], Float[Tensor, "batch pos head d_head"]]:
+        """Queries and keys as the scores read them: rotated by their Abacus index (rotary), and
+        the queries times s_h * ln(keys seen) (the scalable softmax), which scales the scores.
+        Every path that recomputes attention from the weights goes through here."""
+        if context.rotary is not None:
+            q, k = context.rotary.apply(q, context.unrotated_query_heads), context.rotary.apply(k)
+        if context.log_keys is not None:
+            q = q * (self.length_scale * context.log_keys).to(q.dtype)  # [batch pos head d_head]
+        return q, k
 
     def _project_qkv(self, x: Float[Tensor, "batch pos d_model"]) -> tuple[Tensor, Tensor, Tensor]:
         """Queries, keys and values from one matmul: with d_model 64 a projection is too small

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 from ..errors import UserError
@@ -136,7 +137,9 @@ class ModelConfig:
     # keys its query may see, s_h learned per head and started at this value (0.3 makes the
     # factor ~1 at 28 keys). A plain softmax flattens as the keys grow in number, so a head
     # trained on short sequences reads its one key more weakly in a long one; with the factor
-    # the peak keeps its height. None: the plain softmax.
+    # the peak keeps its height. A head that sees a fixed few keys (an offset head: itself and
+    # one digit) starts with its scores scaled down (0.3 * ln 2 = 0.2) and learns s_h up.
+    # None: the plain softmax.
     softmax_length_scale: float | None = None
     max_seq_len: int = 64
     # Tied: the unembedding is the transpose of the token embedding (fewer parameters).
@@ -271,11 +274,14 @@ class ModelConfig:
                 f"{self.number_heads} number heads and {self.multiplier_heads} multiplier heads are more than "
                 f"n_heads={self.n_heads}; give fewer special heads or a larger n_heads"
             )
-        if self.softmax_length_scale is not None and (
-                isinstance(self.softmax_length_scale, bool) or not isinstance(self.softmax_length_scale, (int, float))
-                or not self.softmax_length_scale > 0):
-            raise UserError(f"ModelConfig.softmax_length_scale={self.softmax_length_scale!r}: use a number > 0 "
+        scale = self.softmax_length_scale
+        if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))
+                                  or not 0 < scale < math.inf):
+            raise UserError(f"ModelConfig.softmax_length_scale={scale!r}: use a finite number > 0 "
                             "(each head's starting s in s * ln(keys)), or null for the plain softmax")
+        if scale is not None and self.family != "looped":
+            raise UserError(f"softmax_length_scale is an option of the looped family's attention; "
+                            f"family={self.family!r}: leave it unset")
         if self.multiplier_heads and self.rotary != "abacus":
             raise UserError(
                 "ModelConfig.multiplier_heads tells the multiplier's digits apart by rotating their keys: "

@@ -2,13 +2,15 @@
 source's function at step 0: a wider MLP (`model.d_mlp`) or more layers (`model.n_layers`).
 
 Why: a run that has levelled off may lack room rather than steps. Growing it keeps what it
-learned, where a fresh wider model would have to learn it again (extrap-mul took 364 minutes).
+learned, where a fresh wider model would have to learn it all again.
 
 - Wider MLP: the source's units keep their weights in the leading columns; the new units get a
   fresh input projection and a zero output projection, so they add nothing until trained (their
   output weights get a gradient at once, as their activations are not zero).
-- More layers: each added block starts with zero attention and MLP output projections, so in a
-  pre-norm residual block it is the identity, and the looped stack computes what the source did.
+- More layers (the looped family): each added block starts with zero attention and MLP output
+  projections, so the pre-norm residual block is the identity, and the looped stack computes
+  what the source did. Other families' blocks hold more than attention and an MLP (retran's
+  recurrence) or no residual at all (lstm): their added layers start fresh.
 """
 
 from __future__ import annotations
@@ -25,13 +27,14 @@ BLOCK_KEY = re.compile(r"blocks\.\d+\.(.+)")
 
 
 def grow_state(
-    expected: dict[str, torch.Tensor], state: dict[str, torch.Tensor]
+    expected: dict[str, torch.Tensor], state: dict[str, torch.Tensor], identity_blocks: bool = True
 ) -> tuple[dict[str, torch.Tensor], list[str]]:
     """`state` (a checkpoint's tensors) fitted to `expected` (the new model's freshly
     initialised state_dict) where the model is the source grown: MLP tensors with fewer units
-    are embedded in the new ones, and every tensor of an added block that writes to the
-    residual stream is zeroed. Returns the state to load and the keys grown or zeroed, in
-    order. Tensors of any other shape are left as they are, for the caller to refuse."""
+    are embedded in the new ones, and (`identity_blocks`: blocks that are attention and an MLP
+    on a residual stream) every tensor of an added block that writes to the residual stream is
+    zeroed. Returns the state to load and the keys grown or zeroed, in order. Tensors of any
+    other shape are left as they are, for the caller to refuse."""
     grown = dict(state)
     changed = []
     for key, source in state.items():
@@ -44,7 +47,7 @@ def grow_state(
             wide[source.shape[0]:] = 0
         grown[key] = wide
         changed.append(key)
-    added_blocks = {_block_of(k) for k in expected} - {_block_of(k) for k in state} - {None}
+    added_blocks = {_block_of(k) for k in expected} - {_block_of(k) for k in state} - {None} if identity_blocks else ()
     for block in sorted(added_blocks):
         for name in BLOCK_OUTPUTS:
             key = f"{block}.{name}"

@@ -136,7 +136,7 @@ def warm_start(model, source: str | Path) -> Path:
         raise UserError(f"{what}: {e}; name a run directory `train --out` wrote or one of its "
                         "checkpoints/step_*.safetensors, e.g. checkpoints/extrap-mul") from e
     expected = model.state_dict()
-    state, grown = grow_state(expected, state)
+    state, grown = grow_state(expected, state, identity_blocks=model.cfg.family == "looped")
     lost = [key for key in state if key not in expected]
     other_shapes = ckpt.shape_mismatches(expected, state)
     if lost or other_shapes:
@@ -147,8 +147,10 @@ def warm_start(model, source: str | Path) -> Path:
                         f"{ckpt.run_dir_of(weights) / 'config.json'} and add levers only")
     fresh = [key for key in expected if key not in state]
     model.load_state_dict(state, strict=False)
-    logger.info("started from the weights of %s%s%s", weights,
-                f"; grown, computing the source's function (growth.py): {_some(grown)}" if grown else "",
+    if grown:  # the model differs from the checkpoint's: say so where the CLI shows it
+        logger.warning("%s: the model is larger than the checkpoint's; grown so that these add nothing at "
+                       "step 0 (growth.py): %s", what, _some(grown))
+    logger.info("started from the weights of %s%s", weights,
                 f"; freshly initialised (the checkpoint lacks them): {', '.join(fresh)}" if fresh else "")
     return weights
 

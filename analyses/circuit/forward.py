@@ -5,9 +5,9 @@ residual, for its queries, keys and values, as TransformerLens' split q/k/v inpu
 
 `run_graph(model, tokens, graph)` with nothing cut equals `model(tokens, n_loops)` (the
 tests check it on every configuration the looped family has: positions, rotary, windows,
-multiplier heads, the three injections, norm or none). The head computation repeats
-`Attention.forward` with per-head inputs: the same weights, rotation and mask
-(`AttentionContext`), through SDPA.
+multiplier heads, the scalable softmax, the three injections, norm or none). The head
+computation repeats `Attention.forward` with per-head inputs: the same weights, rotation, scale
+(`Attention.place`) and mask (`AttentionContext`), through SDPA.
 """
 
 from __future__ import annotations
@@ -43,8 +43,7 @@ def _heads(block, x: dict[str, Tensor], context: AttentionContext) -> Tensor:
     attn = block.attn
     q, k, v = (einops.einsum(block.ln1(x[c]), w, "b p h d, h d e -> b p h e") + b
                for c, w, b in (("q", attn.W_Q, attn.b_Q), ("k", attn.W_K, attn.b_K), ("v", attn.W_V, attn.b_V)))
-    if context.rotary is not None:
-        q, k = context.rotary.apply(q, context.unrotated_query_heads), context.rotary.apply(k)
+    q, k = attn.place(q, k, context)
     z = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                        attn_mask=context.mask, is_causal=context.mask is None)  # [b h p e]
     return einops.einsum(z, attn.W_O, "b h p e, h e d -> b h p d") + attn.b_O / attn.W_O.shape[0]
