@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from abacus_interp import ModelConfig
-from abacus_interp.core.attention import Rotary, attention_mask
+from abacus_interp.core.attention import attention_mask
 from abacus_interp.core.model import act_name
-from abacus_interp.core.positions import abacus_indices
+from abacus_interp.core.positions import Rotary, abacus_indices
 from tests.conftest import ADDITION_VOCAB
 
 WINDOWED = dict(positional="none", rotary="abacus", abacus_window=1, init_std=0.3)

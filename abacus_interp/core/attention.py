@@ -29,6 +29,7 @@ from torch import Tensor, nn
 from transformer_lens.hook_points import HookPoint
 
 from .config import ModelConfig
+from .positions import Rotary
 
 try:  # optional CUDA kernel
     from flash_attn import flash_attn_func
@@ -217,35 +218,6 @@ def _multiplier_mask(visible, multiplier, itself, index, heads: HeadKinds):
     else:
         fallback = itself[:, None]
     return (reads_multiplier | fallback).expand(index.shape[0], heads.multiplier_heads, -1, -1)
-
-
-@dataclass(frozen=True)
-class Rotary:
-    """RoPE angles of the query positions: position p's pairs of channels (i, i + d_head/2)
-    are rotated by index[p] * base^(-2i/d_head). Keys are rotated when computed (the same
-    positions as the queries) and cached rotated, so a cached key never needs its index again."""
-
-    cos: Float[Tensor, "batch query_pos 1 half"]
-    sin: Float[Tensor, "batch query_pos 1 half"]
-
-    @classmethod
-    def of(cls, index: Int[Tensor, "batch pos"], d_head: int, base: float, dtype=torch.float32) -> Rotary:
-        half = d_head // 2
-        inv_freq = base ** (-torch.arange(half, device=index.device, dtype=torch.float64) / half)  # [half]
-        angles = (index[..., None].double() * inv_freq)[:, :, None, :]  # [batch pos 1 half]
-        return cls(cos=angles.cos().to(dtype), sin=angles.sin().to(dtype))
-
-    def apply(
-        self, x: Float[Tensor, "batch pos head d_head"], skip_last_heads: int = 0
-    ) -> Float[Tensor, "batch pos head d_head"]:
-        """`x` rotated by its positions' indices; the last `skip_last_heads` heads unrotated
-        (the queries of multiplier heads, whose scores must not depend on the query's index)."""
-        first, second = x.chunk(2, dim=-1)
-        cos, sin = self.cos.to(x.dtype), self.sin.to(x.dtype)
-        rotated = torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1)
-        if skip_last_heads:
-            rotated = torch.cat([rotated[:, :, :-skip_last_heads], x[:, :, -skip_last_heads:]], dim=2)
-        return rotated
 
 
 @dataclass(frozen=True)

@@ -4,14 +4,18 @@ Abacus (McLeish et al. 2024): digit j (1-based) of every number gets index offse
 every other token 0, so the i-th digits of both operands and of the answer share an
 embedding. For `321+654=975`: 1,2,3,0,1,2,3,0,1,2,3. A random offset while training makes
 the embeddings of high indices trained too, so the model extrapolates to longer numbers.
+
+Rotary positions on the Abacus index (`Rotary`): attention rotates queries and keys by each
+token's index instead of adding a table, so a score depends on the index difference only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
-from jaxtyping import Bool, Int
+from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 
@@ -85,3 +89,32 @@ def learned_indices(valid: Bool[Tensor, "batch pos"]) -> Int[Tensor, "batch pos"
     """Absolute positions counted over real tokens only, so a left-padded prompt gets the
     same positions as the unpadded one."""
     return (valid.long().cumsum(dim=1) - 1).clamp(min=0)
+
+
+@dataclass(frozen=True)
+class Rotary:
+    """RoPE angles of the query positions: position p's pairs of channels (i, i + d_head/2)
+    are rotated by index[p] * base^(-2i/d_head). Keys are rotated when computed (the same
+    positions as the queries) and cached rotated, so a cached key never needs its index again."""
+
+    cos: Float[Tensor, "batch query_pos 1 half"]
+    sin: Float[Tensor, "batch query_pos 1 half"]
+
+    @classmethod
+    def of(cls, index: Int[Tensor, "batch pos"], d_head: int, base: float, dtype=torch.float32) -> Rotary:
+        half = d_head // 2
+        inv_freq = base ** (-torch.arange(half, device=index.device, dtype=torch.float64) / half)  # [half]
+        angles = (index[..., None].double() * inv_freq)[:, :, None, :]  # [batch pos 1 half]
+        return cls(cos=angles.cos().to(dtype), sin=angles.sin().to(dtype))
+
+    def apply(
+        self, x: Float[Tensor, "batch pos head d_head"], skip_last_heads: int = 0
+    ) -> Float[Tensor, "batch pos head d_head"]:
+        """`x` rotated by its positions' indices; the last `skip_last_heads` heads unrotated
+        (the queries of multiplier heads, whose scores must not depend on the query's index)."""
+        first, second = x.chunk(2, dim=-1)
+        cos, sin = self.cos.to(x.dtype), self.sin.to(x.dtype)
+        rotated = torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1)
+        if skip_last_heads:
+            rotated = torch.cat([rotated[:, :, :-skip_last_heads], x[:, :, -skip_last_heads:]], dim=2)
+        return rotated
