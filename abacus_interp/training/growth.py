@@ -23,7 +23,8 @@ import torch
 MLP_UNIT_AXIS = {"mlp.W_in": 1, "mlp.W_gate": 1, "mlp.b_in": 0, "mlp.b_gate": 0, "mlp.W_out": 0}
 # an added block's writes into the residual stream: zero makes the block the identity
 BLOCK_OUTPUTS = ("attn.W_O", "attn.b_O", "mlp.W_out", "mlp.b_out")
-BLOCK_KEY = re.compile(r"blocks\.\d+\.(.+)")
+# a block's tensor: "blocks.3" and its name inside the block, "mlp.W_in"
+BLOCK_KEY = re.compile(r"(blocks\.\d+)\.(.+)")
 
 
 def grow_state(
@@ -39,7 +40,7 @@ def grow_state(
     changed = []
     for key, source in state.items():
         target = expected.get(key)
-        if target is None or target.shape == source.shape or not _widens_units(key, source, target):
+        if target is None or not _widens_units(key, source, target):
             continue
         wide = target.detach().clone()
         wide[tuple(slice(0, n) for n in source.shape)] = source
@@ -47,7 +48,7 @@ def grow_state(
             wide[source.shape[0]:] = 0
         grown[key] = wide
         changed.append(key)
-    added_blocks = {_block_of(k) for k in expected} - {_block_of(k) for k in state} - {None} if identity_blocks else ()
+    added_blocks = ({_block_of(k) for k in expected} - {_block_of(k) for k in state} - {None}) if identity_blocks else set()
     for block in sorted(added_blocks):
         for name in BLOCK_OUTPUTS:
             key = f"{block}.{name}"
@@ -60,7 +61,7 @@ def grow_state(
 def _widens_units(key: str, source: torch.Tensor, target: torch.Tensor) -> bool:
     """Whether `target` is `source` with more MLP units and nothing else changed."""
     match = BLOCK_KEY.fullmatch(key)
-    axis = MLP_UNIT_AXIS.get(match.group(1)) if match else None
+    axis = MLP_UNIT_AXIS.get(match.group(2)) if match else None
     if axis is None or source.dim() != target.dim():
         return False
     return all((s < t) if d == axis else (s == t) for d, (s, t) in enumerate(zip(source.shape, target.shape, strict=True)))
@@ -68,5 +69,5 @@ def _widens_units(key: str, source: torch.Tensor, target: torch.Tensor) -> bool:
 
 def _block_of(key: str) -> str | None:
     """"blocks.3" for any tensor of block 3, else None."""
-    match = re.match(r"(blocks\.\d+)\.", key)
+    match = BLOCK_KEY.fullmatch(key)
     return match.group(1) if match else None
