@@ -325,3 +325,35 @@ def test_digit_accuracy_counts_the_products_each_column_sums():
     assert all(0.0 <= r <= 1.0 for r in d.right) and d.n_problems == 8
     first = d.first_below()
     assert first is None or d.right[first] < 0.99
+
+
+def test_large_carry_plant_keeps_uniform_digits_and_plants_two_digit_carries():
+    plain = MultiplicationTask(max_digits=5, max_multiplier_digits=3, answer_format="slots")
+    planted = MultiplicationTask(max_digits=5, max_multiplier_digits=3, answer_format="slots",
+                                 large_carry_fraction=0.5)
+    unplanted = MultiplicationTask(max_digits=5, max_multiplier_digits=3, answer_format="slots",
+                                   large_carry_fraction=0.0)
+    assert unplanted.sample(50, random.Random(3)) == plain.sample(50, random.Random(3))
+    assert "large_carry_fraction" not in unplanted.config()
+
+    def share_carrying_ten(exs):
+        return sum(max(carries_in(*e.operands)) >= 10 for e in exs) / len(exs)
+    examples = planted.sample(2000, random.Random(0))
+    assert all(e.answer == e.operands[0] * e.operands[1] for e in examples)
+    # half planted, plus the plain half's own share (about 13%)
+    assert 0.5 < share_carrying_ten(examples) < 0.65
+    assert share_carrying_ten(plain.sample(2000, random.Random(0))) < 0.2
+    # unlike the large-digit plant, the digits stay spread over 0..9
+    digits = "".join(str(e.operands[0]) for e in examples)
+    assert {str(d) for d in range(10)} <= set(digits)
+    assert digits.count("0") / len(digits) > 0.04
+    # a one-digit range cannot carry 10: those draws stay plain
+    short = planted.sample(30, random.Random(2), min_digits=1, max_digits=1)
+    assert all(len(str(e.operands[0])) == 1 for e in short)
+    rebuilt = get_task("multiplication", **planted.config())
+    assert rebuilt.large_carry_fraction == 0.5
+    assert rebuilt.sample(20, random.Random(1)) == planted.sample(20, random.Random(1))
+    with pytest.raises(UserError, match="large_carry_fraction"):
+        MultiplicationTask(large_carry_fraction=-0.1)
+    with pytest.raises(UserError, match="2 or more digits"):
+        MultiplicationTask(max_digits=5, max_multiplier_digits=1, large_carry_fraction=0.3)

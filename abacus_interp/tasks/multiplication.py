@@ -6,7 +6,10 @@ which a looped model can extrapolate in the multiplicand's length (ModelConfig.m
 
 `large_digit_fraction` plants problems whose digits are all large: under uniform digits a
 column's running sum rarely reaches 90 (a carry above 8), which an N x 1 product never makes
-and an N x 2 or N x 3 one does, so those carries are few in the training data.
+and an N x 2 or N x 3 one does, so those carries are few in the training data. `large_carry_fraction` plants them without
+changing the digits' distribution: a planted problem is a uniform one redrawn until a carry of
+LARGE_CARRY or more enters one of its columns (digit counts redrawn with it, so the plant leans
+toward long multiplicands and multipliers of two or more digits, where such carries occur).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any, ClassVar
 from abacus_interp.errors import UserError
 from abacus_interp.tasks.base import Example, check_digit_range
 from abacus_interp.tasks.binary_op import BinaryOpTask
-from abacus_interp.tasks.product_carries import running_sums
+from abacus_interp.tasks.product_carries import carries_in, running_sums
 
 
 class MultiplicationTask(BinaryOpTask):
@@ -28,13 +31,21 @@ class MultiplicationTask(BinaryOpTask):
     LARGE_DIGITS (digit counts drawn as for the others), so that the columns sum past 90 and
     carry more than 8. The plant is part of the task's distribution, like addition's
     cascade_fraction: held-out sets drawn from this task hold it too, so compare such a run
-    with another on a plain task."""
+    with another on a plain task.
+
+    `large_carry_fraction`: the share of sampled problems redrawn from the plain distribution
+    until a carry of at least LARGE_CARRY enters one of their columns (a two-digit carry, the
+    answer digits an N x k run gets wrong most often); the digits stay uniform given that."""
 
     name: ClassVar[str] = "multiplication"
     op_symbol: ClassVar[str] = "*"
     op_aliases: ClassVar[tuple[str, ...]] = ("x", "×")
     # the digits of a planted problem: 5 x 5 = 25 up to 81, so two products pass 90 often
     LARGE_DIGITS: ClassVar[tuple[int, int]] = (5, 9)
+    # a two-digit carry: a column sum of 100 or more, which an N x 1 product never reaches
+    LARGE_CARRY: ClassVar[int] = 10
+    # redraws before a planted problem gives up; at <= 5 x 2 digits about one in ten qualifies
+    MAX_REDRAWS: ClassVar[int] = 10_000
 
     def __init__(
         self,
@@ -44,11 +55,11 @@ class MultiplicationTask(BinaryOpTask):
         max_multiplier_digits: int | None = None,
         min_multiplier_digits: int = 1,
         large_digit_fraction: float = 0.0,
+        large_carry_fraction: float = 0.0,
     ) -> None:
         super().__init__(max_digits=max_digits, min_digits=min_digits, answer_format=answer_format)
-        if isinstance(large_digit_fraction, bool) or not isinstance(large_digit_fraction, (int, float)) \
-                or not 0.0 <= large_digit_fraction <= 1.0:
-            raise UserError(f"large_digit_fraction must be a number in [0, 1], got {large_digit_fraction!r}")
+        check_fraction(large_digit_fraction, "large_digit_fraction")
+        check_fraction(large_carry_fraction, "large_carry_fraction")
         if max_multiplier_digits is not None:
             check_digit_range(min_multiplier_digits, max_multiplier_digits, "multiplier_digits")
         elif min_multiplier_digits != 1:
@@ -56,13 +67,32 @@ class MultiplicationTask(BinaryOpTask):
         self.max_multiplier_digits = max_multiplier_digits
         self.min_multiplier_digits = min_multiplier_digits
         self.large_digit_fraction = float(large_digit_fraction)
+        self.large_carry_fraction = float(large_carry_fraction)
+        if self.large_carry_fraction and min(max_digits, self.multiplier_range[1]) < 2:
+            raise UserError("large_carry_fraction plants carries of 10 or more, which need both operands to have "
+                            "2 or more digits; raise max_digits (and max_multiplier_digits) or leave it at 0")
 
     def draw_problem(self, rng: random.Random, first: tuple[int, int], second: tuple[int, int]) -> Example:
-        # no draw for the plant when there is none: the plain stream, draw for draw
+        # no draw for a plant when there is none: the plain stream, draw for draw
         if self.large_digit_fraction and rng.random() < self.large_digit_fraction:
             i, j = rng.randint(*first), rng.randint(*second)
             return self.make(large_digit_number(rng, i), large_digit_number(rng, j))
+        if self.large_carry_fraction and rng.random() < self.large_carry_fraction:
+            return self.draw_large_carry(rng, first, second)
         return super().draw_problem(rng, first, second)
+
+    def draw_large_carry(self, rng: random.Random, first: tuple[int, int], second: tuple[int, int]) -> Example:
+        """A plain problem of these digit ranges, redrawn until a carry of LARGE_CARRY or more
+        enters one of its columns; a plain one where these ranges cannot carry that much (a
+        one-digit operand)."""
+        if min(first[1], second[1]) < 2:
+            return super().draw_problem(rng, first, second)
+        for _ in range(self.MAX_REDRAWS):
+            example = super().draw_problem(rng, first, second)
+            if max(carries_in(*example.operands)) >= self.LARGE_CARRY:
+                return example
+        raise UserError(f"no problem with operands of {first} and {second} digits carried {self.LARGE_CARRY} or "
+                        f"more in {self.MAX_REDRAWS} draws; sample longer operands, or set large_carry_fraction=0")
 
     @property
     def multiplier_range(self) -> tuple[int, int]:
@@ -106,7 +136,15 @@ class MultiplicationTask(BinaryOpTask):
             out["min_multiplier_digits"] = self.min_multiplier_digits
         if self.large_digit_fraction:
             out["large_digit_fraction"] = self.large_digit_fraction
+        if self.large_carry_fraction:
+            out["large_carry_fraction"] = self.large_carry_fraction
         return out
+
+
+def check_fraction(value: float, name: str) -> None:
+    """UserError unless `value` is a number in [0, 1] (a plant's share of the problems)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+        raise UserError(f"{name} must be a number in [0, 1], got {value!r}")
 
 
 def large_digit_number(rng: random.Random, k: int) -> int:
