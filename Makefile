@@ -56,12 +56,16 @@ browser:
 # Lint first: it takes a second and fails on what the tests would not catch.
 LINTED := abacus_interp analyses tests benchmarks notebooks abacus_lab
 
+# The suite runs in TEST_WORKERS processes of one thread each (pytest-xdist), a test file to a
+# process so that its module fixtures are built once; 2 matches the 2-core CI machine.
+TEST_WORKERS ?= 2
+
 test: $(DEV_STAMP) browser
 	$(PY) -m ruff check $(LINTED)
-	OMP_NUM_THREADS=1 $(PY) -m pytest -q
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 test-fast: $(DEV_STAMP)
-	OMP_NUM_THREADS=1 $(PY) -m pytest -q -m "not slow"
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow"
 
 # Run every notebook against checkpoints/ and store its outputs (about a minute).
 notebooks: $(DEV_STAMP)
