@@ -238,6 +238,13 @@ def test_the_multiplication_analysis_splits_attention_by_head_kind():
     # the split by multiplier: for 2-digit multipliers, at the trained and the far length
     assert [(r.digits, r.multiplier_digits) for r in result.by_multiplier] == [(3, 2), (6, 2)]
     assert "By the sum of the multiplier's digits" in result.findings()[0]
+    # each answer digit by its carry in, far too, for 2-digit multipliers only
+    assert [(d.digits, d.multiplier_digits) for d in result.by_digit_far] == [(6, 2)]
+    # a 6 x 2-digit product has 6 or more digits (7 or 8 mostly), each binned once
+    assert 12 * 6 <= sum(b.n for b in result.by_digit_far[0].by_carry_in) <= 12 * 8
+    assert "The same in distribution and far (n=12 problems each): x 2 (3 / 6 digits" in result.findings()[0]
+    dashed = [t for t in result.figures()["by_carry_in"].data if t.line.dash == "dash"]
+    assert [t.name for t in dashed] == ["x 2 digits, 6-digit"]
     assert [r.label for r in result.running_sum] == ["uniform 3 x 1 digits", "uniform 3 x 2 digits"]
     assert all(len(r.fitted.read) == config.horizon and r.trained is None for r in result.running_sum)
 

@@ -10,7 +10,7 @@ import pytest
 from abacus_interp.tasks import get_task
 from abacus_interp.tasks.product_carries import carries_in, column_sums
 from analyses.multiplication.analysis import accuracy_by_carry_in
-from analyses.multiplication.findings import _carry_in_sentence
+from analyses.multiplication.findings import _carry_in_far_sentence, _carry_in_sentence
 from analyses.multiplication.result import CARRY_BINS, CarryBin, DigitAccuracy
 
 
@@ -45,8 +45,9 @@ def test_a_row_that_does_not_match_the_product_is_refused():
         accuracy_by_carry_in([example], [[True, True, True]])
 
 
-def _digits(k: int, bins: list[tuple[int, int | None, int, float]]) -> DigitAccuracy:
-    return DigitAccuracy(label=f"uniform, 5 x {k} digits", multiplier_digits=k, n_problems=48, loops=48,
+def _digits(k: int, bins: list[tuple[int, int | None, int, float]], digits: int = 5) -> DigitAccuracy:
+    return DigitAccuracy(label=f"uniform, {digits} x {k} digits", digits=digits, multiplier_digits=k, n_problems=48,
+                         loops=48,
                          right=(1.0,), products=(1,),
                          by_carry_in=tuple(CarryBin(lo=lo, hi=hi, n=n, right=r) for lo, hi, n, r in bins))
 
@@ -97,3 +98,17 @@ def test_the_multiplier_sentence_states_every_bin_with_its_n():
     sentence = _by_multiplier_sentence((row,))
     assert "20 x 2 0-9 90% (n=20), 10-13 25% (n=12), 14+ 0% (n=8)" in sentence
     assert row.label == "uniform, 20 x 2 digits"
+
+
+def test_the_far_sentence_sets_each_carry_bin_beside_its_trained_length_and_counts_large_carries():
+    """Planted: the same accuracy per bin at 5 and 20 digits, four times the share of large
+    carries far; a bin seen only far is written with a dash where the trained length has none."""
+    one = _digits(1, [(0, 0, 100, 1.0)])
+    near = _digits(2, [(0, 0, 90, 1.0), (5, 8, 10, 0.9)])
+    far = _digits(2, [(0, 0, 240, 1.0), (5, 8, 100, 0.9), (9, 12, 60, 0.5)], digits=20)
+    sentence = _carry_in_far_sentence((one, near), (far,))
+    assert sentence.startswith("The same in distribution and far (n=48 problems each): x 2 (5 / 20 digits, ")
+    assert "right by carry: 0 100% / 100%, 5-8 90% / 90%, 9-12 - / 50%" in sentence
+    # above 8: none of the 100 digits at 5; 60 of 400 at 20
+    assert "carries above 8 into 0% / 15% of the answer digits" in sentence
+    assert _carry_in_far_sentence((one, near), ()) == ""

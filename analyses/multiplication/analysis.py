@@ -133,8 +133,8 @@ def digit_accuracy(model, examples, digits: int, k: int, loops: int) -> DigitAcc
         right.append(round(sum(at_i) / len(at_i), 4))
     # column i of a D-digit times a k-digit number sums a_(i-j) * b_j over 0 <= j < k, 0 <= i - j < D
     products = tuple(max(0, min(i, k - 1) - max(0, i - digits + 1) + 1) for i in range(n_answer))
-    return DigitAccuracy(label=f"uniform, {digits} x {k} digits", multiplier_digits=k, n_problems=len(examples),
-                         loops=loops, right=tuple(right), products=products,
+    return DigitAccuracy(label=f"uniform, {digits} x {k} digits", digits=digits, multiplier_digits=k,
+                         n_problems=len(examples), loops=loops, right=tuple(right), products=products,
                          by_carry_in=accuracy_by_carry_in(examples, [c[-1] for c in correct]))
 
 
@@ -155,13 +155,17 @@ def accuracy_by_carry_in(examples, right) -> tuple[CarryBin, ...]:
 def _per_multiplier_length(model, task, ks, far: int, cfg: MultiplicationConfig) -> dict:
     """Each answer digit's accuracy and each column's running-sum reading, on the same uniform
     problems of the trained multiplicand length, one per multiplier length; and for multipliers
-    of 2 digits or more, exact match by the multiplier's digit sum at that length and at `far`
-    (the accuracy table's problems where `far` is one of its lengths, as the report's are)."""
+    of 2 digits or more, each answer digit's accuracy at `far` too (whether large carries are
+    added as well there), and exact match by the multiplier's digit sum at both lengths (the
+    accuracy table's problems where `far` is one of its lengths, as the report's are)."""
     n = task.max_digits
     return {"by_multiplier": tuple(by_multiplier(model, task, d, k, cfg.n_problems, cfg.seed)
                                    for k in ks if k > 1 for d in sorted({n, far})),
             "by_digit": tuple(digit_accuracy(model, _uniform(task, n, k, cfg.n_problems, cfg.seed), n, k, cfg.horizon)
                               for k in ks),
+            "by_digit_far": tuple(digit_accuracy(model, _uniform(task, far, k, cfg.n_problems, cfg.seed), far, k,
+                                                 cfg.horizon)
+                                  for k in ks if k > 1 and far > n),
             "running_sum": tuple(r for k in ks if (r := _running_sum(model, task, n, k, cfg)) is not None)}
 
 

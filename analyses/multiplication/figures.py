@@ -42,18 +42,23 @@ def by_digit(result) -> go.Figure:
     d0 = result.by_digit[0]
     fig.update_xaxes(title_text="answer digit (units = 0)", dtick=1)
     fig.update_yaxes(title_text="right (logit lens)", range=[0, 1.02], tickformat=".0%")
-    fig.update_layout(title=f"Each answer digit of uniform products ({d0.label.split(', ')[1].split(' x ')[0]}-digit "
+    fig.update_layout(title=f"Each answer digit of uniform products ({d0.digits}-digit "
                             f"multiplicands, n={d0.n_problems} per multiplier length, after {d0.loops} loops)")
     return fig
 
 
 def by_carry_in(result) -> go.Figure:
     fig = go.Figure()
-    largest = max((b.n for d in result.by_digit for b in d.by_carry_in), default=1)
-    for i, d in enumerate(result.by_digit):
+    rows = [(d, "solid", f"x {d.multiplier_digits} digits") for d in result.by_digit]
+    # the far length dashed, in its multiplier length's colour
+    rows += [(d, "dash", f"x {d.multiplier_digits} digits, {d.digits}-digit")
+             for d in result.by_digit_far]
+    colour = {k: COLORS[i % len(COLORS)] for i, k in enumerate(d.multiplier_digits for d in result.by_digit)}
+    largest = max((b.n for d, _, _ in rows for b in d.by_carry_in), default=1)
+    for d, dash, name in rows:
         fig.add_trace(go.Scatter(x=[b.span for b in d.by_carry_in], y=[b.right for b in d.by_carry_in],
-                                 mode="lines+markers", name=f"x {d.multiplier_digits} digits",
-                                 line={"color": COLORS[i % len(COLORS)]},
+                                 mode="lines+markers", name=name,
+                                 line={"color": colour.get(d.multiplier_digits, COLORS[0]), "dash": dash},
                                  # the marker's area follows the digits behind the point
                                  marker={"size": [6 + 14 * (b.n / largest) ** 0.5 for b in d.by_carry_in]},
                                  text=[f"n={b.n} answer digits" for b in d.by_carry_in],
@@ -61,11 +66,12 @@ def by_carry_in(result) -> go.Figure:
     d0 = result.by_digit[0]
     fig.update_xaxes(title_text="carry into the answer digit's column", type="category",
                      categoryorder="array",
-                     categoryarray=[span for _, span in sorted({(b.lo, b.span) for d in result.by_digit
+                     categoryarray=[span for _, span in sorted({(b.lo, b.span) for d, _, _ in rows
                                                                 for b in d.by_carry_in})])
     fig.update_yaxes(title_text="answer digit right (logit lens)", range=[0, 1.02], tickformat=".0%")
-    fig.update_layout(title=f"Answer digits by the carry into their column ({result.trained_digits}-digit multiplicands, "
-                            f"n={d0.n_problems} per multiplier length, after {d0.loops} loops)")
+    far = f" (dashed: {result.by_digit_far[0].digits}-digit)" if result.by_digit_far else ""
+    fig.update_layout(title=f"Answer digits by the carry into their column ({result.trained_digits}-digit multiplicands"
+                            f"{far}, n={d0.n_problems} per multiplier length, after {d0.loops} loops)")
     return fig
 
 

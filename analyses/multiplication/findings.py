@@ -24,6 +24,8 @@ def multiplication_findings(result) -> list[str]:
         out[-1] += " " + _by_digit_sentence(result.by_digit)
         if any(d.by_carry_in for d in result.by_digit):
             out[-1] += " " + _carry_in_sentence(result.by_digit)
+        if far_sentence := _carry_in_far_sentence(result.by_digit, result.by_digit_far):
+            out[-1] += " " + far_sentence
     if result.by_multiplier and out:
         out[-1] += " " + _by_multiplier_sentence(result.by_multiplier)
     if result.running_sum:
@@ -57,7 +59,7 @@ def _by_digit_sentence(by_digit) -> str:
                  f"{'s' if d.products[first] != 1 else ''} and a carry")
         parts.append(f"x {d.multiplier_digits}: {digits} ({where})")
     d0 = by_digit[0]
-    return (f"Each answer digit right, units first (uniform products of {d0.label.split(', ')[1].split(' x ')[0]}-digit "
+    return (f"Each answer digit right, units first (uniform products of {d0.digits}-digit "
             f"multiplicands, n={d0.n_problems} each, logit lens after {d0.loops} loops): " + "; ".join(parts) + ".")
 
 
@@ -76,6 +78,34 @@ def _carry_in_sentence(by_digit) -> str:
     if split:
         sentence += " Carries above 8, which a one-digit multiplier never makes: " + ", ".join(split) + "."
     return sentence
+
+
+def _carry_in_far_sentence(by_digit, by_digit_far) -> str:
+    """Per multiplier length: each carry bin's accuracy in distribution against the far
+    length's, and the share of answer digits whose carry passes 8 at each. Equal accuracy per
+    bin says the loop carries as well at any length: a long product fails more often because it
+    has more columns, each as likely to receive a carry the model adds badly."""
+    near = {d.multiplier_digits: d for d in by_digit}
+    parts = []
+    for far in by_digit_far:
+        trained = near.get(far.multiplier_digits)
+        if trained is None or not far.by_carry_in:
+            continue
+        at_trained = {b.span: b for b in trained.by_carry_in}
+        bins = ", ".join(f"{b.span} {at_trained[b.span].right:.0%} / {b.right:.0%}" if b.span in at_trained
+                         else f"{b.span} - / {b.right:.0%}" for b in far.by_carry_in)
+        parts.append(f"x {far.multiplier_digits} ({trained.digits} / {far.digits} digits, "
+                     f"right by carry: {bins}; carries above 8 into {_share_above(trained.by_carry_in, 8):.0%} / "
+                     f"{_share_above(far.by_carry_in, 8):.0%} of the answer digits)")
+    if not parts:
+        return ""
+    return f"The same in distribution and far (n={by_digit_far[0].n_problems} problems each): " + "; ".join(parts) + "."
+
+
+def _share_above(bins, above: int) -> float:
+    """The share of the answer digits whose carry in is larger than `above`."""
+    total = sum(b.n for b in bins)
+    return sum(b.n for b in bins if b.lo > above) / total if total else 0.0
 
 
 def _by_multiplier_sentence(rows) -> str:

@@ -137,6 +137,7 @@ class DigitAccuracy:
     the model can add."""
 
     label: str  # e.g. "uniform, 5 x 2 digits"
+    digits: int  # the multiplicand's
     multiplier_digits: int
     n_problems: int
     loops: int
@@ -169,6 +170,9 @@ class MultiplicationResult:
     heads_far: HeadReading | None
     knockout: Knockout | None
     by_digit: tuple[DigitAccuracy, ...] = ()  # one per k, at the trained multiplicand length
+    # the same for k of 2 digits or more at the far length: whether a carry of a given size is
+    # added as well there as in distribution, and how many more columns receive a large one
+    by_digit_far: tuple[DigitAccuracy, ...] = ()
     # each column's running sum read from the state after every loop, one per k, same problems as by_digit
     running_sum: tuple[RunningSumReading, ...] = ()
     # exact match by the multiplier's digit sum, per k of 2 digits or more, at N and at the far length
