@@ -240,11 +240,12 @@ def test_the_multiplication_analysis_splits_attention_by_head_kind():
     assert "By the sum of the multiplier's digits" in result.findings()[0]
     # each answer digit by its carry in, far too, for 2-digit multipliers only
     assert [(d.digits, d.multiplier_digits) for d in result.by_digit_far] == [(6, 2)]
-    # a 6 x 2-digit product has 6 or more digits (7 or 8 mostly), each binned once
-    assert 12 * 6 <= sum(b.n for b in result.by_digit_far[0].by_carry_in) <= 12 * 8
-    assert "The same in distribution and far (n=12 problems each): x 2 (3 / 6 digits" in result.findings()[0]
-    dashed = [t for t in result.figures()["by_carry_in"].data if t.line.dash == "dash"]
-    assert [t.name for t in dashed] == ["x 2 digits, 6-digit"]
+    # a 6 x 2-digit product has 7 or 8 digits, each binned once
+    assert 12 * 7 <= sum(b.n for b in result.by_digit_far[0].by_carry_in) <= 12 * 8
+    assert "trained / far length (n=12 problems each, n = answer digits): x 2 (3 / 6 digits: 0 " in result.findings()[0]
+    lines = result.figures()["by_carry_in"].data
+    assert [(t.name, t.line.dash) for t in lines] == [("x 1, 3-digit", "solid"), ("x 2, 3-digit", "solid"),
+                                                      ("x 2, 6-digit", "dash")]
     assert [r.label for r in result.running_sum] == ["uniform 3 x 1 digits", "uniform 3 x 2 digits"]
     assert all(len(r.fitted.read) == config.horizon and r.trained is None for r in result.running_sum)
 
@@ -334,7 +335,7 @@ def test_digit_accuracy_counts_the_products_each_column_sums():
     assert first is None or d.right[first] < 0.99
 
 
-def test_large_carry_plant_keeps_uniform_digits_and_plants_two_digit_carries():
+def test_large_carry_plant_conditions_uniform_problems_on_a_two_digit_carry():
     plain = MultiplicationTask(max_digits=5, max_multiplier_digits=3, answer_format="slots")
     planted = MultiplicationTask(max_digits=5, max_multiplier_digits=3, answer_format="slots",
                                  large_carry_fraction=0.5)
@@ -347,20 +348,43 @@ def test_large_carry_plant_keeps_uniform_digits_and_plants_two_digit_carries():
         return sum(max(carries_in(*e.operands)) >= 10 for e in exs) / len(exs)
     examples = planted.sample(2000, random.Random(0))
     assert all(e.answer == e.operands[0] * e.operands[1] for e in examples)
-    # half planted, plus the plain half's own share (about 13%)
-    assert 0.5 < share_carrying_ten(examples) < 0.65
-    assert share_carrying_ten(plain.sample(2000, random.Random(0))) < 0.2
-    # unlike the large-digit plant, the digits stay spread over 0..9
-    digits = "".join(str(e.operands[0]) for e in examples)
-    assert {str(d) for d in range(10)} <= set(digits)
-    assert digits.count("0") / len(digits) > 0.04
-    # a one-digit range cannot carry 10: those draws stay plain
-    short = planted.sample(30, random.Random(2), min_digits=1, max_digits=1)
-    assert all(len(str(e.operands[0])) == 1 for e in short)
+    # half planted, plus the plain half's own share (about 9%)
+    assert 0.5 < share_carrying_ten(examples) < 0.6
+    assert 0.06 < share_carrying_ten(plain.sample(2000, random.Random(0))) < 0.12
+    # every planted problem carries 10 somewhere, and unlike the large-digit plant (5..9 only)
+    # its digits are uniform given that: every digit occurs, the small ones less often
+    only = MultiplicationTask(max_digits=5, max_multiplier_digits=3, answer_format="slots", large_carry_fraction=1.0)
+    always = only.sample(1000, random.Random(1))
+    assert min(max(carries_in(*e.operands)) for e in always) >= 10
+    digits = "".join(str(e.operands[0]) + str(e.operands[1]) for e in always)
+    shares = [digits.count(str(d)) / len(digits) for d in range(10)]
+    assert 0.01 < shares[0] < 0.06 and 0.15 < shares[9] < 0.25 and sum(shares[:5]) > 0.2
+    # the same conditional law as redrawing whole plain problems until one carries 10
+    rng = random.Random(4)
+    redrawn = []
+    while len(redrawn) < 1000:
+        example = plain.sample(1, rng)[0]
+        if max(carries_in(*example.operands)) >= 10:
+            redrawn.append(example)
+    def mean_length(exs):
+        return sum(len(str(e.operands[0])) + len(str(e.operands[1])) for e in exs) / len(exs)
+    assert abs(mean_length(always) - mean_length(redrawn)) < 0.15
+    # a one-digit range cannot carry 10: those draws are the plain ones, draw for draw
+    assert only.draw_large_carry(random.Random(2), (1, 1), (1, 3)) == plain.draw_problem(random.Random(2), (1, 1), (1, 3))
     rebuilt = get_task("multiplication", **planted.config())
     assert rebuilt.large_carry_fraction == 0.5
     assert rebuilt.sample(20, random.Random(1)) == planted.sample(20, random.Random(1))
-    with pytest.raises(UserError, match="large_carry_fraction"):
-        MultiplicationTask(large_carry_fraction=-0.1)
+
+
+def test_large_carry_plant_refuses_what_it_cannot_plant():
+    for bad in (-0.1, 1.5, True, "0.3"):
+        with pytest.raises(UserError, match="large_carry_fraction must be a number"):
+            MultiplicationTask(large_carry_fraction=bad)
     with pytest.raises(UserError, match="2 or more digits"):
         MultiplicationTask(max_digits=5, max_multiplier_digits=1, large_carry_fraction=0.3)
+    with pytest.raises(UserError, match="set one of them"):
+        MultiplicationTask(max_digits=5, large_carry_fraction=0.3, large_digit_fraction=0.3)
+    stubborn = MultiplicationTask(max_digits=5, max_multiplier_digits=3, large_carry_fraction=1.0)
+    stubborn.MAX_REDRAWS = 0
+    with pytest.raises(UserError, match="carried 10 or more in 0 draws"):
+        stubborn.sample(1, random.Random(0))

@@ -107,8 +107,12 @@ def test_the_far_sentence_sets_each_carry_bin_beside_its_trained_length_and_coun
     near = _digits(2, [(0, 0, 90, 1.0), (5, 8, 10, 0.9)])
     far = _digits(2, [(0, 0, 240, 1.0), (5, 8, 100, 0.9), (9, 12, 60, 0.5)], digits=20)
     sentence = _carry_in_far_sentence((one, near), (far,))
-    assert sentence.startswith("The same in distribution and far (n=48 problems each): x 2 (5 / 20 digits, ")
-    assert "right by carry: 0 100% / 100%, 5-8 90% / 90%, 9-12 - / 50%" in sentence
+    assert sentence.startswith("Answer digits right by the carry into their column, trained / far length "
+                               "(n=48 problems each, n = answer digits): x 2 (5 / 20 digits: ")
+    assert ("0 100% (n=90) / 100% (n=240), 5-8 90% (n=10) / 90% (n=100), 9-12 - / 50% (n=60)") in sentence
     # above 8: none of the 100 digits at 5; 60 of 400 at 20
     assert "carries above 8 into 0% / 15% of the answer digits" in sentence
+    # a bin met only at the trained length keeps its place, dashed far
+    only_near = _digits(2, [(0, 0, 90, 1.0), (13, None, 10, 0.2)])
+    assert "13+ 20% (n=10) / -" in _carry_in_far_sentence((only_near,), (far,))
     assert _carry_in_far_sentence((one, near), ()) == ""

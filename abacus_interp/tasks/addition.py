@@ -5,8 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any, ClassVar
 
-from abacus_interp.errors import UserError
-from abacus_interp.tasks.base import Example, check_digit_range
+from abacus_interp.tasks.base import Example, check_digit_range, check_fraction
 from abacus_interp.tasks.binary_op import BinaryOpTask
 from abacus_interp.tasks.carries import sample_with_cascade
 
@@ -35,9 +34,7 @@ class AdditionTask(BinaryOpTask):
         cascade_fraction: float = 0.0,
     ) -> None:
         super().__init__(max_digits=max_digits, min_digits=min_digits, answer_format=answer_format)
-        if isinstance(cascade_fraction, bool) or not isinstance(cascade_fraction, (int, float)) \
-                or not 0.0 <= cascade_fraction <= 1.0:
-            raise UserError(f"cascade_fraction must be a number in [0, 1], got {cascade_fraction!r}")
+        check_fraction(cascade_fraction, "cascade_fraction")
         self.cascade_fraction = float(cascade_fraction)
 
     def sample(self, n: int, rng: random.Random, min_digits: int | None = None,

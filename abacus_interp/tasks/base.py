@@ -266,6 +266,12 @@ def check_operand(value: Any, what: str = "operand") -> int:
     return value
 
 
+def check_fraction(value: float, name: str) -> None:
+    """UserError unless `value` is a number in [0, 1] (a plant's share of the problems)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+        raise UserError(f"{name} must be a number in [0, 1], got {value!r}")
+
+
 def check_digit_range(min_digits: int, max_digits: int, what: str = "digits") -> None:
     """Validate a [min, max] digit-count range (both inclusive)."""
     for label, v in ((f"min_{what}", min_digits), (f"max_{what}", max_digits)):

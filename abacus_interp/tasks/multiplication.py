@@ -6,10 +6,11 @@ which a looped model can extrapolate in the multiplicand's length (ModelConfig.m
 
 `large_digit_fraction` plants problems whose digits are all large: under uniform digits a
 column's running sum rarely reaches 90 (a carry above 8), which an N x 1 product never makes
-and an N x 2 or N x 3 one does, so those carries are few in the training data. `large_carry_fraction` plants them without
-changing the digits' distribution: a planted problem is a uniform one redrawn until a carry of
-LARGE_CARRY or more enters one of its columns (digit counts redrawn with it, so the plant leans
-toward long multiplicands and multipliers of two or more digits, where such carries occur).
+and an N x 2 or N x 3 one does, so those carries are few in the training data. `large_carry_fraction` plants them more gently:
+a planted problem is a uniform one conditioned on a carry of LARGE_CARRY or more entering one
+of its columns. Every digit 0..9 still occurs, though large ones more often (9 is about a fifth
+of the digits against a tenth), and the plant leans toward long multiplicands and multipliers
+of two or more digits, where such carries occur.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import random
 from typing import Any, ClassVar
 
 from abacus_interp.errors import UserError
-from abacus_interp.tasks.base import Example, check_digit_range
+from abacus_interp.tasks.base import Example, check_digit_range, check_fraction, random_with_digits
 from abacus_interp.tasks.binary_op import BinaryOpTask
 from abacus_interp.tasks.product_carries import carries_in, running_sums
 
@@ -35,16 +36,19 @@ class MultiplicationTask(BinaryOpTask):
 
     `large_carry_fraction`: the share of sampled problems redrawn from the plain distribution
     until a carry of at least LARGE_CARRY enters one of their columns (a two-digit carry, the
-    answer digits an N x k run gets wrong most often); the digits stay uniform given that."""
+    answer digits an N x k run gets wrong most often): uniform problems given that carry. One
+    plant at a time: both set at once are refused."""
 
     name: ClassVar[str] = "multiplication"
     op_symbol: ClassVar[str] = "*"
     op_aliases: ClassVar[tuple[str, ...]] = ("x", "×")
     # the digits of a planted problem: 5 x 5 = 25 up to 81, so two products pass 90 often
     LARGE_DIGITS: ClassVar[tuple[int, int]] = (5, 9)
-    # a two-digit carry: a column sum of 100 or more, which an N x 1 product never reaches
+    # a two-digit carry: a running sum (column sum plus carry in) of 100 or more below it, which
+    # an N x 1 product never reaches
     LARGE_CARRY: ClassVar[int] = 10
-    # redraws before a planted problem gives up; at <= 5 x 2 digits about one in ten qualifies
+    # redraws before a planted problem gives up; of uniform 5 x 1..3-digit problems about one in
+    # eleven qualifies, of 2 x 2-digit ones about one in eighty
     MAX_REDRAWS: ClassVar[int] = 10_000
 
     def __init__(
@@ -71,6 +75,9 @@ class MultiplicationTask(BinaryOpTask):
         if self.large_carry_fraction and min(max_digits, self.multiplier_range[1]) < 2:
             raise UserError("large_carry_fraction plants carries of 10 or more, which need both operands to have "
                             "2 or more digits; raise max_digits (and max_multiplier_digits) or leave it at 0")
+        if self.large_carry_fraction and self.large_digit_fraction:
+            raise UserError("large_digit_fraction and large_carry_fraction are two plants of large carries; "
+                            "set one of them and leave the other at 0")
 
     def draw_problem(self, rng: random.Random, first: tuple[int, int], second: tuple[int, int]) -> Example:
         # no draw for a plant when there is none: the plain stream, draw for draw
@@ -88,7 +95,10 @@ class MultiplicationTask(BinaryOpTask):
         if min(first[1], second[1]) < 2:
             return super().draw_problem(rng, first, second)
         for _ in range(self.MAX_REDRAWS):
-            example = super().draw_problem(rng, first, second)
+            i, j = rng.randint(*first), rng.randint(*second)
+            if min(i, j) < 2:  # no carry of 10 fits: the same conditional draw, without drawing its digits
+                continue
+            example = self.make(random_with_digits(rng, i), random_with_digits(rng, j))
             if max(carries_in(*example.operands)) >= self.LARGE_CARRY:
                 return example
         raise UserError(f"no problem with operands of {first} and {second} digits carried {self.LARGE_CARRY} or "
@@ -140,11 +150,6 @@ class MultiplicationTask(BinaryOpTask):
             out["large_carry_fraction"] = self.large_carry_fraction
         return out
 
-
-def check_fraction(value: float, name: str) -> None:
-    """UserError unless `value` is a number in [0, 1] (a plant's share of the problems)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
-        raise UserError(f"{name} must be a number in [0, 1], got {value!r}")
 
 
 def large_digit_number(rng: random.Random, k: int) -> int:

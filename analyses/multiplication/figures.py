@@ -49,29 +49,27 @@ def by_digit(result) -> go.Figure:
 
 def by_carry_in(result) -> go.Figure:
     fig = go.Figure()
-    rows = [(d, "solid", f"x {d.multiplier_digits} digits") for d in result.by_digit]
     # the far length dashed, in its multiplier length's colour
-    rows += [(d, "dash", f"x {d.multiplier_digits} digits, {d.digits}-digit")
-             for d in result.by_digit_far]
+    rows = [(d, "solid") for d in result.by_digit] + [(d, "dash") for d in result.by_digit_far]
     colour = {k: COLORS[i % len(COLORS)] for i, k in enumerate(d.multiplier_digits for d in result.by_digit)}
-    largest = max((b.n for d, _, _ in rows for b in d.by_carry_in), default=1)
-    for d, dash, name in rows:
+    largest = max((b.n for d, _ in rows for b in d.by_carry_in), default=1)
+    for d, dash in rows:
         fig.add_trace(go.Scatter(x=[b.span for b in d.by_carry_in], y=[b.right for b in d.by_carry_in],
-                                 mode="lines+markers", name=name,
+                                 mode="lines+markers", name=f"x {d.multiplier_digits}, {d.digits}-digit",
                                  line={"color": colour.get(d.multiplier_digits, COLORS[0]), "dash": dash},
                                  # the marker's area follows the digits behind the point
                                  marker={"size": [6 + 14 * (b.n / largest) ** 0.5 for b in d.by_carry_in]},
-                                 text=[f"n={b.n} answer digits" for b in d.by_carry_in],
+                                 text=[f"n={b.n} answer digits of {d.label}" for b in d.by_carry_in],
                                  hovertemplate="carry %{x}: %{y:.0%} right (%{text})"))
     d0 = result.by_digit[0]
     fig.update_xaxes(title_text="carry into the answer digit's column", type="category",
                      categoryorder="array",
-                     categoryarray=[span for _, span in sorted({(b.lo, b.span) for d, _, _ in rows
+                     categoryarray=[span for _, span in sorted({(b.lo, b.span) for d, _ in rows
                                                                 for b in d.by_carry_in})])
     fig.update_yaxes(title_text="answer digit right (logit lens)", range=[0, 1.02], tickformat=".0%")
-    far = f" (dashed: {result.by_digit_far[0].digits}-digit)" if result.by_digit_far else ""
+    far = f"; dashed: {result.by_digit_far[0].digits}-digit ones" if result.by_digit_far else ""
     fig.update_layout(title=f"Answer digits by the carry into their column ({result.trained_digits}-digit multiplicands"
-                            f"{far}, n={d0.n_problems} per multiplier length, after {d0.loops} loops)")
+                            f"{far}; n={d0.n_problems} per line, after {d0.loops} loops)")
     return fig
 
 

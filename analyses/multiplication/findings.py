@@ -5,6 +5,8 @@ from __future__ import annotations
 from analyses._running_sum import running_sum_sentence
 from analyses.prose import LinearFit, limit
 
+from .result import ONE_DIGIT_MAX_CARRY
+
 
 def multiplication_findings(result) -> list[str]:
     acc, n = result.accuracy, result.trained_digits
@@ -72,7 +74,7 @@ def _carry_in_sentence(by_digit) -> str:
                 + "; ".join(parts) + ".")
     split = []
     for d in by_digit:
-        small, large = _pooled(d.by_carry_in, above=8)
+        small, large = _pooled(d.by_carry_in, above=ONE_DIGIT_MAX_CARRY)
         if large is not None and small is not None:
             split.append(f"x {d.multiplier_digits} {large:.0%} against {small:.0%} at carries up to 8")
     if split:
@@ -81,31 +83,36 @@ def _carry_in_sentence(by_digit) -> str:
 
 
 def _carry_in_far_sentence(by_digit, by_digit_far) -> str:
-    """Per multiplier length: each carry bin's accuracy in distribution against the far
-    length's, and the share of answer digits whose carry passes 8 at each. Equal accuracy per
-    bin says the loop carries as well at any length: a long product fails more often because it
-    has more columns, each as likely to receive a carry the model adds badly."""
+    """Per multiplier length: each carry bin's accuracy at the trained length beside the far
+    length's (n = answer digits in each), and the share of answer digits whose carry passes
+    ONE_DIGIT_MAX_CARRY at each. Equal accuracy per bin says the loop carries as well far as
+    near: a long product is then lost because it has more columns to slip in."""
     near = {d.multiplier_digits: d for d in by_digit}
     parts = []
     for far in by_digit_far:
         trained = near.get(far.multiplier_digits)
         if trained is None or not far.by_carry_in:
             continue
-        at_trained = {b.span: b for b in trained.by_carry_in}
-        bins = ", ".join(f"{b.span} {at_trained[b.span].right:.0%} / {b.right:.0%}" if b.span in at_trained
-                         else f"{b.span} - / {b.right:.0%}" for b in far.by_carry_in)
-        parts.append(f"x {far.multiplier_digits} ({trained.digits} / {far.digits} digits, "
-                     f"right by carry: {bins}; carries above 8 into {_share_above(trained.by_carry_in, 8):.0%} / "
-                     f"{_share_above(far.by_carry_in, 8):.0%} of the answer digits)")
+        at_trained, at_far = ({b.span: b for b in d.by_carry_in} for d in (trained, far))
+        spans = [span for _, span in sorted({(b.lo, b.span) for b in trained.by_carry_in + far.by_carry_in})]
+        bins = ", ".join(f"{span} {_right(at_trained.get(span))} / {_right(at_far.get(span))}" for span in spans)
+        parts.append(f"x {far.multiplier_digits} ({trained.digits} / {far.digits} digits: {bins}; carries above "
+                     f"{ONE_DIGIT_MAX_CARRY} into {_share_above(trained.by_carry_in):.0%} / "
+                     f"{_share_above(far.by_carry_in):.0%} of the answer digits)")
     if not parts:
         return ""
-    return f"The same in distribution and far (n={by_digit_far[0].n_problems} problems each): " + "; ".join(parts) + "."
+    return (f"Answer digits right by the carry into their column, trained / far length "
+            f"(n={by_digit_far[0].n_problems} problems each, n = answer digits): " + "; ".join(parts) + ".")
 
 
-def _share_above(bins, above: int) -> float:
-    """The share of the answer digits whose carry in is larger than `above`."""
+def _right(carry_bin) -> str:
+    return "-" if carry_bin is None else f"{carry_bin.right:.0%} (n={carry_bin.n})"
+
+
+def _share_above(bins) -> float:
+    """The share of the answer digits whose carry in passes ONE_DIGIT_MAX_CARRY."""
     total = sum(b.n for b in bins)
-    return sum(b.n for b in bins if b.lo > above) / total if total else 0.0
+    return sum(b.n for b in bins if b.lo > ONE_DIGIT_MAX_CARRY) / total if total else 0.0
 
 
 def _by_multiplier_sentence(rows) -> str:

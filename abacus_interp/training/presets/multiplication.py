@@ -83,6 +83,27 @@ carry into its column. 20 x 2 (200 problems): 0-0.9% at carries 0-5, 1.5-6% at 6
 5 x 2 answer digits and 5.2% of the 20 x 2 ones: the longer the product, the more columns carry
 that much, the more of them go wrong. The model has not learned to add a large carry, and
 neither more units nor more cycles taught it.
+
+Per carry, no difference between a short product and a long one can be seen at the report's
+sample: the multiplication section of ft2's report (uniform problems, n=48 per row, logit lens
+after 48 loops) reads each carry bin at 5 and 20 digits at 97 / 97% (carries 5-8) and 85 / 89%
+(9-12, about 25 answer digits each) for x 2, 65 / 66% and 27 / 27% for x 3. What changes with
+length is how many columns there are and how many of them receive a carry above 8: 5.6% of the
+answer digits at 5 x 2, 8.4% at 20 x 2 and 9.1% at 50 x 2 (uniform problems, 4,000 per length).
+Independent per-column slips would put 50 x 2 well under its 72% once 20 x 2 is at 78%; they
+are not independent: a product is lost mostly by its multiplier (see `by_multiplier`).
+
+The large-carry plant on the third cycle (`--set task.large_carry_fraction=0.3`: 30% of the
+problems are uniform ones conditioned on a carry of 10 or more entering a column; ft2's step
+5,000, seed 3, the plain arm's command; 28 minutes alone). x 2 digits at 5 / 20 / 50: 97 / 82 /
+70%, x 3 44 / 9 / 5% (plain arm 99 / 77 / 71%, 44 / 14 / 8%). Answer digits by their exact carry
+in (the eval's problems, adaptive loops, the same digits for both arms; `accuracy_by_carry_in`'s
+count by single carries, a scratch script): carries of 10 or more at 20 x 2 (200 problems, 225
+digits) wrong 12% against the plain arm's 20% (the large-digit arm's 20%), at 50 x 2 (400
+problems, 1,286 digits) 12% against 16%; carries 2-5 at 50 x 2 wrong 0.4-0.5% against 0-0.1%.
+The errors it targets fall by a quarter to two fifths. Per 50 x 2 product, the 3 or so digits
+with carries of 10 or more gain about 0.1 right digits and the 24 or so with carries 2-5 lose
+about as many, so exact match stays where it was.
 """
 
 from __future__ import annotations
@@ -185,6 +206,9 @@ def mul() -> RunConfig:
     new block starts with zero output projections, so step 0 is mul-ft's function,
     `training/growth.py`; 19 minutes): at n=200, 2 x 2 100%, 2 x 3 16%, 3 x 2 37%, 3 x 3 1%; at
     n=50, 4 x 2 / 5 x 2 16 / 8%. Depth did no better than the plain cycle: not shipped.
+    The same second cycle with the large-carry plant (`--set task.large_carry_fraction=0.3`, 17
+    minutes): at n=200, 2 x 2 100%, 2 x 3 14%, 3 x 2 34%, 3 x 3 2%, against the plain cycle's
+    100 / 18 / 39 / 0%: no better, not shipped.
     """
     return recipe(
         "mul",
