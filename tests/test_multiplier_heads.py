@@ -233,7 +233,9 @@ def test_the_multiplication_analysis_splits_attention_by_head_kind():
     assert mass[:, 2:, b_groups + [own]].sum(-1).min() > 0.999
     assert mass[:, :2, b_groups].max() == 0.0
     assert {r.multiplier_digits for r in result.accuracy.rows} == {1, 2}
-    assert len(result.findings()) >= 3 and set(result.figures()) >= {"accuracy_by_length", "head_reading",
+    # accuracy, running sums, heads, carry wave with the delayed-carry patch: none dropped by the cap of 4
+    assert len(result.findings()) == 4 and "Delayed carry (" in result.findings()[-1]
+    assert set(result.figures()) >= {"accuracy_by_length", "head_reading",
                                                                       "running_sum_by_loop", "by_multiplier"}
     # the split by multiplier: for 2-digit multipliers, at the trained and the far length
     assert [(r.digits, r.multiplier_digits) for r in result.by_multiplier] == [(3, 2), (6, 2)]

@@ -46,8 +46,9 @@ def multiplication_findings(result) -> list[str]:
     wave = d.wave_fit()
     clean = (f"in the clean run digit d locks in at {wave.slope:.2f} d + {wave.intercept:.1f} loops"
              if wave.slope is not None else "the clean run has one differing digit only")
-    out.append(f"Delayed carry ({d.patch.corrupted} for s loops, then {d.patch.clean}; the products differ in "
-               f"{len(d.digits)} digits): {clean}; median lock-in after the switch {lags or 'n/a'} loops.")
+    # in the carry wave's finding: a fifth finding would pass MAX_FINDINGS and be dropped
+    out[-1] += (f" Delayed carry ({d.patch.corrupted} for s loops, then {d.patch.clean}; the products differ in "
+                f"{len(d.digits)} digits): {clean}; median lock-in after the switch {lags or 'n/a'} loops.")
     return limit(out)
 
 
