@@ -61,7 +61,7 @@ beside light work), both scored on the plain task, n=100 per row. x 2 digits at 
 50 digits: plain 99 / 77 / 71%, planted 98 / 80 / 76%, against ft2's 98 / 78 / 72%; x 3 digits:
 plain 44 / 14 / 8%, planted 42 / 5 / 3%, against 42 / 7 / 7%. Multipliers of digit sum 14+ at 20
 / 50 x 2: plain 8 / 20%, planted 17 / 35%, against 8 / 25%. On x 2 the third cycle moved nothing
-beyond the noise of 100 problems (about +-4 points): the cycles have levelled off there. The
+beyond the noise of 100 problems (about +-4 points), though a fourth cycle did gain (below). The
 plant lifts the heaviest two-digit multipliers a little and costs x 3 past the trained length,
 as it did from scratch. Neither is shipped.
 
@@ -104,6 +104,17 @@ problems, 1,286 digits) 12% against 16%; carries 2-5 at 50 x 2 wrong 0.4-0.5% ag
 The errors it targets fall by a quarter to two fifths. Per 50 x 2 product, the 3 or so digits
 with carries of 10 or more gain about 0.1 right digits and the 24 or so with carries 2-5 lose
 about as many, so exact match stays where it was.
+That run is shipped as checkpoints/extrap-mul-ft3, as the source of the next.
+
+A fourth cycle in two arms, 5,000 steps each, seed 4: with the plant from ft3's step 5,000
+(30 minutes, shipped as checkpoints/extrap-mul-ft4) and plain from the plain third arm's step
+5,000 (31 minutes), both beside light work. x 2 digits at 5 / 20 / 50 / 100: planted 98 / 83 /
+78 / 65% (ft2: 98 / 78 / 72 / 56%); plain 99 / 83 / 76% at 5 / 20 / 50. x 3: planted 48 / 14 / 8 /
+4%, plain 46 / 13 / 13% (ft2: 42 / 7 / 7 / 4%). The two arms are level on exact match: the gain
+over ft2 is the fourth cycle, and the cycles had not levelled off after the third. What the
+plant changes is which digits are wrong: at 50 x 2 (400 problems) digits with carries of 10 or
+more wrong 6% against the plain arm's 14%, carries 6-9 0.8-1.7% against 0.8-4.1%, carries 1-5
+0.2-0.5% against 0.1-0.2%.
 """
 
 from __future__ import annotations
