@@ -116,3 +116,10 @@ def test_the_far_sentence_sets_each_carry_bin_beside_its_trained_length_and_coun
     only_near = _digits(2, [(0, 0, 90, 1.0), (13, None, 10, 0.2)])
     assert "13+ 20% (n=10) / -" in _carry_in_far_sentence((only_near,), (far,))
     assert _carry_in_far_sentence((one, near), ()) == ""
+
+
+def test_the_bins_split_where_one_digit_multipliers_stop_carrying():
+    from abacus_interp.tasks.product_carries import ONE_DIGIT_MAX_CARRY, largest_carry
+
+    assert largest_carry(9) == ONE_DIGIT_MAX_CARRY
+    assert any(hi == ONE_DIGIT_MAX_CARRY for _, hi in CARRY_BINS)

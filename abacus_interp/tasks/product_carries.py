@@ -17,6 +17,9 @@ from __future__ import annotations
 
 from abacus_interp.tasks.base import to_lsd
 
+# the largest carry a one-digit multiplier makes (a column sums at most 9 x 9 + 8 = 89)
+ONE_DIGIT_MAX_CARRY = 8
+
 
 def column_sums(a: int, b: int) -> list[int]:
     """s_i for every column of a * b (as many as the product's digits, at least one)."""

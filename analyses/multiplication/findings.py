@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from abacus_interp.tasks.product_carries import ONE_DIGIT_MAX_CARRY
 from analyses._running_sum import running_sum_sentence
 from analyses.prose import LinearFit, limit
-
-from .result import ONE_DIGIT_MAX_CARRY
 
 
 def multiplication_findings(result) -> list[str]:

@@ -64,10 +64,7 @@ class DelayedProduct:
         return LinearFit.of([d for d, _ in pairs], [lo for _, lo in pairs])
 
 
-# the largest carry a one-digit multiplier makes (a column sums at most 9 x 9 + 8 = 89)
-ONE_DIGIT_MAX_CARRY = 8
-
-# the carries into a column, grouped: 0; small ones; up to ONE_DIGIT_MAX_CARRY; past it, what
+# the carries into a column, grouped: 0; small ones; up to product_carries.ONE_DIGIT_MAX_CARRY; past it, what
 # only longer multipliers make (the bins must split there: the findings pool on each side)
 CARRY_BINS: tuple[tuple[int, int | None], ...] = ((0, 0), (1, 2), (3, 4), (5, 8), (9, 12), (13, None))
 
