@@ -161,15 +161,21 @@ def test_multiplication_with_a_short_multiplier_samples_its_own_range():
         MultiplicationTask(min_multiplier_digits=2)
 
 
+def slots_task(**plant) -> MultiplicationTask:
+    """extrap-mul's task (<= 5 digits times 1-3 digits, answer slots), with a plant if given."""
+    return MultiplicationTask(max_digits=5, max_multiplier_digits=3, answer_format="slots", **plant)
+
+
+@pytest.mark.parametrize("plant", ["large_digit_fraction", "large_carry_fraction"])
+def test_a_plant_at_zero_is_the_plain_stream(plant):
+    """No plant: the plain stream draw for draw, and the config as older runs wrote it."""
+    unplanted = slots_task(**{plant: 0.0})
+    assert unplanted.sample(50, random.Random(3)) == slots_task().sample(50, random.Random(3))
+    assert plant not in unplanted.config()
+
+
 def test_large_digit_plant_makes_the_carries_uniform_digits_rarely_do():
-    plain = MultiplicationTask(max_digits=5, max_multiplier_digits=3, answer_format="slots")
-    planted = MultiplicationTask(max_digits=5, max_multiplier_digits=3, answer_format="slots",
-                                 large_digit_fraction=0.5)
-    # no plant: the plain stream draw for draw, and the config as older runs wrote it
-    unplanted = MultiplicationTask(max_digits=5, max_multiplier_digits=3, answer_format="slots",
-                                   large_digit_fraction=0.0)
-    assert unplanted.sample(50, random.Random(3)) == plain.sample(50, random.Random(3))
-    assert "large_digit_fraction" not in unplanted.config()
+    plain, planted = slots_task(), slots_task(large_digit_fraction=0.5)
     examples = planted.sample(2000, random.Random(0))
     large = [e for e in examples if set("".join(map(str, e.operands))) <= set("56789")]
     assert 0.45 < len(large) / len(examples) < 0.6  # the plant plus the odd uniform problem
@@ -338,13 +344,7 @@ def test_digit_accuracy_counts_the_products_each_column_sums():
 
 
 def test_large_carry_plant_conditions_uniform_problems_on_a_two_digit_carry():
-    plain = MultiplicationTask(max_digits=5, max_multiplier_digits=3, answer_format="slots")
-    planted = MultiplicationTask(max_digits=5, max_multiplier_digits=3, answer_format="slots",
-                                 large_carry_fraction=0.5)
-    unplanted = MultiplicationTask(max_digits=5, max_multiplier_digits=3, answer_format="slots",
-                                   large_carry_fraction=0.0)
-    assert unplanted.sample(50, random.Random(3)) == plain.sample(50, random.Random(3))
-    assert "large_carry_fraction" not in unplanted.config()
+    plain, planted = slots_task(), slots_task(large_carry_fraction=0.5)
 
     def share_carrying_ten(exs):
         return sum(max(carries_in(*e.operands)) >= 10 for e in exs) / len(exs)
@@ -355,7 +355,7 @@ def test_large_carry_plant_conditions_uniform_problems_on_a_two_digit_carry():
     assert 0.06 < share_carrying_ten(plain.sample(2000, random.Random(0))) < 0.12
     # every planted problem carries 10 somewhere, and unlike the large-digit plant (5..9 only)
     # its digits are uniform given that: every digit occurs, the small ones less often
-    only = MultiplicationTask(max_digits=5, max_multiplier_digits=3, answer_format="slots", large_carry_fraction=1.0)
+    only = slots_task(large_carry_fraction=1.0)
     always = only.sample(1000, random.Random(1))
     assert min(max(carries_in(*e.operands)) for e in always) >= 10
     digits = "".join(str(e.operands[0]) + str(e.operands[1]) for e in always)
