@@ -254,6 +254,11 @@ def test_the_multiplication_analysis_splits_attention_by_head_kind():
     lines = result.figures()["by_carry_in"].data
     assert [(t.name, t.line.dash) for t in lines] == [("x 1, 3-digit", "solid"), ("x 2, 3-digit", "solid"),
                                                       ("x 2, 6-digit", "dash")]
+    # how far the wrong digits are off: one bar trace per row that has wrong digits, shares summing to 1
+    bars = result.figures()["wrong_digit_offsets"].data
+    assert len(bars) == sum(1 for d in result.by_digit + result.by_digit_far if d.wrong.n)
+    assert all(abs(sum(t.y) - 1) < 1e-9 for t in bars)
+    assert "Wrong digits off by one from the right digit" in result.findings()[0]
     assert [r.label for r in result.running_sum] == ["uniform 3 x 1 digits", "uniform 3 x 2 digits"]
     assert all(len(r.fitted.read) == config.horizon and r.trained is None for r in result.running_sum)
 
@@ -341,6 +346,24 @@ def test_digit_accuracy_counts_the_products_each_column_sums():
     assert all(0.0 <= r <= 1.0 for r in d.right) and d.n_problems == 8
     first = d.first_below()
     assert first is None or d.right[first] < 0.99
+
+
+def test_one_pass_reading_equals_the_per_loop_lens_at_its_last_loop():
+    """digit_accuracy reads the answer once after `loops` loops (lens_answers); per_loop_correct
+    steps the loops one at a time. They must agree digit for digit, and every digit they call
+    wrong is counted once among the wrong digits' offsets or as no digit."""
+    from analyses.carry_wave.analysis import lens_answers, per_loop_correct
+    from analyses.multiplication.analysis import digit_accuracy
+
+    model, task = _tiny_multiplier()
+    examples = task.sample_cell(24, random.Random(3), 3, 2)
+    stepped = [c[-1] for c in per_loop_correct(model, examples, 3)[1]]
+    read = lens_answers(model, examples, 3)
+    for example, tokens, right in zip(examples, read, stepped, strict=True):
+        np.testing.assert_array_equal(tokens == np.asarray(task.vocab.encode(example.target)), right)
+    d = digit_accuracy(model, examples, 3, 2, loops=3)
+    n_wrong = sum(int((~r).sum()) for r in stepped)
+    assert n_wrong > 0 and d.wrong.n + d.wrong.not_a_digit == n_wrong
 
 
 def test_large_carry_plant_conditions_uniform_problems_on_a_two_digit_carry():

@@ -3,6 +3,7 @@ their binning against planted right/wrong digits, and the finding's sentence."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
@@ -123,3 +124,37 @@ def test_the_bins_split_where_one_digit_multipliers_stop_carrying():
 
     assert largest_carry(9) == ONE_DIGIT_MAX_CARRY
     assert any(hi == ONE_DIGIT_MAX_CARRY for _, hi in CARRY_BINS)
+
+
+def test_wrong_digits_recover_planted_offsets():
+    """Answers planted off by a known offset at known digits: each lands at its signed offset
+    ((read - right) mod 10 in -5..4), right digits are not counted, a symbol no digit apart."""
+    from analyses.multiplication.analysis import wrong_digits
+    from analyses.multiplication.result import WrongDigits
+
+    wanted = [list("0951"), list("1234"), list("99")]
+    read = [list("1951"),  # +1
+            list("1294"),  # 3 -> 9: +6 = -4
+            list("0_")]    # 9 -> 0: +1, and a symbol that is no digit
+    wrong = wrong_digits(read, wanted)
+    expected = dict.fromkeys(WrongDigits.OFFSETS, 0) | {1: 2, -4: 1}
+    assert wrong.counts == tuple(expected.values()) and wrong.not_a_digit == 1 and wrong.n == 3
+    assert wrong.share(-1, 1) == pytest.approx(2 / 3) and wrong.share(-4) == pytest.approx(1 / 3)
+    assert WrongDigits(counts=(0,) * 10, not_a_digit=0).share(1) is None
+    with pytest.raises(ValueError):
+        wrong_digits([list("12")], [list("123")])
+
+
+def test_the_wrong_digits_sentence_orders_rows_and_names_chance():
+    from analyses.multiplication.findings import _wrong_digits_sentence
+    from analyses.multiplication.result import WrongDigits
+
+    def row(k, digits, counts):
+        return dataclasses.replace(_digits(k, [], digits=digits), wrong=WrongDigits(counts=counts, not_a_digit=0))
+
+    near_misses = (0, 0, 0, 0, 2, 0, 6, 0, 0, 0)  # 8 of 8 off by one
+    spread = (1, 1, 1, 1, 1, 0, 1, 1, 1, 1)  # 2 of 9
+    sentence = _wrong_digits_sentence([row(3, 5, spread), row(2, 50, near_misses), row(2, 5, (0,) * 10)])
+    assert sentence.endswith("x 2 at 50 digits 100% (n=8), x 3 at 5 digits 22% (n=9).")
+    assert "2 in 9 were they random" in sentence
+    assert _wrong_digits_sentence([row(2, 5, (0,) * 10)]) == ""

@@ -207,8 +207,7 @@ def per_loop_correct(model, examples, horizon: int, batch_size: int = 64) -> tup
         batch = encode_batch(vocab, [e.prompt for e in chunk], [e.target for e in chunk])
         tokens = batch.tokens.to(model.W_E.device)
         inputs, index = model.embed(tokens), model.attention_index(tokens)
-        n_answer = [len(vocab.encode(e.target)) for e in chunk]
-        rows = [torch.arange(int(p) - 1, int(p) - 1 + k) for p, k in zip(batch.prompt_lengths, n_answer, strict=True)]
+        rows = _answer_rows(vocab, chunk, batch.prompt_lengths)
         p_loops = [[] for _ in chunk]
         state = None
         for t in range(horizon):
@@ -222,6 +221,30 @@ def per_loop_correct(model, examples, horizon: int, batch_size: int = 64) -> tup
             probs.append(torch.stack([p for p, _ in p_loops[i]]).cpu().numpy())  # [loop digit]
             correct.append(torch.stack([c for _, c in p_loops[i]]).cpu().numpy())
     return probs, correct
+
+
+@torch.no_grad()
+def lens_answers(model, examples, loops: int, batch_size: int = 64) -> list[np.ndarray]:
+    """Per problem, the token the logit lens reads greedily at each answer position after
+    `loops` loops: what `per_loop_correct`'s last loop scores, in one pass, kept as tokens so
+    that a wrong digit can be compared with the right one."""
+    vocab = model.cfg.vocab
+    out = []
+    for start in range(0, len(examples), batch_size):
+        chunk = examples[start : start + batch_size]
+        batch = encode_batch(vocab, [e.prompt for e in chunk], [e.target for e in chunk])
+        tokens = batch.tokens.to(model.W_E.device)
+        state = model.run_loops(model.embed(tokens), range(loops), index=model.attention_index(tokens))
+        greedy = model.unembed(state).argmax(-1)  # [batch pos]
+        for i, positions in enumerate(_answer_rows(vocab, chunk, batch.prompt_lengths)):
+            out.append(greedy[i, positions].cpu().numpy())
+    return out
+
+
+def _answer_rows(vocab, chunk, prompt_lengths) -> list[torch.Tensor]:
+    """Per problem, the positions whose next token is an answer token (the last prompt token's first)."""
+    n_answer = [len(vocab.encode(e.target)) for e in chunk]
+    return [torch.arange(int(p) - 1, int(p) - 1 + k) for p, k in zip(prompt_lengths, n_answer, strict=True)]
 
 
 def lock_in_loops(correct: np.ndarray) -> list[int | None]:

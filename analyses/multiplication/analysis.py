@@ -25,7 +25,7 @@ from abacus_interp.evaluation.extrapolation import length_extrapolation
 from abacus_interp.tasks.base import random_with_digits
 from abacus_interp.tasks.product_carries import carries_in, carry_reach
 from analyses._running_sum import RunningSumReading, running_sum_reading
-from analyses.carry_wave.analysis import lock_in_loops, per_loop_correct
+from analyses.carry_wave.analysis import lens_answers, lock_in_loops, per_loop_correct
 from analyses.carry_wave.patching import delayed_carry
 from analyses.common import resolve
 from analyses.contract import configure
@@ -42,6 +42,7 @@ from .result import (
     HaltingFit,
     MultiplicationResult,
     ReachFit,
+    WrongDigits,
 )
 
 
@@ -125,17 +126,38 @@ def skip_reason(model, task) -> str | None:
 def digit_accuracy(model, examples, digits: int, k: int, loops: int) -> DigitAccuracy:
     """Each answer digit's accuracy on `examples` (products of a `digits`-digit multiplicand
     and a k-digit multiplier), read by the logit lens after `loops` loops."""
-    correct = per_loop_correct(model, examples, loops)[1]  # per problem: [loop answer_digit]
-    n_answer = max(c.shape[1] for c in correct)
+    vocab = model.cfg.vocab
+    # per problem, one symbol per answer token (the right answer's EOS included)
+    read = [[vocab.tokens[i] for i in tokens.tolist()] for tokens in lens_answers(model, examples, loops)]
+    wanted = [[vocab.tokens[i] for i in vocab.encode(e.target)] for e in examples]
+    correct = [[got == want for got, want in zip(r, w, strict=True)] for r, w in zip(read, wanted, strict=True)]
+    n_answer = max(len(c) for c in correct)
     right = []
     for i in range(n_answer):
-        at_i = [bool(c[-1, i]) for c in correct if c.shape[1] > i]  # the EOS slot of shorter answers left out
+        at_i = [c[i] for c in correct if len(c) > i]  # the EOS slot of shorter answers left out
         right.append(round(sum(at_i) / len(at_i), 4))
     # column i of a D-digit times a k-digit number sums a_(i-j) * b_j over 0 <= j < k, 0 <= i - j < D
     products = tuple(max(0, min(i, k - 1) - max(0, i - digits + 1) + 1) for i in range(n_answer))
     return DigitAccuracy(label=f"uniform, {digits} x {k} digits", digits=digits, multiplier_digits=k,
                          n_problems=len(examples), loops=loops, right=tuple(right), products=products,
-                         by_carry_in=accuracy_by_carry_in(examples, [c[-1] for c in correct]))
+                         by_carry_in=accuracy_by_carry_in(examples, correct),
+                         wrong=wrong_digits(read, wanted))
+
+
+def wrong_digits(read: list[list[str]], wanted: list[list[str]]) -> WrongDigits:
+    """How far each wrong answer digit is from the right one (`WrongDigits`): `read` and
+    `wanted` hold, per problem, the symbol read and the right one at each answer position."""
+    counts, not_a_digit = [0] * len(WrongDigits.OFFSETS), 0
+    for answer, right in zip(read, wanted, strict=True):
+        for got, want in zip(answer, right, strict=True):
+            if got == want:
+                continue
+            if not (got.isdigit() and want.isdigit()):
+                not_a_digit += 1
+                continue
+            offset = (int(got) - int(want)) % 10
+            counts[WrongDigits.OFFSETS.index(offset - 10 if offset >= 5 else offset)] += 1
+    return WrongDigits(counts=tuple(counts), not_a_digit=not_a_digit)
 
 
 def accuracy_by_carry_in(examples, right) -> tuple[CarryBin, ...]:

@@ -22,6 +22,8 @@ def multiplication_figures(result) -> dict[str, go.Figure]:
     if result.by_digit:
         figures["by_digit"] = by_digit(result)
         figures["by_carry_in"] = by_carry_in(result)
+        if any(d.wrong is not None and d.wrong.n for d in result.by_digit + result.by_digit_far):
+            figures["wrong_digit_offsets"] = wrong_digit_offsets(result)
     if result.by_multiplier:
         figures["by_multiplier"] = by_multiplier(result)
     if result.running_sum:
@@ -70,6 +72,26 @@ def by_carry_in(result) -> go.Figure:
     far = f"; dashed: {result.by_digit_far[0].digits}-digit ones" if result.by_digit_far else ""
     fig.update_layout(title=f"Answer digits by the carry into their column ({result.trained_digits}-digit multiplicands"
                             f"{far}; n={d0.n_problems} per line, after {d0.loops} loops)")
+    return fig
+
+
+def wrong_digit_offsets(result) -> go.Figure:
+    """Per multiplier and length, the share of the wrong answer digits at each offset from the
+    right digit: a peak at +-1 is a carry misjudged by one, a flat spread a wrong column sum."""
+    fig = go.Figure()
+    colour = {k: COLORS[i % len(COLORS)] for i, k in enumerate(d.multiplier_digits for d in result.by_digit)}
+    for d, pattern in [(d, "") for d in result.by_digit] + [(d, "/") for d in result.by_digit_far]:
+        if d.wrong is None or not d.wrong.n:
+            continue
+        fig.add_trace(go.Bar(x=[f"{o:+d}" for o in d.wrong.OFFSETS], y=[c / d.wrong.n for c in d.wrong.counts],
+                             name=f"x {d.multiplier_digits}, {d.digits}-digit (n={d.wrong.n} wrong)",
+                             marker={"color": colour.get(d.multiplier_digits, COLORS[0]), "pattern_shape": pattern},
+                             hovertemplate="off by %{x}: %{y:.0%} of the wrong digits"))
+    fig.add_hline(y=1 / 9, line_dash="dot", annotation_text="random wrong digits (1 in 9 per offset)")
+    fig.update_xaxes(title_text="wrong digit minus right digit (mod 10)", type="category")
+    fig.update_yaxes(title_text="share of the wrong digits", tickformat=".0%")
+    fig.update_layout(barmode="group", title="How far the wrong answer digits are off (uniform products, "
+                                             "the digits of the carry figure; hatched: the far length)")
     return fig
 
 

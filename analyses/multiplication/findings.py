@@ -27,6 +27,8 @@ def multiplication_findings(result) -> list[str]:
             out[-1] += " " + _carry_in_sentence(result.by_digit)
         if far_sentence := _carry_in_far_sentence(result.by_digit, result.by_digit_far):
             out[-1] += " " + far_sentence
+        if wrong_sentence := _wrong_digits_sentence(result.by_digit + result.by_digit_far):
+            out[-1] += " " + wrong_sentence
     if result.by_multiplier and out:
         out[-1] += " " + _by_multiplier_sentence(result.by_multiplier)
     if result.running_sum:
@@ -103,6 +105,17 @@ def _carry_in_far_sentence(by_digit, by_digit_far) -> str:
         return ""
     return (f"Answer digits right by the carry into their column, trained / far length "
             f"(n={by_digit_far[0].n_problems} problems each, n = answer digits): " + "; ".join(parts) + ".")
+
+
+def _wrong_digits_sentence(rows) -> str:
+    """The share of the wrong answer digits off by one, per multiplier and length: a carry
+    misjudged by one, where it is most of them; a wrong column sum, where it is near chance."""
+    parts = [f"x {d.multiplier_digits} at {d.digits} digits {d.wrong.share(-1, 1):.0%} (n={d.wrong.n})"
+             for d in sorted(rows, key=lambda d: (d.multiplier_digits, d.digits)) if d.wrong is not None and d.wrong.n]
+    if not parts:
+        return ""
+    return ("Wrong digits off by one from the right digit, as a carry misjudged by one makes them (2 in 9 were they "
+            "random; n = wrong digits): " + ", ".join(parts) + ".")
 
 
 def _right(carry_bin) -> str:

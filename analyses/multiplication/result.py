@@ -5,6 +5,7 @@ figures.py and findings.py."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from abacus_interp.evaluation.extrapolation import ExtrapolationResult
 from abacus_interp.jsonsafe import to_json
@@ -130,6 +131,28 @@ class ByMultiplier:
 
 
 @dataclass(frozen=True)
+class WrongDigits:
+    """How far the wrong answer digits are from the right ones. Digit i is (s_i + c_i) mod 10,
+    so a carry c_i misjudged by d moves it by d: offsets of +-1 are what a carry off by one
+    gives, and offsets spread over every value say the column's sum itself is wrong (were the
+    wrong digits random, 2 in 9 would be off by one)."""
+
+    # a wrong digit's offset from the right one, (read - right) mod 10 taken in -5..4
+    OFFSETS: ClassVar[tuple[int, ...]] = tuple(range(-5, 5))
+
+    counts: tuple[int, ...]  # wrong digits per OFFSETS entry (the entry for 0 stays 0)
+    not_a_digit: int  # answer positions read as a symbol that is no digit
+
+    @property
+    def n(self) -> int:
+        return sum(self.counts)
+
+    def share(self, *offsets: int) -> float | None:
+        """The share of the wrong digits at these offsets (None: no digit is wrong)."""
+        return sum(self.counts[self.OFFSETS.index(d)] for d in offsets) / self.n if self.n else None
+
+
+@dataclass(frozen=True)
 class DigitAccuracy:
     """How often each answer digit is right (logit lens after `loops`) on uniform N x k
     products: where an N x k multiplier fails. Column i sums `products[i]` partial products
@@ -146,6 +169,7 @@ class DigitAccuracy:
     # the same digits by the carry into their column: a one-digit multiplier's carries stop at 8
     # (9 x 9 + 8 = 89), longer multipliers make larger ones
     by_carry_in: tuple[CarryBin, ...] = ()
+    wrong: WrongDigits | None = None  # how far off the wrong digits are
 
     def first_below(self, bar: float = 0.99) -> int | None:
         """The lowest answer digit right less than `bar` of the time (None: every one)."""
