@@ -115,6 +115,13 @@ over ft2 is the fourth cycle, and the cycles had not levelled off after the thir
 plant changes is which digits are wrong: at 50 x 2 (400 problems) digits with carries of 10 or
 more wrong 6% against the plain arm's 14%, carries 6-9 0.8-1.7% against 0.8-4.1%, carries 1-5
 0.2-0.5% against 0.1-0.2%.
+
+A fifth cycle with the plant from ft4's step 5,000 (seed 5, 31 minutes alone; shipped as
+checkpoints/extrap-mul-ft5) gained again on x 2: 100 / 92 / 84 / 76% at 5 / 20 / 50 / 100 digits;
+x 3 50 / 16 / 8 / 2%, x 1 100% but one 100-digit product (99%). Where x 3 fails is the column sum,
+not the carry: of its wrong answer digits about a third are off by one from the right digit
+(random wrong digits: 2 in 9), where x 2's are nearly all off by one, a carry misjudged by one
+(ft4, the multiplication section's `wrong_digit_offsets`).
 """
 
 from __future__ import annotations
