@@ -254,11 +254,14 @@ def test_the_multiplication_analysis_splits_attention_by_head_kind():
     lines = result.figures()["by_carry_in"].data
     assert [(t.name, t.line.dash) for t in lines] == [("x 1, 3-digit", "solid"), ("x 2, 3-digit", "solid"),
                                                       ("x 2, 6-digit", "dash")]
-    # how far the wrong digits are off: one bar trace per row that has wrong digits, shares summing to 1
+    # how far the wrong digits are off: one bar trace per row that has wrong digits, its counts as shares
     bars = result.figures()["wrong_digit_offsets"].data
-    assert len(bars) == sum(1 for d in result.by_digit + result.by_digit_far if d.wrong.n)
-    assert all(abs(sum(t.y) - 1) < 1e-9 for t in bars)
-    assert "Wrong digits off by one from the right digit" in result.findings()[0]
+    rows = [d for d in result.by_digit + result.by_digit_far if d.wrong.n]
+    assert [t.name for t in bars] == [f"x {d.multiplier_digits}, {d.digits}-digit (n={d.wrong.n} wrong)" for d in rows]
+    for trace, d in zip(bars, rows, strict=True):
+        np.testing.assert_allclose(np.asarray(trace.y) * d.wrong.n, d.wrong.counts)
+        assert list(trace.x) == [f"{o:+d}" for o in range(-5, 5)]
+    assert "Share of the wrong answer digits off by one" in result.findings()[0]
     assert [r.label for r in result.running_sum] == ["uniform 3 x 1 digits", "uniform 3 x 2 digits"]
     assert all(len(r.fitted.read) == config.horizon and r.trained is None for r in result.running_sum)
 

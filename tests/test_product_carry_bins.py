@@ -156,5 +156,7 @@ def test_the_wrong_digits_sentence_orders_rows_and_names_chance():
     spread = (1, 1, 1, 1, 1, 0, 1, 1, 1, 1)  # 2 of 9
     sentence = _wrong_digits_sentence([row(3, 5, spread), row(2, 50, near_misses), row(2, 5, (0,) * 10)])
     assert sentence.endswith("x 2 at 50 digits 100% (n=8), x 3 at 5 digits 22% (n=9).")
-    assert "2 in 9 were they random" in sentence
+    assert "2 in 9 if wrong digits were random" in sentence
     assert _wrong_digits_sentence([row(2, 5, (0,) * 10)]) == ""
+    symbols = dataclasses.replace(row(2, 5, spread), wrong=WrongDigits(counts=spread, not_a_digit=3))
+    assert _wrong_digits_sentence([symbols]).endswith("(n=9). 3 more answer positions read a symbol that is no digit.")

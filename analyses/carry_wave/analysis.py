@@ -226,8 +226,9 @@ def per_loop_correct(model, examples, horizon: int, batch_size: int = 64) -> tup
 @torch.no_grad()
 def lens_answers(model, examples, loops: int, batch_size: int = 64) -> list[np.ndarray]:
     """Per problem, the token the logit lens reads greedily at each answer position after
-    `loops` loops: what `per_loop_correct`'s last loop scores, in one pass, kept as tokens so
-    that a wrong digit can be compared with the right one."""
+    `loops` loops (the answer's digits; the EOS after them is not read): what
+    `per_loop_correct`'s last loop scores, in one pass, kept as tokens so that a wrong digit can
+    be compared with the right one."""
     vocab = model.cfg.vocab
     out = []
     for start in range(0, len(examples), batch_size):
@@ -235,7 +236,7 @@ def lens_answers(model, examples, loops: int, batch_size: int = 64) -> list[np.n
         batch = encode_batch(vocab, [e.prompt for e in chunk], [e.target for e in chunk])
         tokens = batch.tokens.to(model.W_E.device)
         state = model.run_loops(model.embed(tokens), range(loops), index=model.attention_index(tokens))
-        greedy = model.unembed(state).argmax(-1)  # [batch pos]
+        greedy = model.unembed(state).float().argmax(-1)  # [batch pos], as per_loop_correct reads it
         for i, positions in enumerate(_answer_rows(vocab, chunk, batch.prompt_lengths)):
             out.append(greedy[i, positions].cpu().numpy())
     return out

@@ -127,14 +127,14 @@ def digit_accuracy(model, examples, digits: int, k: int, loops: int) -> DigitAcc
     """Each answer digit's accuracy on `examples` (products of a `digits`-digit multiplicand
     and a k-digit multiplier), read by the logit lens after `loops` loops."""
     vocab = model.cfg.vocab
-    # per problem, one symbol per answer token (the right answer's EOS included)
+    # per problem, one symbol per answer digit (the EOS after the answer is not read)
     read = [[vocab.tokens[i] for i in tokens.tolist()] for tokens in lens_answers(model, examples, loops)]
     wanted = [[vocab.tokens[i] for i in vocab.encode(e.target)] for e in examples]
     correct = [[got == want for got, want in zip(r, w, strict=True)] for r, w in zip(read, wanted, strict=True)]
     n_answer = max(len(c) for c in correct)
     right = []
     for i in range(n_answer):
-        at_i = [c[i] for c in correct if len(c) > i]  # the EOS slot of shorter answers left out
+        at_i = [c[i] for c in correct if len(c) > i]  # products one digit shorter have no top digit
         right.append(round(sum(at_i) / len(at_i), 4))
     # column i of a D-digit times a k-digit number sums a_(i-j) * b_j over 0 <= j < k, 0 <= i - j < D
     products = tuple(max(0, min(i, k - 1) - max(0, i - digits + 1) + 1) for i in range(n_answer))
@@ -142,6 +142,9 @@ def digit_accuracy(model, examples, digits: int, k: int, loops: int) -> DigitAcc
                          n_problems=len(examples), loops=loops, right=tuple(right), products=products,
                          by_carry_in=accuracy_by_carry_in(examples, correct),
                          wrong=wrong_digits(read, wanted))
+
+
+DIGITS = frozenset("0123456789")
 
 
 def wrong_digits(read: list[list[str]], wanted: list[list[str]]) -> WrongDigits:
@@ -152,11 +155,11 @@ def wrong_digits(read: list[list[str]], wanted: list[list[str]]) -> WrongDigits:
         for got, want in zip(answer, right, strict=True):
             if got == want:
                 continue
-            if not (got.isdigit() and want.isdigit()):
+            if got not in DIGITS or want not in DIGITS:
                 not_a_digit += 1
                 continue
-            offset = (int(got) - int(want)) % 10
-            counts[WrongDigits.OFFSETS.index(offset - 10 if offset >= 5 else offset)] += 1
+            offset = (int(got) - int(want) + 5) % 10 - 5  # in -5..4
+            counts[WrongDigits.OFFSETS.index(offset)] += 1
     return WrongDigits(counts=tuple(counts), not_a_digit=not_a_digit)
 
 

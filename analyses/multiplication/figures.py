@@ -58,7 +58,7 @@ def by_carry_in(result) -> go.Figure:
     for d, dash in rows:
         fig.add_trace(go.Scatter(x=[b.span for b in d.by_carry_in], y=[b.right for b in d.by_carry_in],
                                  mode="lines+markers", name=f"x {d.multiplier_digits}, {d.digits}-digit",
-                                 line={"color": colour.get(d.multiplier_digits, COLORS[0]), "dash": dash},
+                                 line={"color": colour[d.multiplier_digits], "dash": dash},
                                  # the marker's area follows the digits behind the point
                                  marker={"size": [6 + 14 * (b.n / largest) ** 0.5 for b in d.by_carry_in]},
                                  text=[f"n={b.n} answer digits of {d.label}" for b in d.by_carry_in],
@@ -85,13 +85,15 @@ def wrong_digit_offsets(result) -> go.Figure:
             continue
         fig.add_trace(go.Bar(x=[f"{o:+d}" for o in d.wrong.OFFSETS], y=[c / d.wrong.n for c in d.wrong.counts],
                              name=f"x {d.multiplier_digits}, {d.digits}-digit (n={d.wrong.n} wrong)",
-                             marker={"color": colour.get(d.multiplier_digits, COLORS[0]), "pattern_shape": pattern},
+                             marker={"color": colour[d.multiplier_digits], "pattern_shape": pattern},
                              hovertemplate="off by %{x}: %{y:.0%} of the wrong digits"))
     fig.add_hline(y=1 / 9, line_dash="dot", annotation_text="random wrong digits (1 in 9 per offset)")
     fig.update_xaxes(title_text="wrong digit minus right digit (mod 10)", type="category")
     fig.update_yaxes(title_text="share of the wrong digits", tickformat=".0%")
-    fig.update_layout(barmode="group", title="How far the wrong answer digits are off (uniform products, "
-                                             "the digits of the carry figure; hatched: the far length)")
+    d0 = result.by_digit[0]
+    fig.update_layout(barmode="group", title=f"How far the wrong answer digits are off (by_carry_in's problems: "
+                                             f"uniform, n={d0.n_problems} per bar group, after {d0.loops} loops; "
+                                             f"hatched: the far length)")
     return fig
 
 

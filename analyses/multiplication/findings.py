@@ -110,12 +110,14 @@ def _carry_in_far_sentence(by_digit, by_digit_far) -> str:
 def _wrong_digits_sentence(rows) -> str:
     """The share of the wrong answer digits off by one, per multiplier and length: a carry
     misjudged by one, where it is most of them; a wrong column sum, where it is near chance."""
-    parts = [f"x {d.multiplier_digits} at {d.digits} digits {d.wrong.share(-1, 1):.0%} (n={d.wrong.n})"
-             for d in sorted(rows, key=lambda d: (d.multiplier_digits, d.digits)) if d.wrong is not None and d.wrong.n]
+    rows = sorted((d for d in rows if d.wrong is not None and d.wrong.n), key=lambda d: (d.multiplier_digits, d.digits))
+    parts = [f"x {d.multiplier_digits} at {d.digits} digits {d.wrong.share(-1, 1):.0%} (n={d.wrong.n})" for d in rows]
     if not parts:
         return ""
-    return ("Wrong digits off by one from the right digit, as a carry misjudged by one makes them (2 in 9 were they "
-            "random; n = wrong digits): " + ", ".join(parts) + ".")
+    symbols = sum(d.wrong.not_a_digit for d in rows)
+    return ("Share of the wrong answer digits off by one (what a carry misjudged by one gives; 2 in 9 if wrong digits "
+            "were random; n = wrong digits): " + ", ".join(parts) + "."
+            + (f" {symbols} more answer positions read a symbol that is no digit." if symbols else ""))
 
 
 def _right(carry_bin) -> str:

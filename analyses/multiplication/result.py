@@ -133,9 +133,10 @@ class ByMultiplier:
 @dataclass(frozen=True)
 class WrongDigits:
     """How far the wrong answer digits are from the right ones. Digit i is (s_i + c_i) mod 10,
-    so a carry c_i misjudged by d moves it by d: offsets of +-1 are what a carry off by one
-    gives, and offsets spread over every value say the column's sum itself is wrong (were the
-    wrong digits random, 2 in 9 would be off by one)."""
+    s_i its column's sum of partial products and c_i the carry in, so a carry misjudged by d
+    moves it by d: offsets of +-1 are what a carry off by one gives. Offsets spread evenly up to
+    +-5 are not near misses: a wrong column sum, or a carry far off (were the wrong digits
+    random, 2 in 9 would be off by one)."""
 
     # a wrong digit's offset from the right one, (read - right) mod 10 taken in -5..4
     OFFSETS: ClassVar[tuple[int, ...]] = tuple(range(-5, 5))

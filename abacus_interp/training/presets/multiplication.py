@@ -116,12 +116,13 @@ plant changes is which digits are wrong: at 50 x 2 (400 problems) digits with ca
 more wrong 6% against the plain arm's 14%, carries 6-9 0.8-1.7% against 0.8-4.1%, carries 1-5
 0.2-0.5% against 0.1-0.2%.
 
-A fifth cycle with the plant from ft4's step 5,000 (seed 5, 31 minutes alone; shipped as
+A fifth cycle, the third with the plant, from ft4's step 5,000 (seed 5, 31 minutes alone; shipped as
 checkpoints/extrap-mul-ft5) gained again on x 2: 100 / 92 / 84 / 76% at 5 / 20 / 50 / 100 digits;
-x 3 50 / 16 / 8 / 2%, x 1 100% but one 100-digit product (99%). Where x 3 fails is the column sum,
-not the carry: of its wrong answer digits about a third are off by one from the right digit
-(random wrong digits: 2 in 9), where x 2's are nearly all off by one, a carry misjudged by one
-(ft4, the multiplication section's `wrong_digit_offsets`).
+x 3 50 / 16 / 8 / 2%, x 1 100% but one 100-digit product (99%). On ft4 (`DigitAccuracy.wrong`,
+uniform problems, n=48 per row): x 2's wrong answer digits are nearly all off by one from the right
+digit, a carry misjudged by one (88% at 50 x 2); x 3's only about a third (36% at 5 x 3; random
+wrong digits: 2 in 9), the rest spread about evenly up to +-5, further than its carries are
+likely to be off: x 3 mostly fails to form the sum of its three partial products.
 """
 
 from __future__ import annotations
