@@ -19,6 +19,7 @@ from __future__ import annotations
 import random
 
 from abacus_interp.core.halting import generate_adaptive
+from abacus_interp.core.tokens import DIGITS
 from abacus_interp.errors import UserError
 from abacus_interp.evaluation.common import section_rng
 from abacus_interp.evaluation.extrapolation import length_extrapolation
@@ -142,9 +143,6 @@ def digit_accuracy(model, examples, digits: int, k: int, loops: int) -> DigitAcc
                          n_problems=len(examples), loops=loops, right=tuple(right), products=products,
                          by_carry_in=accuracy_by_carry_in(examples, correct),
                          wrong=wrong_digits(read, wanted))
-
-
-DIGITS = frozenset("0123456789")
 
 
 def wrong_digits(read: list[list[str]], wanted: list[list[str]]) -> WrongDigits:

@@ -53,7 +53,7 @@ def by_carry_in(result) -> go.Figure:
     fig = go.Figure()
     # the far length dashed, in its multiplier length's colour
     rows = [(d, "solid") for d in result.by_digit] + [(d, "dash") for d in result.by_digit_far]
-    colour = {k: COLORS[i % len(COLORS)] for i, k in enumerate(d.multiplier_digits for d in result.by_digit)}
+    colour = _colour_by_multiplier(result)
     largest = max((b.n for d, _ in rows for b in d.by_carry_in), default=1)
     for d, dash in rows:
         fig.add_trace(go.Scatter(x=[b.span for b in d.by_carry_in], y=[b.right for b in d.by_carry_in],
@@ -79,7 +79,7 @@ def wrong_digit_offsets(result) -> go.Figure:
     """Per multiplier and length, the share of the wrong answer digits at each offset from the
     right digit: a peak at +-1 is a carry misjudged by one, a flat spread a wrong column sum."""
     fig = go.Figure()
-    colour = {k: COLORS[i % len(COLORS)] for i, k in enumerate(d.multiplier_digits for d in result.by_digit)}
+    colour = _colour_by_multiplier(result)
     for d, pattern in [(d, "") for d in result.by_digit] + [(d, "/") for d in result.by_digit_far]:
         if d.wrong is None or not d.wrong.n:
             continue
@@ -95,6 +95,11 @@ def wrong_digit_offsets(result) -> go.Figure:
                                              f"uniform, n={d0.n_problems} per bar group, after {d0.loops} loops; "
                                              f"hatched: the far length)")
     return fig
+
+
+def _colour_by_multiplier(result) -> dict[int, str]:
+    """One colour per multiplier length, shared by the trained and the far length's traces."""
+    return {d.multiplier_digits: COLORS[i % len(COLORS)] for i, d in enumerate(result.by_digit)}
 
 
 def by_multiplier(result) -> go.Figure:
