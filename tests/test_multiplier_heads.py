@@ -84,6 +84,8 @@ def test_multiplier_scores_do_not_depend_on_where_the_query_is(tiny_model):
 # heads of two kinds, and of three (offset heads reading 0, 1 and 2 below, one windowed head)
 HEAD_LAYOUTS = {"two kinds": TWO_KINDS,
                 "three kinds": {**TWO_KINDS, "n_heads": 6, "d_head": 8, "offset_heads": (0, 1, 2)},
+                "offset heads by number": {**TWO_KINDS, "n_heads": 6, "d_head": 8, "offset_heads": (0, 1, 1),
+                                           "offset_head_numbers": (1, 1, 3)},
                 "four kinds": {**TWO_KINDS, "n_heads": 6, "d_head": 8, "offset_heads": (0, 1), "symbol_heads": 1},
                 "five kinds": {**TWO_KINDS, "n_heads": 6, "d_head": 8, "offset_heads": (0,), "symbol_heads": 1,
                                "number_heads": 1},
@@ -335,6 +337,10 @@ def test_the_split_by_multiplier_decodes_the_accuracy_tables_row_again():
     assert split.exact_match == row.exact_match and 0 < row.exact_match < 1
     assert sum(b.n for b in split.bins) == 24
     assert sum(b.exact_match * b.n for b in split.bins) == pytest.approx(split.exact_match * 24, abs=0.01)
+    assert [d.position for d in split.by_digit] == [0, 1]
+    for d in split.by_digit:  # each digit's two sides hold every problem once, and its right ones
+        right = sum(share * n for share, n in ((d.small_exact_match, d.small_n), (d.large_exact_match, d.large_n)) if n)
+        assert d.small_n + d.large_n == 24 and right == pytest.approx(split.exact_match * 24, abs=0.01)
 
 
 def test_digit_accuracy_counts_the_products_each_column_sums():

@@ -67,6 +67,32 @@ def test_offset_heads_without_multiplier_heads_see_every_number():
     assert mask[0, 1, 7, :8].all()  # the other head (no window): every key before it
 
 
+def test_offset_heads_by_number_split_the_column_between_operand_and_answer():
+    # answer digit 3 (position 9) at offset 1 sees a_2 (position 1) and answer digit 2
+    # (position 8) at the same index: restricted to number 1 or 3, a head reads one of them
+    index = torch.tensor([[1, 2, 3, 0, 1, 2, 0, 1, 2, 3, 4]])
+    for offset in (0, 9):
+        shifted = torch.where(index > 0, index + offset, index)
+        heads = HeadKinds(6, (0, 1, 1), 2, offset_numbers=(1, 1, 3))
+        mask = attention_mask(None, 11, 11, "cpu", shifted, window=1, heads=heads)
+        assert [mask[0, h, 9].nonzero().squeeze(-1).tolist() for h in range(3)] == [[2, 9], [1, 9], [8, 9]]
+        # the first answer digit (position 7) has no answer digit one index below: only itself
+        assert mask[0, 2, 7].nonzero().squeeze(-1).tolist() == [7]
+    assert [heads.kind_of(h) for h in range(4)] == ["offset +0 of number 1", "offset +1 of number 1",
+                                                    "offset +1 of number 3", "windowed"]
+
+
+def test_offset_head_numbers_config_checks_and_round_trip():
+    cfg = ModelConfig(**{**THREE_KINDS, "d_model": 48, "offset_head_numbers": [1, 1, 3]})
+    assert cfg.offset_head_numbers == (1, 1, 3)
+    assert ModelConfig.from_dict(cfg.to_dict()) == cfg
+    assert "offset_head_numbers" not in ModelConfig(**{**THREE_KINDS, "d_model": 48}).to_dict()
+    assert HeadKinds.of(cfg).offset_numbers == (1, 1, 3)
+    for wrong in [(1, 1), (1, 0, 3), (1, True, 3)]:
+        with pytest.raises(UserError, match="one integer >= 1 per offset head"):
+            ModelConfig(**{**THREE_KINDS, "offset_head_numbers": wrong})
+
+
 def test_offset_head_config_checks_and_round_trip():
     cfg = ModelConfig(**{**THREE_KINDS, "d_model": 48})
     assert cfg.attends_by_index and cfg.offset_heads == (0, 1, 2)

@@ -90,6 +90,37 @@ def test_multiplier_bins_recover_a_planted_split():
     assert [(b.span, b.n) for b in accuracy_by_multiplier(edges, [True] * 4)] == [("0-9", 1), ("10-13", 2), ("14+", 1)]
 
 
+def test_multiplier_digit_split_recovers_a_planted_partial_product():
+    """Products planted wrong exactly when the leading multiplier digit b_2 is large: b_2's
+    split is 100% / 0%; b_0, independent of b_2 in uniform problems, stays between."""
+    from analyses.multiplication.multipliers import accuracy_by_multiplier_digit
+
+    task = get_task("multiplication", max_digits=5, max_multiplier_digits=3, answer_format="slots")
+    examples = task.sample_cell(400, random.Random(3), 5, 3)
+    right = [int(str(e.operands[1])[0]) < 5 for e in examples]  # the leading digit is b_2
+    b0, b1, b2 = accuracy_by_multiplier_digit(examples, right, 3)
+    assert (b2.position, b2.small_exact_match, b2.large_exact_match) == (2, 1.0, 0.0)
+    assert b2.small_n + b2.large_n == 400 and b0.small_n + b0.large_n == 400
+    assert 0.2 < b0.small_exact_match < 0.7 and 0.2 < b0.large_exact_match < 0.7
+    # a shorter multiplier has no digit there: it is counted in neither side
+    short = accuracy_by_multiplier_digit([task.make(123, 7)], [True], 2)
+    assert (short[1].small_n, short[1].large_n, short[1].small_exact_match) == (0, 0, None)
+    with pytest.raises(ValueError, match="verdicts"):
+        accuracy_by_multiplier_digit(examples, right[:-1], 3)
+
+
+def test_the_multiplier_sentence_names_each_digits_split():
+    from analyses.multiplication.findings import _by_multiplier_sentence
+    from analyses.multiplication.result import ByMultiplier, MultiplierBin, MultiplierDigitSplit
+
+    row = ByMultiplier(digits=5, multiplier_digits=2, n_problems=40, exact_match=0.5,
+                       bins=(MultiplierBin(0, 9, 40, 0.5),),
+                       by_digit=(MultiplierDigitSplit(0, 20, 0.5, 20, 0.5), MultiplierDigitSplit(1, 18, 0.9, 22, 0.18)))
+    sentence = _by_multiplier_sentence((row,))
+    assert "b_j (units first), 0-4 against 5-9: 5 x 2 b_0 50% (n=20) / 50% (n=20), b_1 90% (n=18) / 18% (n=22)." \
+        in sentence
+
+
 def test_the_multiplier_sentence_states_every_bin_with_its_n():
     from analyses.multiplication.findings import _by_multiplier_sentence
     from analyses.multiplication.result import ByMultiplier, MultiplierBin

@@ -77,6 +77,7 @@ class HeadKinds:
     fixed_multiplier: bool = True
     symbol_heads: int = 0
     number_heads: int = 0
+    offset_numbers: tuple[int, ...] = ()  # the number each offset head reads, () any (`number_ordinal`)
 
     @classmethod
     def of(cls, cfg: ModelConfig) -> HeadKinds | None:
@@ -84,7 +85,7 @@ class HeadKinds:
         if not cfg.offset_heads and not cfg.multiplier_heads and not cfg.symbol_heads and not cfg.number_heads:
             return None
         return cls(cfg.n_heads, tuple(cfg.offset_heads), cfg.multiplier_heads, cfg.multiplier_select == "fixed",
-                   cfg.symbol_heads, cfg.number_heads)
+                   cfg.symbol_heads, cfg.number_heads, tuple(cfg.offset_head_numbers))
 
     @property
     def windowed_heads(self) -> int:
@@ -92,9 +93,11 @@ class HeadKinds:
 
     def kind_of(self, head: int) -> str:
         """Head `head`'s kind in words: "offset +1" (reads the digits one index below its
-        query; "offset -1": one above), "windowed", "symbol", "number" or "multiplier"."""
+        query; "offset -1": one above; "offset +1 of number 3": only the third number's digit
+        there), "windowed", "symbol", "number" or "multiplier"."""
         if head < len(self.offsets):
-            return f"offset {self.offsets[head]:+d}"
+            of_number = f" of number {self.offset_numbers[head]}" if self.offset_numbers else ""
+            return f"offset {self.offsets[head]:+d}{of_number}"
         from_the_end = self.n_heads - head  # 1 for the last head
         for kind, count in (("multiplier", self.multiplier_heads), ("number", self.number_heads),
                             ("symbol", self.symbol_heads)):
@@ -188,7 +191,13 @@ def _per_head_mask(visible, near, itself, index, heads: HeadKinds):
         # the query's, so it hands the MLP one column (a_(i-d), say) at any number length
         distance = index[:, -n_query:, None] - index[:, None, :]  # [batch query key]
         digit = (index > 0)[:, None, :]  # [batch 1 key]
-        kinds += [((readable & digit & (distance == d)) | itself)[:, None] for d in heads.offsets]
+        if heads.offset_numbers:  # head h: only number offset_numbers[h]'s digit at that distance
+            ordinal = number_ordinal(index)[:, None, :]  # [batch 1 key]
+            columns = [digit & (distance == d) & (ordinal == n)
+                       for d, n in zip(heads.offsets, heads.offset_numbers, strict=True)]
+        else:
+            columns = [digit & (distance == d) for d in heads.offsets]
+        kinds += [((readable & column) | itself)[:, None] for column in columns]
     kinds.append((windowed | itself)[:, None].expand(-1, heads.windowed_heads, -1, -1))
     if heads.symbol_heads:  # the tokens that are not digits (index 0), at any distance
         symbols = (readable & (index == 0)[:, None, :]) | itself  # [batch query key]

@@ -117,6 +117,14 @@ class ModelConfig:
     # offset -1: extrap-mul uses (-1, 0, 1, 1). Measured there, alone they did not speed
     # learning (19.1% against 19.5% in distribution at step 1,000); with a gated MLP, 26.6%.
     offset_heads: tuple[int, ...] = ()
+    # Which number each offset head reads, in the order of the sequence (1 the first operand,
+    # 2 the second, 3 the answer of `a*b=`): one entry per offset head, () for every digit at
+    # its distance. In the answer-slot format a_(i-2) and the slot below (the carry source)
+    # share an Abacus index, so one offset +1 head mixes them: on extrap-mul-ft5 both +1 heads
+    # read a_(i-2) (48% and 55%) and the slot (23% and 13%), and 5 x 3 products are lost
+    # mostly by a large b_2 (the digit a_(i-2) is multiplied by). (1, 1, 1, 3) gives the
+    # product and the carry a head each.
+    offset_head_numbers: tuple[int, ...] = ()
     # Symbol heads: this many heads of every layer (after the windowed heads, before the
     # multiplier heads) see only the tokens that are not digits (index 0: sorting's labels and
     # separators, "=", the answer written so far) and themselves. A head that must find every
@@ -190,6 +198,7 @@ class ModelConfig:
         object.__setattr__(self, "d_mlp", self.d_mlp if self.d_mlp is not None else 4 * self.d_model)
         object.__setattr__(self, "max_loops", max_loops)
         object.__setattr__(self, "offset_heads", tuple(self.offset_heads))  # a list read from JSON
+        object.__setattr__(self, "offset_head_numbers", tuple(self.offset_head_numbers))
 
     def _check_choices_and_sizes(self) -> None:
         """Every named option is one of its choices; every size is positive and fits a tensor."""
@@ -264,6 +273,13 @@ class ModelConfig:
                 isinstance(d, bool) or not isinstance(d, int) for d in self.offset_heads):
             raise UserError(f"ModelConfig.offset_heads={self.offset_heads!r}: use a list of integers "
                             "(how far below its query, on the Abacus index, each such head reads)")
+        numbers = self.offset_head_numbers
+        if not isinstance(numbers, (tuple, list)) or any(
+                isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in numbers) or (
+                numbers and len(numbers) != len(self.offset_heads)):
+            raise UserError(f"ModelConfig.offset_head_numbers={numbers!r}: use () or one integer >= 1 per offset "
+                            f"head ({len(self.offset_heads)} here): which number of the sequence each reads, "
+                            "1 the first operand, 2 the second, 3 the answer")
         if isinstance(self.symbol_heads, bool) or not isinstance(self.symbol_heads, int) or self.symbol_heads < 0:
             raise UserError(f"ModelConfig.symbol_heads={self.symbol_heads!r}: use an integer >= 0")
         if isinstance(self.number_heads, bool) or not isinstance(self.number_heads, int) or self.number_heads < 0:
@@ -387,5 +403,5 @@ _DEFAULTS = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
 # Fields added after runs were saved: left out of to_dict at their defaults, so those runs'
 # configs read (and resume) as the same model.
 _OMITTED_AT_DEFAULT = ("rotary", "rotary_base", "abacus_window", "halt_tol", "unembed_init_std", "attn_bias",
-                       "unembed_bias", "multiplier_heads", "multiplier_select", "offset_heads",
+                       "unembed_bias", "multiplier_heads", "multiplier_select", "offset_heads", "offset_head_numbers",
                        "symbol_heads", "number_heads", "running_sum_probe", "softmax_length_scale")

@@ -114,6 +114,23 @@ class MultiplierBin:
 
 
 @dataclass(frozen=True)
+class MultiplierDigitSplit:
+    """Exact match of a row's products by the value of one multiplier digit b_j, small against
+    large: every column multiplies b_j by one multiplicand digit, so a partial product the
+    model forms badly costs most where its digit is large (on extrap-mul-ft5, 5 x 3: where b_2
+    is large, not b_0)."""
+
+    # digits from LARGE_DIGIT up are "large"
+    LARGE_DIGIT: ClassVar[int] = 5
+
+    position: int  # j of b_j, the units digit 0
+    small_n: int  # problems with b_j below LARGE_DIGIT
+    small_exact_match: float | None  # None where no problem has such a b_j
+    large_n: int
+    large_exact_match: float | None
+
+
+@dataclass(frozen=True)
 class ByMultiplier:
     """Exact match of uniform `digits` x `multiplier_digits` products (the accuracy table's
     problems of that row, decoded again) split by the multiplier's digit sum: whether a long
@@ -124,6 +141,7 @@ class ByMultiplier:
     n_problems: int
     exact_match: float
     bins: tuple[MultiplierBin, ...]
+    by_digit: tuple[MultiplierDigitSplit, ...] = ()  # one per multiplier digit, units first
 
     @property
     def label(self) -> str:
