@@ -82,12 +82,28 @@ def test_offset_heads_by_number_split_the_column_between_operand_and_answer():
                                                     "offset +1 of number 3", "windowed"]
 
 
+def test_exclusive_offset_heads_see_themselves_only_where_their_column_is_absent():
+    index = torch.tensor([[1, 2, 3, 0, 1, 2, 0, 1, 2, 3, 4]])  # a of 3 digits, b of 2, answer of 4
+    heads = HeadKinds(6, (0, 1, 1), 2, offset_numbers=(1, 1, 3), offset_exclusive=True)
+    mask = attention_mask(None, 11, 11, "cpu", index, window=1, heads=heads)
+    # answer digit 3 (position 9): each head its one key, not itself
+    assert [mask[0, h, 9].nonzero().squeeze(-1).tolist() for h in range(3)] == [[2], [1], [8]]
+    # answer digit 1 (position 7): no answer digit one index below, so the slot head sees itself
+    assert mask[0, 2, 7].nonzero().squeeze(-1).tolist() == [7]
+    assert mask[0, 3, 9, 9]  # the windowed head still sees itself
+    assert mask.any(-1).all()  # no empty softmax row
+
+
 def test_offset_head_numbers_config_checks_and_round_trip():
     cfg = ModelConfig(**{**THREE_KINDS, "d_model": 48, "offset_head_numbers": [1, 1, 3]})
     assert cfg.offset_head_numbers == (1, 1, 3)
     assert ModelConfig.from_dict(cfg.to_dict()) == cfg
     assert "offset_head_numbers" not in ModelConfig(**{**THREE_KINDS, "d_model": 48}).to_dict()
     assert HeadKinds.of(cfg).offset_numbers == (1, 1, 3)
+    exclusive = ModelConfig(**{**THREE_KINDS, "d_model": 48, "offset_heads_exclusive": True})
+    assert ModelConfig.from_dict(exclusive.to_dict()) == exclusive and HeadKinds.of(exclusive).offset_exclusive
+    with pytest.raises(UserError, match="true only with offset_heads"):
+        ModelConfig(**{**THREE_KINDS, "offset_heads": (), "offset_heads_exclusive": True})
     for wrong in [(1, 1), (1, 0, 3), (1, True, 3)]:
         with pytest.raises(UserError, match="one integer >= 1 per offset head"):
             ModelConfig(**{**THREE_KINDS, "offset_head_numbers": wrong})

@@ -78,6 +78,7 @@ class HeadKinds:
     symbol_heads: int = 0
     number_heads: int = 0
     offset_numbers: tuple[int, ...] = ()  # the number each offset head reads, () any (`number_ordinal`)
+    offset_exclusive: bool = False  # an offset head sees itself only where its column is absent
 
     @classmethod
     def of(cls, cfg: ModelConfig) -> HeadKinds | None:
@@ -85,7 +86,7 @@ class HeadKinds:
         if not cfg.offset_heads and not cfg.multiplier_heads and not cfg.symbol_heads and not cfg.number_heads:
             return None
         return cls(cfg.n_heads, tuple(cfg.offset_heads), cfg.multiplier_heads, cfg.multiplier_select == "fixed",
-                   cfg.symbol_heads, cfg.number_heads, tuple(cfg.offset_head_numbers))
+                   cfg.symbol_heads, cfg.number_heads, tuple(cfg.offset_head_numbers), cfg.offset_heads_exclusive)
 
     @property
     def windowed_heads(self) -> int:
@@ -197,7 +198,11 @@ def _per_head_mask(visible, near, itself, index, heads: HeadKinds):
                        for d, n in zip(heads.offsets, heads.offset_numbers, strict=True)]
         else:
             columns = [digit & (distance == d) for d in heads.offsets]
-        kinds += [((readable & column) | itself)[:, None] for column in columns]
+        for column in columns:
+            reads = readable & column  # [batch query key]
+            # exclusive: itself only as the fallback where the column holds no digit
+            sees_itself = itself & ~reads.any(-1, keepdim=True) if heads.offset_exclusive else itself
+            kinds.append((reads | sees_itself)[:, None])
     kinds.append((windowed | itself)[:, None].expand(-1, heads.windowed_heads, -1, -1))
     if heads.symbol_heads:  # the tokens that are not digits (index 0), at any distance
         symbols = (readable & (index == 0)[:, None, :]) | itself  # [batch query key]

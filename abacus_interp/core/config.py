@@ -125,6 +125,12 @@ class ModelConfig:
     # mostly by a large b_2 (the digit a_(i-2) is multiplied by). (1, 1, 1, 3) gives the
     # product and the carry a head each.
     offset_head_numbers: tuple[int, ...] = ()
+    # An offset head sees itself only where no digit lies at its distance (the first answer
+    # digits, a multiplicand shorter than the column), so where its column exists it copies
+    # that digit whole, as a fixed multiplier head does. False: it always sees itself too; on
+    # extrap-mul-ft5 the offset heads put 29-52% of their attention there, so the digit reaches
+    # the MLP scaled by a weight that varies with the state.
+    offset_heads_exclusive: bool = False
     # Symbol heads: this many heads of every layer (after the windowed heads, before the
     # multiplier heads) see only the tokens that are not digits (index 0: sorting's labels and
     # separators, "=", the answer written so far) and themselves. A head that must find every
@@ -280,6 +286,9 @@ class ModelConfig:
             raise UserError(f"ModelConfig.offset_head_numbers={numbers!r}: use () or one integer >= 1 per offset "
                             f"head ({len(self.offset_heads)} here): which number of the sequence each reads, "
                             "1 the first operand, 2 the second, 3 the answer")
+        if self.offset_heads_exclusive not in (True, False) or (self.offset_heads_exclusive and not self.offset_heads):
+            raise UserError(f"ModelConfig.offset_heads_exclusive={self.offset_heads_exclusive!r}: use true or false, "
+                            "and true only with offset_heads")
         if isinstance(self.symbol_heads, bool) or not isinstance(self.symbol_heads, int) or self.symbol_heads < 0:
             raise UserError(f"ModelConfig.symbol_heads={self.symbol_heads!r}: use an integer >= 0")
         if isinstance(self.number_heads, bool) or not isinstance(self.number_heads, int) or self.number_heads < 0:
@@ -404,4 +413,5 @@ _DEFAULTS = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
 # configs read (and resume) as the same model.
 _OMITTED_AT_DEFAULT = ("rotary", "rotary_base", "abacus_window", "halt_tol", "unembed_init_std", "attn_bias",
                        "unembed_bias", "multiplier_heads", "multiplier_select", "offset_heads", "offset_head_numbers",
+                       "offset_heads_exclusive",
                        "symbol_heads", "number_heads", "running_sum_probe", "softmax_length_scale")
