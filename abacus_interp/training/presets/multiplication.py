@@ -123,6 +123,29 @@ uniform problems, n=48 per row): x 2's wrong answer digits are nearly all off by
 digit, a carry misjudged by one (88% at 50 x 2); x 3's only about a third (36% at 5 x 3; random
 wrong digits: 2 in 9), the rest spread about evenly up to +-5, further than its carries are
 likely to be off: x 3 mostly fails to form the sum of its three partial products.
+
+Which of the three (`ByMultiplier.by_digit`, the eval's problems, n=100 per row): ft5 gets a 5 x 3
+product right 73% of the time when the multiplier's leading digit b_2 is 0-4 and 29% when it is
+5-9, against 53 / 47% split by b_0 and 63 / 42% by b_1; at 20 x 3, 42 / 2% by b_2 and 16 / 16% by
+b_0. The partial product it forms worst is a_(i-2) * b_2. Loops do not help: 5 x 3 (n=100) is 51%
+at 8 fixed loops, 50% at 16, 32 and 64, and 50% adaptive at every tolerance from 1e-3 to 1e-5
+(median 26 to 49 loops).
+
+The two offset +1 heads read a_(i-2) and the carry slot, which share an Abacus index: on ft5
+they put 48% and 55% of their attention on a_(i-2), 23% and 13% on the slot, the rest on
+themselves. Split (`--set 'model.offset_head_numbers=[1,1,1,3]'`: one reads only the
+multiplicand there, the other only the answer slot; ft5's step 5,000, the straight sixth cycle's
+command and seed 6, 33 minutes): ft5's weights under the new mask start at 27% held-out exact
+match of the training mix (80% before) and are back to 79% at step 5,000. x 2 99 / 94 / 88% at 5 /
+20 / 50 digits, x 3 44 / 7 / 8%, against the straight sixth cycle's 98 / 92 / 87% and 50 / 19 / 12%;
+by b_2 at 5 x 3 still 71 / 19%. A clean a_(i-2) does not rescue the large b_2: the read is not
+what x 3 lacks. Not adopted.
+
+Exclusive offset heads on top of the split (`--set model.offset_heads_exclusive=true`: each offset
+head sees itself only where its column holds no digit; the split arm's step 5,000, seed 7, 32
+minutes): held-out exact match fell to 33% at the switch and was back to 80% at step 5,000, but
+x 2 99 / 90 / 71% and x 3 42 / 6 / 1% at 5 / 20 / 50 digits, against the split arm's 99 / 94 / 88%
+and 44 / 7 / 8%. Looking at itself is part of how an offset head extrapolates; not adopted.
 """
 
 from __future__ import annotations
