@@ -250,6 +250,14 @@ def test_the_multiplication_analysis_splits_attention_by_head_kind():
     # the split by multiplier: for 2-digit multipliers, at the trained and the far length
     assert [(r.digits, r.multiplier_digits) for r in result.by_multiplier] == [(3, 2), (6, 2)]
     assert "By the sum of the multiplier's digits" in result.findings()[0]
+    assert "By each multiplier digit b_j (units first), 0-4 against 5-9: 3 x 2 b_0 " in result.findings()[0]
+    # by each multiplier digit: a small and a large trace per row, each bar group b_0 and b_1,
+    # their counts the row's 12 problems
+    digit_bars = result.figures()["by_multiplier_digit"].data
+    assert [t.name for t in digit_bars] == ["3 x 2, b_j 0-4", "3 x 2, b_j 5-9", "6 x 2, b_j 0-4", "6 x 2, b_j 5-9"]
+    assert all(list(t.x) == ["b_0", "b_1"] for t in digit_bars)
+    for small, large in (digit_bars[:2], digit_bars[2:]):
+        assert [int(a[2:]) + int(b[2:]) for a, b in zip(small.text, large.text, strict=True)] == [12, 12]
     # each answer digit by its carry in, far too, for 2-digit multipliers only
     assert [(d.digits, d.multiplier_digits) for d in result.by_digit_far] == [(6, 2)]
     # a 6 x 2-digit product has 7 or 8 digits, each binned once
