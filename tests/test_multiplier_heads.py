@@ -250,11 +250,11 @@ def test_the_multiplication_analysis_splits_attention_by_head_kind():
     # the split by multiplier: for 2-digit multipliers, at the trained and the far length
     assert [(r.digits, r.multiplier_digits) for r in result.by_multiplier] == [(3, 2), (6, 2)]
     assert "By the sum of the multiplier's digits" in result.findings()[0]
-    assert "By each multiplier digit b_j (units first), 0-4 against 5-9: 3 x 2 b_0 " in result.findings()[0]
+    assert "By each multiplier digit b_j (units first), below 5 against 5 and above: 3 x 2 b_0 " in result.findings()[0]
     # by each multiplier digit: a small and a large trace per row, each bar group b_0 and b_1,
     # their counts the row's 12 problems
     digit_bars = result.figures()["by_multiplier_digit"].data
-    assert [t.name for t in digit_bars] == ["3 x 2, b_j 0-4", "3 x 2, b_j 5-9", "6 x 2, b_j 0-4", "6 x 2, b_j 5-9"]
+    assert [t.name for t in digit_bars] == ["3 x 2, b_j < 5", "3 x 2, b_j >= 5", "6 x 2, b_j < 5", "6 x 2, b_j >= 5"]
     assert all(list(t.x) == ["b_0", "b_1"] for t in digit_bars)
     for small, large in (digit_bars[:2], digit_bars[2:]):
         assert [int(a[2:]) + int(b[2:]) for a, b in zip(small.text, large.text, strict=True)] == [12, 12]
@@ -347,8 +347,8 @@ def test_the_split_by_multiplier_decodes_the_accuracy_tables_row_again():
     assert split.exact_match == row.exact_match and 0 < row.exact_match < 1
     assert sum(b.n for b in split.bins) == 24
     assert sum(b.exact_match * b.n for b in split.bins) == pytest.approx(split.exact_match * 24, abs=0.01)
-    assert [d.position for d in split.by_digit] == [0, 1]
-    for d in split.by_digit:  # each digit's two sides hold every problem once, and its right ones
+    assert [d.j for d in split.by_multiplier_digit] == [0, 1]
+    for d in split.by_multiplier_digit:  # each digit's two sides hold every problem once, and its right ones
         right = sum(share * n for share, n in ((d.small_exact_match, d.small_n), (d.large_exact_match, d.large_n)) if n)
         assert d.small_n + d.large_n == 24 and right == pytest.approx(split.exact_match * 24, abs=0.01)
 

@@ -5,6 +5,8 @@ and cached decoding are checked with them in tests/test_multiplier_heads.py (HEA
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -68,8 +70,8 @@ def test_offset_heads_without_multiplier_heads_see_every_number():
 
 
 def test_offset_heads_by_number_split_the_column_between_operand_and_answer():
-    # answer digit 3 (position 9) at offset 1 sees a_2 (position 1) and answer digit 2
-    # (position 8) at the same index: restricted to number 1 or 3, a head reads one of them
+    # answer digit 3 (position 9) at offset 1 sees a's digit of index 2 (position 1) and answer
+    # digit 2 (position 8) at the same index: restricted to number 1 or 3, a head reads one
     index = torch.tensor([[1, 2, 3, 0, 1, 2, 0, 1, 2, 3, 4]])
     for offset in (0, 9):
         shifted = torch.where(index > 0, index + offset, index)
@@ -97,13 +99,17 @@ def test_exclusive_offset_heads_see_themselves_only_where_their_column_is_absent
 def test_offset_head_numbers_config_checks_and_round_trip():
     cfg = ModelConfig(**{**THREE_KINDS, "d_model": 48, "offset_head_numbers": [1, 1, 3]})
     assert cfg.offset_head_numbers == (1, 1, 3)
-    assert ModelConfig.from_dict(cfg.to_dict()) == cfg
-    assert "offset_head_numbers" not in ModelConfig(**{**THREE_KINDS, "d_model": 48}).to_dict()
+    assert ModelConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg  # as config.json holds it
+    default = ModelConfig(**{**THREE_KINDS, "d_model": 48}).to_dict()
+    assert "offset_head_numbers" not in default and "offset_heads_exclusive" not in default
     assert HeadKinds.of(cfg).offset_numbers == (1, 1, 3)
     exclusive = ModelConfig(**{**THREE_KINDS, "d_model": 48, "offset_heads_exclusive": True})
     assert ModelConfig.from_dict(exclusive.to_dict()) == exclusive and HeadKinds.of(exclusive).offset_exclusive
-    with pytest.raises(UserError, match="true only with offset_heads"):
-        ModelConfig(**{**THREE_KINDS, "offset_heads": (), "offset_heads_exclusive": True})
+    for wrong in [{"offset_heads": (), "offset_heads_exclusive": True}, {"offset_heads_exclusive": 1}]:
+        with pytest.raises(UserError, match="true only with offset_heads"):
+            ModelConfig(**{**THREE_KINDS, **wrong})
+    with pytest.raises(UserError, match="number 2, the multiplier, is hidden"):
+        ModelConfig(**{**THREE_KINDS, "offset_head_numbers": (1, 2, 3)})
     for wrong in [(1, 1), (1, 0, 3), (1, True, 3)]:
         with pytest.raises(UserError, match="one integer >= 1 per offset head"):
             ModelConfig(**{**THREE_KINDS, "offset_head_numbers": wrong})

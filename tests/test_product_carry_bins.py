@@ -99,7 +99,7 @@ def test_multiplier_digit_split_recovers_a_planted_partial_product():
     examples = task.sample_cell(400, random.Random(3), 5, 3)
     right = [int(str(e.operands[1])[0]) < 5 for e in examples]  # the leading digit is b_2
     b0, b1, b2 = accuracy_by_multiplier_digit(examples, right, 3)
-    assert (b2.position, b2.small_exact_match, b2.large_exact_match) == (2, 1.0, 0.0)
+    assert (b2.j, b2.small_exact_match, b2.large_exact_match) == (2, 1.0, 0.0)
     assert b2.small_n + b2.large_n == 400 and b0.small_n + b0.large_n == 400
     assert 0.2 < b0.small_exact_match < 0.7 and 0.2 < b0.large_exact_match < 0.7
     # a shorter multiplier has no digit there: it is counted in neither side
@@ -115,9 +115,9 @@ def test_the_multiplier_sentence_names_each_digits_split():
 
     row = ByMultiplier(digits=5, multiplier_digits=2, n_problems=40, exact_match=0.5,
                        bins=(MultiplierBin(0, 9, 40, 0.5),),
-                       by_digit=(MultiplierDigitSplit(0, 20, 0.5, 20, 0.5), MultiplierDigitSplit(1, 18, 0.9, 22, 0.18)))
+                       by_multiplier_digit=(MultiplierDigitSplit(0, 20, 0.5, 20, 0.5), MultiplierDigitSplit(1, 18, 0.9, 22, 0.18)))
     sentence = _by_multiplier_sentence((row,))
-    assert "b_j (units first), 0-4 against 5-9: 5 x 2 b_0 50% (n=20) / 50% (n=20), b_1 90% (n=18) / 18% (n=22)." \
+    assert "b_j (units first), below 5 against 5 and above: 5 x 2 b_0 50% (n=20) / 50% (n=20), b_1 90% (n=18) / 18% (n=22)." \
         in sentence
 
 

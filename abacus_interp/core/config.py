@@ -117,22 +117,13 @@ class ModelConfig:
     # offset -1: extrap-mul uses (-1, 0, 1, 1). Measured there, alone they did not speed
     # learning (19.1% against 19.5% in distribution at step 1,000); with a gated MLP, 26.6%.
     offset_heads: tuple[int, ...] = ()
-    # Which number each offset head reads, in the order of the sequence (1 the first operand,
-    # 2 the second, 3 the answer of `a*b=`): one entry per offset head, () for every digit at
-    # its distance. In the answer-slot format a_(i-2) and the slot below (the carry source)
-    # share an Abacus index, so one offset +1 head mixes them: on extrap-mul-ft5 both +1 heads
-    # read a_(i-2) (48% and 55%) and the slot (23% and 13%), and 5 x 3 products are lost
-    # mostly by a large b_2 (the digit a_(i-2) is multiplied by). (1, 1, 1, 3) gives the
-    # product and the carry a head each. Measured as a cycle from ft5: x 2 as before, x 3 no
-    # better (44 / 7% at 5 / 20 digits against 50 / 19%): the mixed read was not what x 3 lacks.
+    # Which number each offset head reads (1 the first operand, 2 the second, 3 the answer of
+    # `a*b=`; one per offset head, () any digit at its distance). In the answer-slot format
+    # a_(i-2) and the carry slot share an Abacus index; (1, 1, 1, 3) gives each a head. A
+    # number the sequence lacks leaves the head only itself. Measured: no gain (extrap-mul's docs).
     offset_head_numbers: tuple[int, ...] = ()
-    # An offset head sees itself only where no digit lies at its distance (the first answer
-    # digits, a multiplicand shorter than the column), so where its column exists it copies
-    # that digit whole, as a fixed multiplier head does. False: it always sees itself too; on
-    # extrap-mul-ft5 the offset heads put 29-52% of their attention there, so the digit reaches
-    # the MLP scaled by a weight that varies with the state. Measured as a cycle on top of the
-    # split heads above: 50 x 2 71% against 88%, 20 x 3 6% against 7%: seeing itself helps an
-    # offset head extrapolate.
+    # An offset head sees itself only where its column holds no digit, so with
+    # offset_head_numbers it copies that one digit whole. Measured: extrapolates worse.
     offset_heads_exclusive: bool = False
     # Symbol heads: this many heads of every layer (after the windowed heads, before the
     # multiplier heads) see only the tokens that are not digits (index 0: sorting's labels and
@@ -278,20 +269,7 @@ class ModelConfig:
                 f"ModelConfig.multiplier_heads={self.multiplier_heads!r}: use an integer in 0..n_heads-1 "
                 f"(n_heads={self.n_heads}); at least one head must read the multiplicand and the carry"
             )
-        if not isinstance(self.offset_heads, (tuple, list)) or any(
-                isinstance(d, bool) or not isinstance(d, int) for d in self.offset_heads):
-            raise UserError(f"ModelConfig.offset_heads={self.offset_heads!r}: use a list of integers "
-                            "(how far below its query, on the Abacus index, each such head reads)")
-        numbers = self.offset_head_numbers
-        if not isinstance(numbers, (tuple, list)) or any(
-                isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in numbers) or (
-                numbers and len(numbers) != len(self.offset_heads)):
-            raise UserError(f"ModelConfig.offset_head_numbers={numbers!r}: use () or one integer >= 1 per offset "
-                            f"head ({len(self.offset_heads)} here): which number of the sequence each reads, "
-                            "1 the first operand, 2 the second, 3 the answer")
-        if self.offset_heads_exclusive not in (True, False) or (self.offset_heads_exclusive and not self.offset_heads):
-            raise UserError(f"ModelConfig.offset_heads_exclusive={self.offset_heads_exclusive!r}: use true or false, "
-                            "and true only with offset_heads")
+        self._check_offset_heads()
         if isinstance(self.symbol_heads, bool) or not isinstance(self.symbol_heads, int) or self.symbol_heads < 0:
             raise UserError(f"ModelConfig.symbol_heads={self.symbol_heads!r}: use an integer >= 0")
         if isinstance(self.number_heads, bool) or not isinstance(self.number_heads, int) or self.number_heads < 0:
@@ -322,6 +300,26 @@ class ModelConfig:
                 f"rotary and abacus_window are options of the looped family's attention; "
                 f"family={self.family!r} has none of them: leave them unset"
             )
+
+    def _check_offset_heads(self) -> None:
+        """Offset heads: integer distances, at most one number each, exclusive only with them."""
+        if not isinstance(self.offset_heads, (tuple, list)) or any(
+                isinstance(d, bool) or not isinstance(d, int) for d in self.offset_heads):
+            raise UserError(f"ModelConfig.offset_heads={self.offset_heads!r}: use a list of integers "
+                            "(how far below its query, on the Abacus index, each such head reads)")
+        numbers = self.offset_head_numbers
+        if not isinstance(numbers, (tuple, list)) or any(
+                isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in numbers) or (
+                numbers and len(numbers) != len(self.offset_heads)):
+            raise UserError(f"ModelConfig.offset_head_numbers={numbers!r}: use () or one integer >= 1 per offset "
+                            f"head ({len(self.offset_heads)} here): which number of the sequence each reads, "
+                            "1 the first operand, 2 the second, 3 the answer")
+        if self.multiplier_heads and 2 in numbers:
+            raise UserError(f"ModelConfig.offset_head_numbers={numbers!r}: number 2, the multiplier, is hidden from "
+                            "every head but the multiplier heads here; read it with multiplier_heads")
+        if not isinstance(self.offset_heads_exclusive, bool) or (self.offset_heads_exclusive and not self.offset_heads):
+            raise UserError(f"ModelConfig.offset_heads_exclusive={self.offset_heads_exclusive!r}: use true or false, "
+                            "and true only with offset_heads")
 
     def _check_loops(self) -> int:
         """max_loops (derived when unset: 4 x n_loops for a loop, 1 for a single pass), checked."""

@@ -26,7 +26,7 @@ def multiplication_figures(result) -> dict[str, go.Figure]:
             figures["wrong_digit_offsets"] = wrong_digit_offsets(result)
     if result.by_multiplier:
         figures["by_multiplier"] = by_multiplier(result)
-        if any(row.by_digit for row in result.by_multiplier):
+        if any(row.by_multiplier_digit for row in result.by_multiplier):
             figures["by_multiplier_digit"] = by_multiplier_digit(result)
     if result.running_sum:
         figures["running_sum_by_loop"] = running_sum_by_loop(result.running_sum)
@@ -126,14 +126,14 @@ def by_multiplier_digit(result) -> go.Figure:
     """Per row, exact match where each multiplier digit b_j is small and where it is large: a
     gap under one b_j names the partial product the model forms worst."""
     fig = go.Figure()
-    rows = [row for row in result.by_multiplier if row.by_digit]
-    large = rows[0].by_digit[0].LARGE_DIGIT
+    rows = [row for row in result.by_multiplier if row.by_multiplier_digit]
+    large = rows[0].by_multiplier_digit[0].LARGE_DIGIT
     for i, row in enumerate(rows):
         for side, dash in (("small", ""), ("large", "/")):
-            shares = [getattr(d, f"{side}_exact_match") for d in row.by_digit]
-            counts = [getattr(d, f"{side}_n") for d in row.by_digit]
-            digits = f"0-{large - 1}" if side == "small" else f"{large}-9"
-            fig.add_trace(go.Bar(x=[f"b_{d.position}" for d in row.by_digit], y=shares, text=[f"n={n}" for n in counts],
+            shares = [getattr(d, f"{side}_exact_match") for d in row.by_multiplier_digit]
+            counts = [getattr(d, f"{side}_n") for d in row.by_multiplier_digit]
+            digits = f"< {large}" if side == "small" else f">= {large}"  # the leading digit is never 0
+            fig.add_trace(go.Bar(x=[f"b_{d.j}" for d in row.by_multiplier_digit], y=shares, text=[f"n={n}" for n in counts],
                                  name=f"{row.digits} x {row.multiplier_digits}, b_j {digits}",
                                  marker={"color": COLORS[i % len(COLORS)], "pattern": {"shape": dash}},
                                  textposition="outside", hovertemplate="%{x} " + digits + ": %{y:.0%} right (%{text})"))
@@ -141,7 +141,7 @@ def by_multiplier_digit(result) -> go.Figure:
     fig.update_yaxes(title_text="exact match, adaptive loops", range=[0, 1.1], tickformat=".0%")
     fig.update_layout(barmode="group", **title_with_detail(
         "N x k products by each multiplier digit, small against large",
-        f"uniform digits, the accuracy table's problems, n={rows[0].n_problems} per row; hatched: b_j {large}-9"))
+        f"uniform digits, the accuracy table's problems, n={rows[0].n_problems} per row; hatched: b_j >= {large}"))
     return fig
 
 

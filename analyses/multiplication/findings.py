@@ -137,9 +137,10 @@ def _by_multiplier_sentence(rows) -> str:
              for row in rows]
     sentence = ("By the sum of the multiplier's digits (up to 9 no column carries more than 8, as with one digit; "
                 "the accuracy table's problems): " + "; ".join(parts) + ".")
-    if digit_parts := [_digit_split_text(row) for row in rows if row.by_digit]:
-        large = next(row.by_digit[0].LARGE_DIGIT for row in rows if row.by_digit)
-        sentence += (f" By each multiplier digit b_j (units first), 0-{large - 1} against {large}-9: "
+    if digit_parts := [_digit_split_text(row) for row in rows if row.by_multiplier_digit]:
+        large = next(row.by_multiplier_digit[0].LARGE_DIGIT for row in rows if row.by_multiplier_digit)
+        # the leading digit is never 0: its small side is 1-4
+        sentence += (f" By each multiplier digit b_j (units first), below {large} against {large} and above: "
                      + "; ".join(digit_parts) + ".")
     return sentence
 
@@ -148,8 +149,8 @@ def _digit_split_text(row) -> str:
     def share(value):
         return "n/a" if value is None else f"{value:.0%}"
     return f"{row.digits} x {row.multiplier_digits} " + ", ".join(
-        f"b_{d.position} {share(d.small_exact_match)} (n={d.small_n}) / {share(d.large_exact_match)} (n={d.large_n})"
-        for d in row.by_digit)
+        f"b_{d.j} {share(d.small_exact_match)} (n={d.small_n}) / {share(d.large_exact_match)} (n={d.large_n})"
+        for d in row.by_multiplier_digit)
 
 
 def _pooled(bins, above: int) -> tuple[float | None, float | None]:

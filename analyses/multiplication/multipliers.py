@@ -18,7 +18,7 @@ def by_multiplier(model, task, digits: int, k: int, n: int, seed: int) -> ByMult
     correct = judge(model, task, examples, AnswerDecoding.of(model)).correct
     return ByMultiplier(digits=digits, multiplier_digits=k, n_problems=len(examples),
                         exact_match=sum(correct) / len(correct), bins=accuracy_by_multiplier(examples, correct),
-                        by_digit=accuracy_by_multiplier_digit(examples, correct, k))
+                        by_multiplier_digit=accuracy_by_multiplier_digit(examples, correct, k))
 
 
 def accuracy_by_multiplier(examples, correct) -> tuple[MultiplierBin, ...]:
@@ -52,6 +52,6 @@ def accuracy_by_multiplier_digit(examples, correct, k: int) -> tuple[MultiplierD
                 tally[1] += 1
         (small_right, small_n), (large_right, large_n) = tallies[False], tallies[True]
         splits.append(MultiplierDigitSplit(
-            position=j, small_n=small_n, small_exact_match=round(small_right / small_n, 4) if small_n else None,
+            j=j, small_n=small_n, small_exact_match=round(small_right / small_n, 4) if small_n else None,
             large_n=large_n, large_exact_match=round(large_right / large_n, 4) if large_n else None))
     return tuple(splits)

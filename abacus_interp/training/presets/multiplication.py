@@ -124,10 +124,13 @@ digit, a carry misjudged by one (88% at 50 x 2); x 3's only about a third (36% a
 wrong digits: 2 in 9), the rest spread about evenly up to +-5, further than its carries are
 likely to be off: x 3 mostly fails to form the sum of its three partial products.
 
-Which of the three (`ByMultiplier.by_digit`, the eval's problems, n=100 per row): ft5 gets a 5 x 3
-product right 73% of the time when the multiplier's leading digit b_2 is 0-4 and 29% when it is
-5-9, against 53 / 47% split by b_0 and 63 / 42% by b_1; at 20 x 3, 42 / 2% by b_2 and 16 / 16% by
-b_0. The partial product it forms worst is a_(i-2) * b_2. Loops do not help: 5 x 3 (n=100) is 51%
+Which of the three (`ByMultiplier.by_multiplier_digit`, the eval's problems, n=100 per row): ft5
+gets a 5 x 3 product right 73% of the time when the multiplier's leading digit b_2 is 1-4 and 29%
+when it is 5-9, against 53 / 47% split by b_0 (0-4 / 5-9) and 63 / 42% by b_1; at 20 x 3, 42 / 2%
+by b_2 and 16 / 16% by b_0. A large b_2 also makes the product longer more often, but the wrong
+digits are not at the top: at 5 x 3 (n=200) columns 0-1 (one and two products) are never wrong,
+columns 2-5 (three products) 19-26% of the time, the top columns 6 and 7 8% and 1%. So the
+partial product formed worst is, by inference, a_(i-2) * b_2. Loops do not help: 5 x 3 (n=100) is 51%
 at 8 fixed loops, 50% at 16, 32 and 64, and 50% adaptive at every tolerance from 1e-3 to 1e-5
 (median 26 to 49 loops).
 
