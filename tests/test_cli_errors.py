@@ -35,8 +35,8 @@ def small_run(tmp_path) -> Path:
     (run / "checkpoints").mkdir(parents=True)
     for name in ("config.json", "metrics.jsonl"):
         shutil.copy(SHIPPED_ADD / name, run / name)
-    series = ckpt.list_checkpoints(SHIPPED_ADD)
-    for _, path in [series[0], series[5], series[-1]]:
+    series = dict(ckpt.list_checkpoints(SHIPPED_ADD))  # step -> path
+    for path in (series[0], series[10], series[max(series)]):
         shutil.copy(path, run / "checkpoints" / path.name)
         shutil.copy(path.with_suffix(".json"), run / "checkpoints" / path.with_suffix(".json").name)
     return run

@@ -14,7 +14,7 @@ per unit of ln(1 + step), `per="log_step"`): "representation", the mean over loo
 (1 - CKA(k, k+1)) / gap; "parameters", ||theta_{k+1} - theta_k|| / gap; "loss",
 |delta problem-set loss| / gap. The peaks of the chosen signal are marked on the figures.
 
-    >>> cmp = run("checkpoints/small-add", steps=(250, 4000))
+    >>> cmp = run("checkpoints/small-add", steps=(500, 3000))
     >>> cmp.to_dict()["change_points"]
     >>> cmp.figures()["cka_steps"]
 """

@@ -38,8 +38,9 @@ def grok_mod113() -> RunConfig:
     * Initial weights: their init is unseeded; ours are drawn from seed 0 in another order.
 
     checkpoints/grok-mod113 is this preset's run (15,000 steps in 60 minutes on one idle CPU
-    core at ~4 steps/s, then extended with `--set train.steps=20000`; 25 checkpoints of
-    0.9 MB: 0, 1, 7, 45, 300, then every 1,000 steps). It memorises by step 200 (100% train,
+    core at ~4 steps/s, then extended with `--set train.steps=20000`; it wrote 25 checkpoints
+    of 0.9 MB, 0, 1, 7, 45, 300, then every 1,000 steps, and ships 8 of them: 0, 300, 5,000,
+    10,000, 11,000, 12,000, 18,000 and 20,000). It memorises by step 200 (100% train,
     4% test); the test loss peaks at 26.1 at step 1,400 (the paper's end of memorisation);
     test accuracy creeps to 13% at 7,000 and 21% at 9,000, then groks: 40% at 9,900, 90% at
     10,500, 100% from 11,400. Phases detected 0-200 / 200-10,000 / 10,000-11,800. At step
@@ -81,8 +82,9 @@ def grok_mod113_fast() -> RunConfig:
     50% generalised together with memorising (no plateau); lr 4e-3 was no faster and lr 1e-2
     spiked. With these it memorises by ~step 250, plateaus, and reaches 99% test accuracy at
     step 925 (7-9 minutes on two shared cores), but at step 1,200 only 186/512 = 36% of MLP
-    neurons are single-frequency (paper: 84.6%). 19 checkpoints of ~0.9 MB: 0, log-spaced
-    1/4/16, then every 80 steps."""
+    neurons are single-frequency (paper: 84.6%). It wrote 19 checkpoints of ~0.9 MB (0,
+    log-spaced 1/4/16, then every 80 steps); checkpoints/grok-mod113-fast ships 8 of them:
+    0, 80, 240, 480, 720, 800, 960 and 1,200."""
     return recipe(
         "grok-mod113-fast",
         "modular_addition",
