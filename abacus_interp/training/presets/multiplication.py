@@ -149,6 +149,12 @@ head sees itself only where its column holds no digit; the split arm's step 5,00
 minutes): held-out exact match fell to 33% at the switch and was back to 80% at step 5,000, but
 x 2 99 / 90 / 71% and x 3 42 / 6 / 1% at 5 / 20 / 50 digits, against the split arm's 99 / 94 / 88%
 and 44 / 7 / 8%. Looking at itself is part of how an offset head extrapolates; not adopted.
+
+A second layer grown onto ft5 (`--set model.n_layers=2 --set train.steps=2500`, the added block
+starting as the identity, `training/growth.py`; ft5's step 5,000, seed 6, the plant; 29 minutes,
+the compute of a 5,000-step cycle of one layer): x 2 100 / 92 / 89%, x 3 48 / 11 / 9% at 5 / 20 /
+50 digits, against the straight sixth cycle's 98 / 92 / 87% and 50 / 19 / 12%; by b_2 at 5 x 3 67 /
+31%. A second stage per loop does not form the three-product sum either; not adopted.
 """
 
 from __future__ import annotations
