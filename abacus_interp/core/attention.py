@@ -192,17 +192,13 @@ def _per_head_mask(visible, near, itself, index, heads: HeadKinds):
         # the query's, so it hands the MLP one column (a_(i-d), say) at any number length
         distance = index[:, -n_query:, None] - index[:, None, :]  # [batch query key]
         digit = (index > 0)[:, None, :]  # [batch 1 key]
+        columns = [readable & digit & (distance == d) for d in heads.offsets]  # [batch query key] each
         if heads.offset_numbers:  # head h: only number offset_numbers[h]'s digit at that distance
             ordinal = number_ordinal(index)[:, None, :]  # [batch 1 key]
-            columns = [digit & (distance == d) & (ordinal == n)
-                       for d, n in zip(heads.offsets, heads.offset_numbers, strict=True)]
-        else:
-            columns = [digit & (distance == d) for d in heads.offsets]
+            columns = [column & (ordinal == n) for column, n in zip(columns, heads.offset_numbers, strict=True)]
         for column in columns:
-            reads = readable & column  # [batch query key]
-            # exclusive: itself only as the fallback where the column holds no digit
-            sees_itself = itself & ~reads.any(-1, keepdim=True) if heads.offset_exclusive else itself
-            kinds.append((reads | sees_itself)[:, None])
+            sees_itself = _itself_where_nothing_else(column, itself) if heads.offset_exclusive else itself
+            kinds.append((column | sees_itself)[:, None])
     kinds.append((windowed | itself)[:, None].expand(-1, heads.windowed_heads, -1, -1))
     if heads.symbol_heads:  # the tokens that are not digits (index 0), at any distance
         symbols = (readable & (index == 0)[:, None, :]) | itself  # [batch query key]
@@ -214,6 +210,12 @@ def _per_head_mask(visible, near, itself, index, heads: HeadKinds):
     if heads.multiplier_heads:
         kinds.append(_multiplier_mask(visible, multiplier, itself, index, heads))
     return torch.cat(kinds, dim=1)  # [batch head query key]
+
+
+def _itself_where_nothing_else(reads: Tensor, itself: Tensor) -> Tensor:
+    """The query itself only where `reads` leaves its softmax row empty: a head that copies one
+    key whole where that key exists, and still has a key to read where it does not."""
+    return itself & ~reads.any(-1, keepdim=True)
 
 
 def _multiplier_mask(visible, multiplier, itself, index, heads: HeadKinds):
@@ -228,7 +230,7 @@ def _multiplier_mask(visible, multiplier, itself, index, heads: HeadKinds):
         # the query itself only where the head's digit is absent (a shorter multiplier): where
         # it is present the head copies it whole, instead of learning to ignore its own query
         # (measured: a head that could see itself still put 68% there after 1,500 steps)
-        fallback = itself[:, None] & ~reads_multiplier.any(-1, keepdim=True)  # [batch head query key]
+        fallback = _itself_where_nothing_else(reads_multiplier, itself[:, None])  # [batch head query key]
     else:
         fallback = itself[:, None]
     return (reads_multiplier | fallback).expand(index.shape[0], heads.multiplier_heads, -1, -1)
