@@ -20,7 +20,7 @@ import torch
 
 from abacus_interp.core.hooks import loop_label
 from abacus_interp.core.tokens import encode_batch
-from abacus_interp.tasks.product_carries import running_sums
+from abacus_interp.tasks.product_carries import partial_product_name, running_sums
 
 # the ridge of the fitted readout, relative to the mean squared feature: enough to keep a fit
 # of a thousand or more columns on d_model features stable, far below the features' own scale
@@ -50,6 +50,14 @@ class RunningSumReading:
     fitted: ReadoutScore  # a least-squares readout per loop
     baseline: ReadoutScore  # the same fit on the input alone (one loop-less entry)
     trained: ReadoutScore | None  # the run's own readout (train.running_sum_loss); None without one
+    # N x k only: per product a_(i-j) * b_j (j < k), the same fit in the columns that add all k
+    # products: whether the state holds each product, linearly, before the sum is formed
+    partial_products: tuple[ReadoutScore, ...] = ()
+
+    def best_partial_product_loop(self, j: int) -> int:
+        """The loop index (0 = loop 1) at which product j is read with the highest R²."""
+        r2 = self.partial_products[j].r2
+        return max(range(len(r2)), key=r2.__getitem__)
 
 
 def column_states(model, examples, loops: int, batch_size: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
@@ -103,13 +111,30 @@ def fitted_readout(fit_states: torch.Tensor, fit_sums: torch.Tensor, states: tor
     return (with_constant(states) @ weights)[..., 0]
 
 
+def partial_products(examples, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Over the answer columns of `examples` in `column_states`' order (a * b, b of `k` digits):
+    which columns add all k partial products ([column] bool) and, per product j, a_(i-j) * b_j
+    in every column ([k column], 0 where a_(i-j) does not exist)."""
+    full, values = [], []
+    for example in examples:
+        a, b = (str(x)[::-1] for x in example.operands)  # units first
+        if len(b) != k:
+            raise ValueError(f"{example.prompt!r}: a multiplier of {len(b)} digits among products of k={k}")
+        for i in range(len(running_sums(*example.operands))):
+            full.append(k - 1 <= i < len(a))
+            values.append([int(a[i - j]) * int(b[j]) if 0 <= i - j < len(a) else 0 for j in range(k)])
+    return torch.tensor(full, dtype=torch.bool), torch.tensor(values, dtype=torch.float32).T
+
+
 @torch.no_grad()
-def running_sum_reading(model, examples, fit_examples, loops: int, label: str) -> RunningSumReading | None:
+def running_sum_reading(model, examples, fit_examples, loops: int, label: str,
+                        products_of: int | None = None) -> RunningSumReading | None:
     """Read each answer column's running sum from the state after loops 1..`loops` on
     `examples`: readouts fitted per loop on `fit_examples` (those among `examples` left out),
     the same fit on the input alone, and the run's trained readout when it has one. None when
     fewer fit problems than d_model remain (a small cell such as 1 x 1 has too few problems to
-    fit on others), so a fit could memorise them."""
+    fit on others), so a fit could memorise them. `products_of`: k, when every multiplier has
+    k >= 2 digits: each partial product is read too, in the columns that add all k."""
     seen = {e.operands for e in examples}
     fit_examples = [e for e in fit_examples if e.operands not in seen]
     if len(fit_examples) < model.cfg.d_model:
@@ -121,9 +146,16 @@ def running_sum_reading(model, examples, fit_examples, loops: int, label: str) -
     if model.cfg.running_sum_probe:
         w, b = model.W_sum.detach().float().cpu(), float(model.b_sum)
         trained = score_readout(10 * (states[1:] @ w + b), sums)  # the readout gives tens
+    products = ()
+    if products_of is not None and products_of >= 2:
+        (full, values), (fit_full, fit_values) = (partial_products(e, products_of) for e in (examples, fit_examples))
+        products = tuple(score_readout(fitted_readout(fit_states[1:, fit_full], fit_values[j, fit_full],
+                                                      states[1:, full]), values[j, full])
+                         for j in range(products_of))
     return RunningSumReading(label=label, n_problems=len(examples), n_fit_problems=len(fit_examples),
                              n_columns=len(sums), fitted=score_readout(predicted[1:], sums),
-                             baseline=score_readout(predicted[:1], sums), trained=trained)
+                             baseline=score_readout(predicted[:1], sums), trained=trained,
+                             partial_products=products)
 
 
 def running_sum_sentence(readings) -> str:
@@ -141,6 +173,19 @@ def running_sum_sentence(readings) -> str:
                     default=None)
         part += f"; 99% from {loop_label(first)}" if first is not None else "; never 99%"
         parts.append(part + f"; n={r.n_columns} columns)")
-    return (f"Each answer column's running sum (column sum + carry in: the digit and the carry it passes on), read "
-            f"within 0.5 by a least-squares readout of the state fitted per loop on {r0.n_fit_problems} other problems, "
-            f"after {len(r0.fitted.read)} loops ({r0.n_problems} problems per sample): " + "; ".join(parts) + ".")
+    sentence = (f"Each answer column's running sum (column sum + carry in: the digit and the carry it passes on), "
+                f"read within 0.5 by a least-squares readout of the state fitted per loop on {r0.n_fit_problems} other "
+                f"problems, after {len(r0.fitted.read)} loops ({r0.n_problems} problems per sample): "
+                + "; ".join(parts) + ".")
+    if product_parts := [_partial_products_text(r) for r in readings if r.partial_products]:
+        sentence += (" Each partial product, read the same way in the columns that add all of them (R² at the loop "
+                     "it reads best, then after the last loop): " + "; ".join(product_parts) + ".")
+    return sentence
+
+
+def _partial_products_text(reading: RunningSumReading) -> str:
+    parts = []
+    for j, score in enumerate(reading.partial_products):
+        best = reading.best_partial_product_loop(j)
+        parts.append(f"{partial_product_name(j)} {score.r2[best]:.3f} ({loop_label(best)}), {score.r2[-1]:.3f}")
+    return f"{reading.label}: " + ", ".join(parts)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
+from abacus_interp.tasks.product_carries import partial_product_name
 from analyses._titles import title_with_detail
 
 
@@ -34,4 +35,27 @@ def running_sum_by_loop(readings) -> go.Figure:
         "Each column's running sum read linearly from the state",
         f"running sum = column sum + carry in; {r0.n_problems} problems per sample, readouts fitted per loop on "
         f"{r0.n_fit_problems} others; dashed: the same fit on the input alone"))
+    return fig
+
+
+def partial_products_by_loop(readings) -> go.Figure:
+    """Per loop, the R² of each partial product's fitted readout, one colour per sample and one
+    dash per product (the readings that hold partial products only)."""
+    fig = go.Figure()
+    colors = qualitative.Plotly
+    dashes = ("solid", "dash", "dot", "dashdot")
+    rows = [r for r in readings if r.partial_products]
+    n_loops = len(rows[0].partial_products[0].r2)
+    loops = list(range(1, n_loops + 1))
+    for i, r in enumerate(rows):
+        for j, score in enumerate(r.partial_products):
+            fig.add_trace(go.Scatter(x=loops, y=list(score.r2), mode="lines+markers" if n_loops < 8 else "lines",
+                                     name=f"{r.label}: {partial_product_name(j)}",
+                                     line={"color": colors[i % len(colors)], "dash": dashes[j % len(dashes)]},
+                                     hovertemplate="loop %{x}: R² %{y:.3f}"))
+    fig.update_xaxes(title_text="loop", dtick=1 if n_loops < 8 else None)
+    fig.update_yaxes(title_text="R² of the fitted readout", range=[0, 1.02])
+    fig.update_layout(**title_with_detail(
+        "Each partial product read linearly from the state, in the columns that add all of them",
+        f"{rows[0].n_problems} problems per sample, readouts fitted per loop on {rows[0].n_fit_problems} others"))
     return fig

@@ -134,3 +134,40 @@ def test_three_digit_products_are_lost_by_a_large_leading_multiplier_digit():
     b0, _, b2 = by_multiplier(model, task, 5, 3, 64, 0).by_multiplier_digit
     assert b2.small_exact_match >= b2.large_exact_match + 0.3, b2
     assert abs(b0.small_exact_match - b0.large_exact_match) <= 0.2, b0
+
+
+def test_three_digit_columns_are_lost_where_the_leading_digits_product_is_large():
+    """ft5 at 5 x 3 digits (the report's uniform problems, n=48, logit lens after 48 loops), in
+    the columns that add all three partial products: the answer digits are right 92% of the time
+    where a_(i-2) * b_2 is below 30 and 27% where it is 30 or more, while a_i * b_0 splits them
+    65 / 61%. The same products enter the same sums, so the model adds the leading digit's
+    product badly (README's n=400: 96 / 88 / 46 / 16% against 77 / 70 / 75 / 72% by size)."""
+    from analyses.multiplication.analysis import _uniform, digit_accuracy
+
+    if not shipped("extrap-mul-ft5", "extrap-mul-ft2"):
+        pytest.skip("checkpoints/extrap-mul-ft5 and extrap-mul-ft2 are not shipped in this checkout")
+    model, task = ckpt.load_model(CHECKPOINTS / "extrap-mul-ft5", device="cpu"), ckpt.load_task(CHECKPOINTS / "extrap-mul-ft2")
+    b0, _, b2 = digit_accuracy(model, _uniform(task, 5, 3, 48, 0), 5, 3, 48).by_partial_product
+
+    def below_and_from_30(split):
+        sides = ([b for b in split.bins if b.hi < 30], [b for b in split.bins if b.lo >= 30])
+        return [sum(b.right * b.n for b in side) / sum(b.n for b in side) for side in sides]
+    (b2_small, b2_large), (b0_small, b0_large) = below_and_from_30(b2), below_and_from_30(b0)
+    assert b2_small >= b2_large + 0.4, (b2_small, b2_large)
+    assert abs(b0_small - b0_large) <= 0.25, (b0_small, b0_large)
+
+
+def test_the_leading_digits_product_is_in_the_state_though_it_is_added_worst():
+    """ft5, the report's running-sum reading of uniform 5 x 3 products (48 problems, readouts
+    fitted per loop on 192 others, 48 loops), in the columns that add all three products: the
+    product the model adds worst, a_(i-2) * b_2, is the one a linear readout reads best (R² 0.953
+    at loop 2, against a_i * b_0's 0.837): it is formed, and not folded into the sum."""
+    from analyses.multiplication.analysis import _running_sum
+    from analyses.multiplication.config import MultiplicationConfig
+
+    if not shipped("extrap-mul-ft5", "extrap-mul-ft2"):
+        pytest.skip("checkpoints/extrap-mul-ft5 and extrap-mul-ft2 are not shipped in this checkout")
+    model, task = ckpt.load_model(CHECKPOINTS / "extrap-mul-ft5", device="cpu"), ckpt.load_task(CHECKPOINTS / "extrap-mul-ft2")
+    reading = _running_sum(model, task, 5, 3, MultiplicationConfig())
+    best = [max(p.r2) for p in reading.partial_products]
+    assert best[2] >= 0.9 and best[2] >= best[0] + 0.05, best

@@ -274,8 +274,23 @@ def test_the_multiplication_analysis_splits_attention_by_head_kind():
         np.testing.assert_allclose(np.asarray(trace.y) * d.wrong.n, d.wrong.counts)
         assert list(trace.x) == [f"{o:+d}" for o in range(-5, 5)]
     assert "Share of the wrong answer digits off by one" in result.findings()[0]
+    # by each partial product's size, in the columns that add both (x 2 only): a line per product
+    # for all digits and one, dotted, for those of small carry in; each digit of columns 1..2 counted once
+    product_lines = result.figures()["by_partial_product"].data
+    assert [(t.name, t.line.dash) for t in product_lines] == [
+        ("a_i * b_0 (all)", "solid"), ("a_i * b_0 (carry in <= 4)", "dot"),
+        ("a_(i-1) * b_1 (all)", "solid"), ("a_(i-1) * b_1 (carry in <= 4)", "dot")]
+    two = next(d for d in result.by_digit if d.multiplier_digits == 2)
+    assert [sum(b.n for b in s.bins) for s in two.by_partial_product] == [12 * 2, 12 * 2]
+    assert next(d for d in result.by_digit if d.multiplier_digits == 1).by_partial_product == ()
+    assert "In the columns that add all k partial products" in result.findings()[0]
     assert [r.label for r in result.running_sum] == ["uniform 3 x 1 digits", "uniform 3 x 2 digits"]
     assert all(len(r.fitted.read) == config.horizon and r.trained is None for r in result.running_sum)
+    # each partial product read for the 2-digit multipliers only, one R² per loop; drawn one line per product
+    one, two = result.running_sum
+    assert one.partial_products == () and [len(p.r2) for p in two.partial_products] == [config.horizon] * 2
+    assert [t.name for t in result.figures()["partial_products_by_loop"].data] == [
+        "uniform 3 x 2 digits: a_i * b_0", "uniform 3 x 2 digits: a_(i-1) * b_1"]
 
 
 def test_the_multiplication_analysis_says_why_it_does_not_apply():

@@ -11,8 +11,19 @@ import pytest
 from abacus_interp.tasks import get_task
 from abacus_interp.tasks.product_carries import carries_in, column_sums
 from analyses.multiplication.analysis import accuracy_by_carry_in
-from analyses.multiplication.findings import _carry_in_far_sentence, _carry_in_sentence
-from analyses.multiplication.result import CARRY_BINS, CarryBin, DigitAccuracy
+from analyses.multiplication.findings import (
+    _carry_in_far_sentence,
+    _carry_in_sentence,
+    _partial_product_sentence,
+)
+from analyses.multiplication.multipliers import accuracy_by_partial_product
+from analyses.multiplication.result import (
+    CARRY_BINS,
+    PRODUCT_BINS,
+    CarryBin,
+    DigitAccuracy,
+    PartialProductSplit,
+)
 
 
 def test_carries_of_99_times_99():
@@ -191,3 +202,58 @@ def test_the_wrong_digits_sentence_orders_rows_and_names_chance():
     assert _wrong_digits_sentence([row(2, 5, (0,) * 10)]) == ""
     symbols = dataclasses.replace(row(2, 5, spread), wrong=WrongDigits(counts=spread, not_a_digit=3))
     assert _wrong_digits_sentence([symbols]).endswith("(n=9). 3 more answer positions read a symbol that is no digit.")
+
+
+def _planted_on_the_leading_product(n: int = 120):
+    """5 x 3 products whose answer digits are planted wrong exactly where a_(i-2) * b_2 is 30 or
+    more, in the columns that add all three products (2..4); right everywhere else."""
+    task = get_task("multiplication", max_digits=5, max_multiplier_digits=3, answer_format="slots")
+    examples = task.sample_cell(n, random.Random(2), 5, 3)
+    right = []
+    for e in examples:
+        a, b = (str(x)[::-1] for x in e.operands)
+        n_answer = len(str(e.operands[0] * e.operands[1]))
+        right.append([not (2 <= i <= 4 and int(a[i - 2]) * int(b[2]) >= 30) for i in range(n_answer)])
+    return examples, right
+
+
+def test_partial_product_split_recovers_a_planted_product():
+    """Digits planted wrong where the leading digit's product is 30 or more: that product's
+    bins read 100% below 30 and 0% from it, among all digits and among those of small carry;
+    the other products, not planted, read in between; every digit of columns 2..4 is counted
+    once per product, and the small-carry digits are exactly those of carry in <= 4."""
+    examples, right = _planted_on_the_leading_product()
+    b0, b1, b2 = accuracy_by_partial_product(examples, right, 3)
+    assert [s.j for s in (b0, b1, b2)] == [0, 1, 2]
+    assert {b.right for b in b2.bins if b.hi < 30} == {1.0} and {b.right for b in b2.bins if b.lo >= 30} == {0.0}
+    assert {b.right for b in b2.small_carry_bins if b.hi < 30} == {1.0}
+    assert {b.right for b in b2.small_carry_bins if b.lo >= 30} == {0.0}
+    assert all(0.2 < b.right < 1.0 for b in b0.bins), b0
+    for split in (b0, b1, b2):
+        assert sum(b.n for b in split.bins) == 3 * len(examples)
+        assert [(b.lo, b.hi) for b in split.bins] == list(PRODUCT_BINS)
+    small = sum(c <= PartialProductSplit.SMALL_CARRY for e in examples for c in carries_in(*e.operands)[2:5])
+    assert sum(b.n for b in b1.small_carry_bins) == small
+    assert b2.product == "a_(i-2) * b_2" and b0.product == "a_i * b_0"
+
+
+def test_partial_product_split_needs_two_products_and_matching_rows():
+    task = get_task("multiplication", max_digits=5, max_multiplier_digits=3, answer_format="slots")
+    one = task.sample_cell(4, random.Random(0), 5, 1)
+    assert accuracy_by_partial_product(one, [[True] * 6] * 4, 1) == ()
+    with pytest.raises(ValueError, match="verdicts"):
+        accuracy_by_partial_product(one, [], 2)
+    with pytest.raises(ValueError, match="multiplier of 1 digits"):
+        accuracy_by_partial_product(one, [[True] * 6] * 4, 2)
+
+
+def test_the_partial_product_finding_names_each_product_and_its_bins():
+    examples, right = _planted_on_the_leading_product()
+    three = dataclasses.replace(_digits(3, [(0, 0, 10, 1.0)]), by_partial_product=accuracy_by_partial_product(
+        examples, right, 3))
+    sentence = _partial_product_sentence((_digits(1, [(0, 0, 10, 1.0)]), three))
+    assert sentence.startswith("In the columns that add all k partial products")
+    assert "x 3 (5 digits, n=360 answer digits)" in sentence and "x 1" not in sentence
+    assert "a_(i-2) * b_2 0-9 100% / 10-29 100% / 30-49 0% / 50-81 0%" in sentence
+    assert "carry in is at most 4" in sentence and "a_i * b_0" in sentence
+    assert _partial_product_sentence((_digits(1, [(0, 0, 10, 1.0)]),)) == ""

@@ -18,6 +18,7 @@ from analyses._running_sum import (
     RunningSumReading,
     column_states,
     fitted_readout,
+    partial_products,
     running_sum_reading,
     running_sum_sentence,
     score_readout,
@@ -128,3 +129,36 @@ def test_the_sentence_states_the_fit_the_baseline_and_the_numbers():
     assert ("uniform 5 x 1 digits: 6% (R² 0.920; from the input alone 4%, R² 0.500; never 99%; n=255 columns)"
             in sentence)
     assert "the run's trained readout 99%, R² 0.990; 99% from loop 2; n=326 columns" in sentence
+
+
+def test_partial_products_follow_long_multiplication(task):
+    # 345 * 67 = 23,115, units first a = 5 4 3, b = 7 6: column i adds a_i * 7 and a_(i-1) * 6
+    full, values = partial_products([task.make(345, 67)], 2)
+    assert full.tolist() == [False, True, True, False, False]  # columns 1 and 2 add both
+    assert values.tolist() == [[35, 28, 21, 0, 0], [0, 30, 24, 18, 0]]
+    with pytest.raises(ValueError, match="multiplier of 2 digits"):
+        partial_products([task.make(345, 67)], 3)
+
+
+def test_a_partial_product_planted_from_loop_2_is_read_and_the_other_is_not(task, monkeypatch):
+    """States that hold a_(i-1) * b_1 along one direction from loop 2 on and nothing of a_i * b_0:
+    the fitted readouts, in the columns that add both, read the first with R² near 1 from loop 2
+    and the second near 0, and say the loop it reads best."""
+    def planted(model, examples, loops):
+        _, values = partial_products(examples, 2)
+        sums = torch.tensor([float(s) for e in examples for s in running_sums(*e.operands)])
+        return planted_states(values[1], from_loop=3, loops=1 + loops, seed=len(examples)), sums
+
+    monkeypatch.setattr("analyses._running_sum.column_states", planted)
+    examples = task.sample_cell(60, random.Random(9), 3, 2)
+    fit = task.sample_cell(200, random.Random(10), 3, 2)
+    reading = running_sum_reading(tiny_slots(task), examples, fit, loops=3, label="x", products_of=2)
+    b0, b1 = reading.partial_products
+    assert len(b1.r2) == 3 and b1.r2[0] < 0.2 and min(b1.r2[1:]) > 0.999
+    assert max(b0.r2) < 0.3
+    assert reading.best_partial_product_loop(1) in (1, 2)
+    assert running_sum_reading(tiny_slots(task), examples, fit, loops=3, label="x").partial_products == ()
+    sentence = running_sum_sentence((reading,))
+    assert "Each partial product, read the same way in the columns that add all of them" in sentence
+    assert f"x: a_i * b_0 {b0.r2[reading.best_partial_product_loop(0)]:.3f}" in sentence
+    assert "a_(i-1) * b_1 1.000 (loop " in sentence

@@ -21,6 +21,12 @@ from abacus_interp.tasks.base import to_lsd
 ONE_DIGIT_MAX_CARRY = 8
 
 
+def partial_product_name(j: int) -> str:
+    """The partial product of multiplier digit b_j in answer column i, as findings and figures
+    write it: "a_i * b_0", "a_(i-2) * b_2"."""
+    return f"a_i * b_{j}" if j == 0 else f"a_(i-{j}) * b_{j}"
+
+
 def column_sums(a: int, b: int) -> list[int]:
     """s_i for every column of a * b (as many as the product's digits, at least one)."""
     a_digits = [int(ch) for ch in to_lsd(a)]

@@ -34,7 +34,7 @@ from analyses.prose import LinearFit
 
 from .config import MultiplicationConfig
 from .heads import head_reading, knockout
-from .multipliers import by_multiplier
+from .multipliers import accuracy_by_partial_product, by_multiplier
 from .result import (
     CARRY_BINS,
     CarryBin,
@@ -142,7 +142,8 @@ def digit_accuracy(model, examples, digits: int, k: int, loops: int) -> DigitAcc
     return DigitAccuracy(label=f"uniform, {digits} x {k} digits", digits=digits, multiplier_digits=k,
                          n_problems=len(examples), loops=loops, right=tuple(right), products=products,
                          by_carry_in=accuracy_by_carry_in(examples, correct),
-                         wrong=wrong_digits(read, wanted))
+                         wrong=wrong_digits(read, wanted),
+                         by_partial_product=accuracy_by_partial_product(examples, correct, k))
 
 
 def wrong_digits(read: list[list[str]], wanted: list[list[str]]) -> WrongDigits:
@@ -197,7 +198,7 @@ def _running_sum(model, task, digits: int, k: int, cfg: MultiplicationConfig) ->
     fit = task.sample_cell(4 * cfg.n_problems, section_rng(cfg.seed, "multiplication running-sum fit", digits, k),
                            digits, k)
     return running_sum_reading(model, _uniform(task, digits, k, cfg.n_problems, cfg.seed), fit, cfg.horizon,
-                               f"uniform {digits} x {k} digits")
+                               f"uniform {digits} x {k} digits", products_of=k)
 
 
 def _uniform(task, digits: int, k: int, n: int, seed: int):

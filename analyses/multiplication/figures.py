@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 from plotly.colors import qualitative
+from plotly.subplots import make_subplots
 
 from analyses._axes import integer_ticks, label_every_row, log_ticks, percent_ticks
 from analyses._head_group_figures import knockout
-from analyses._running_sum_figures import running_sum_by_loop
+from analyses._running_sum_figures import partial_products_by_loop, running_sum_by_loop
 from analyses._titles import title_with_detail
 
 COLORS = qualitative.Plotly
@@ -24,12 +25,16 @@ def multiplication_figures(result) -> dict[str, go.Figure]:
         figures["by_carry_in"] = by_carry_in(result)
         if any(d.wrong is not None and d.wrong.n for d in result.by_digit + result.by_digit_far):
             figures["wrong_digit_offsets"] = wrong_digit_offsets(result)
+        if any(d.by_partial_product for d in result.by_digit):
+            figures["by_partial_product"] = by_partial_product(result)
     if result.by_multiplier:
         figures["by_multiplier"] = by_multiplier(result)
         if any(row.by_multiplier_digit for row in result.by_multiplier):
             figures["by_multiplier_digit"] = by_multiplier_digit(result)
     if result.running_sum:
         figures["running_sum_by_loop"] = running_sum_by_loop(result.running_sum)
+        if any(r.partial_products for r in result.running_sum):
+            figures["partial_products_by_loop"] = partial_products_by_loop(result.running_sum)
     if result.heads_far is not None and result.knockout is not None:
         figures["head_reading"] = head_reading(result.heads_far)
         figures["knockout"] = knockout(result.knockout)
@@ -96,6 +101,32 @@ def wrong_digit_offsets(result) -> go.Figure:
     fig.update_layout(barmode="group", title=f"How far the wrong answer digits are off (by_carry_in's problems: "
                                              f"uniform, n={d0.n_problems} per bar group, after {d0.loops} loops; "
                                              f"hatched: the far length)")
+    return fig
+
+
+def by_partial_product(result) -> go.Figure:
+    """Answer digits right against the size of each partial product, in the columns that add
+    all of them: one panel per multiplier length, one line per product, dotted among the digits
+    whose carry in is small."""
+    rows = [d for d in result.by_digit if d.by_partial_product]
+    small = rows[0].by_partial_product[0].SMALL_CARRY
+    fig = make_subplots(rows=1, cols=len(rows), shared_yaxes=True,
+                        subplot_titles=[f"{d.label}, n={d.n_problems}" for d in rows])
+    for col, d in enumerate(rows, start=1):
+        for split in d.by_partial_product:
+            for bins, dash, which in ((split.bins, "solid", "all"), (split.small_carry_bins, "dot",
+                                                                     f"carry in <= {small}")):
+                fig.add_trace(go.Scatter(
+                    x=[b.span for b in bins], y=[b.right for b in bins], mode="lines+markers",
+                    name=f"{split.product} ({which})", legendgroup=f"b_{split.j}",
+                    showlegend=col == 1, line={"color": COLORS[split.j % len(COLORS)], "dash": dash},
+                    text=[f"n={b.n} answer digits" for b in bins],
+                    hovertemplate="product %{x}: %{y:.0%} right<br>%{text}"), row=1, col=col)
+    fig.update_xaxes(title_text="size of the partial product")
+    fig.update_yaxes(title_text="right (logit lens)", range=[0, 1.02], tickformat=".0%", row=1, col=1)
+    fig.update_layout(**title_with_detail(
+        "Answer digits right by the size of each partial product, in the columns that add all of them",
+        f"uniform products, logit lens after {rows[0].loops} loops; dotted: carry in at most {small}"))
     return fig
 
 

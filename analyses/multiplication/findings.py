@@ -29,6 +29,8 @@ def multiplication_findings(result) -> list[str]:
             out[-1] += " " + far_sentence
         if wrong_sentence := _wrong_digits_sentence(result.by_digit + result.by_digit_far):
             out[-1] += " " + wrong_sentence
+        if product_sentence := _partial_product_sentence(result.by_digit):
+            out[-1] += " " + product_sentence
     if result.by_multiplier and out:
         out[-1] += " " + _by_multiplier_sentence(result.by_multiplier)
     if result.running_sum:
@@ -118,6 +120,25 @@ def _wrong_digits_sentence(rows) -> str:
     return ("Share of the wrong answer digits off by one (what a carry misjudged by one gives; 2 in 9 if wrong digits "
             "were random; n = wrong digits): " + ", ".join(parts) + "."
             + (f" {symbols} more answer positions read a symbol that is no digit." if symbols else ""))
+
+
+def _partial_product_sentence(by_digit) -> str:
+    """Per multiplier length of 2 digits or more, the answer digits of the columns that add
+    every partial product, right by the size of each product (and, in brackets, among those
+    with a small carry in): a product whose size costs accuracy is one the model adds badly."""
+    rows = [d for d in by_digit if d.by_partial_product]
+    if not rows:
+        return ""
+    small = rows[0].by_partial_product[0].SMALL_CARRY
+
+    def shares(bins):
+        return " / ".join(f"{b.span} {b.right:.0%}" for b in bins)
+    parts = [f"x {d.multiplier_digits} ({d.digits} digits, n={sum(b.n for b in d.by_partial_product[0].bins)} "
+             "answer digits): " + "; ".join(f"{s.product} {shares(s.bins)} ({shares(s.small_carry_bins)})"
+                                           for s in d.by_partial_product)
+             for d in rows]
+    return (f"In the columns that add all k partial products, the answer digits right by the size of each product "
+            f"(in brackets: those whose carry in is at most {small}): " + "; ".join(parts) + ".")
 
 
 def _right(carry_bin) -> str:

@@ -7,8 +7,17 @@ from __future__ import annotations
 
 from abacus_interp.evaluation.answers import AnswerDecoding, judge
 from abacus_interp.evaluation.extrapolation import problems
+from abacus_interp.tasks.product_carries import carries_in
 
-from .result import MULTIPLIER_BINS, ByMultiplier, MultiplierBin, MultiplierDigitSplit
+from .result import (
+    MULTIPLIER_BINS,
+    PRODUCT_BINS,
+    ByMultiplier,
+    MultiplierBin,
+    MultiplierDigitSplit,
+    PartialProductSplit,
+    ProductBin,
+)
 
 
 def by_multiplier(model, task, digits: int, k: int, n: int, seed: int) -> ByMultiplier:
@@ -55,3 +64,36 @@ def accuracy_by_multiplier_digit(examples, correct, k: int) -> tuple[MultiplierD
             j=j, small_n=small_n, small_exact_match=round(small_right / small_n, 4) if small_n else None,
             large_n=large_n, large_exact_match=round(large_right / large_n, 4) if large_n else None))
     return tuple(splits)
+
+
+def accuracy_by_partial_product(examples, right, k: int) -> tuple[PartialProductSplit, ...]:
+    """Per product a_(i-j) * b_j (j < k), how often the answer digits of the columns that add
+    all k products are right, grouped by that product's size (`PRODUCT_BINS`; bins no digit
+    falls in are left out), among all of them and among those whose carry in is small.
+    `examples`: a * b with b of `k` digits; `right`: per example, whether each answer digit
+    (units first) is right. Empty for k = 1, where every column adds one product."""
+    if len(examples) != len(right):
+        raise ValueError(f"{len(examples)} problems but {len(right)} verdicts")
+    if k < 2:
+        return ()
+    # per product j, per group ("all" digits, those of "small" carry in), per bin: [right, digits]
+    tallies = [{group: {bounds: [0, 0] for bounds in PRODUCT_BINS} for group in ("all", "small")} for _ in range(k)]
+    for example, row in zip(examples, right, strict=True):
+        a, b = (str(x)[::-1] for x in example.operands)  # units first
+        if len(b) != k:
+            raise ValueError(f"{example.prompt!r}: a multiplier of {len(b)} digits among products of k={k}")
+        carries = carries_in(*example.operands)
+        for i in range(k - 1, len(a)):  # the columns every product enters
+            small_carry = carries[i] <= PartialProductSplit.SMALL_CARRY
+            for j in range(k):
+                product = int(a[i - j]) * int(b[j])
+                bounds = next((lo, hi) for lo, hi in PRODUCT_BINS if lo <= product <= hi)
+                for group in ("all", "small") if small_carry else ("all",):
+                    tallies[j][group][bounds][0] += bool(row[i])
+                    tallies[j][group][bounds][1] += 1
+
+    def bins(counts):
+        return tuple(ProductBin(lo=lo, hi=hi, n=n, right=round(hits / n, 4)) for (lo, hi), (hits, n) in counts.items()
+                     if n)
+    return tuple(PartialProductSplit(j=j, bins=bins(t["all"]), small_carry_bins=bins(t["small"]))
+                 for j, t in enumerate(tallies))

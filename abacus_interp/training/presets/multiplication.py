@@ -130,7 +130,15 @@ when it is 5-9, against 53 / 47% split by b_0 (0-4 / 5-9) and 63 / 42% by b_1; a
 by b_2 and 16 / 16% by b_0. A large b_2 also makes the product longer more often, but the wrong
 digits are not at the top: at 5 x 3 (n=200) columns 0-1 (one and two products) are never wrong,
 columns 2-5 (three products) 19-26% of the time, the top columns 6 and 7 8% and 1%. So the
-partial product formed worst is, by inference, a_(i-2) * b_2. Loops do not help: 5 x 3 (n=100) is 51%
+partial product added worst is a_(i-2) * b_2, measured directly (`DigitAccuracy.by_partial_product`,
+uniform 5 x 3 products, n=400, logit lens after 48 loops): in the columns that add all three
+products the answer digit is right 96 / 88 / 46 / 16% as a_(i-2) * b_2 grows through 0-9 / 10-29 /
+30-49 / 50-81, and 77 / 70 / 75 / 72% as a_i * b_0 does (98 / 96 / 77 / 15% against 92 / 87 / 90 /
+88% among digits whose carry in is at most 4, so it is not the carry). Yet it is the product
+most plainly in the state: least-squares readouts fitted per loop (the report's running-sum
+reading, 48 problems, fitted on 192 others) read a_(i-2) * b_2 with R² 0.953 at loop 2, a_(i-1) *
+b_1 0.933, a_i * b_0 0.837; after 48 loops 0.870 / 0.751 / 0.617. The product is formed; what
+fails is folding it into the column's sum. Loops do not help: 5 x 3 (n=100) is 51%
 at 8 fixed loops, 50% at 16, 32 and 64, and 50% adaptive at every tolerance from 1e-3 to 1e-5
 (median 26 to 49 loops).
 
