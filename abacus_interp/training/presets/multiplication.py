@@ -163,6 +163,14 @@ starting as the identity, `training/growth.py`; ft5's step 5,000, seed 6, the pl
 the compute of a 5,000-step cycle of one layer): x 2 100 / 92 / 89%, x 3 48 / 11 / 9% at 5 / 20 /
 50 digits, against the straight sixth cycle's 98 / 92 / 87% and 50 / 19 / 12%; by b_2 at 5 x 3 67 /
 31%. A second stage per loop does not form the three-product sum either; not adopted.
+
+The straight sixth cycle (ft5's step 5,000, seed 6, the plant, 31 minutes; shipped as
+checkpoints/extrap-mul-ft6, level with ft5: x 1 100% up to 100 digits, x 2 98 / 92 / 87 / 78% at 5
+/ 20 / 50 / 100 digits, x 3 50 / 19 / 12%) and a seventh from it (seed 7, 30 minutes, shipped as
+checkpoints/extrap-mul-ft7): x 1 100 / 100 / 100 / 99%, x 2 100 / 92 / 94 / 86%, x 3 58 / 23 / 20 /
+10% (ft5: 100 / 92 / 84 / 76%, 50 / 16 / 8 / 2%). Two cycles past ft5 moved x 3 at every length
+and x 2 ten points at 50 and 100 digits; in the columns that add all three products the answer
+digit is still right only 17% where a_(i-2) * b_2 is 50 or more (ft5 16%).
 """
 
 from __future__ import annotations
