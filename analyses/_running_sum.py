@@ -53,6 +53,7 @@ class RunningSumReading:
     # N x k only: per product a_(i-j) * b_j (j < k), the same fit in the columns that add all k
     # products: whether the state holds each product, linearly, before the sum is formed
     partial_products: tuple[ReadoutScore, ...] = ()
+    partial_products_baseline: tuple[ReadoutScore, ...] = ()  # the same fits on the input alone
 
     def best_partial_product_loop(self, j: int) -> int:
         """The loop index (0 = loop 1) at which product j is read with the highest R²."""
@@ -146,16 +147,23 @@ def running_sum_reading(model, examples, fit_examples, loops: int, label: str,
     if model.cfg.running_sum_probe:
         w, b = model.W_sum.detach().float().cpu(), float(model.b_sum)
         trained = score_readout(10 * (states[1:] @ w + b), sums)  # the readout gives tens
-    products = ()
+    products = baselines = ()
     if products_of is not None and products_of >= 2:
         (full, values), (fit_full, fit_values) = (partial_products(e, products_of) for e in (examples, fit_examples))
-        products = tuple(score_readout(fitted_readout(fit_states[1:, fit_full], fit_values[j, fit_full],
-                                                      states[1:, full]), values[j, full])
-                         for j in range(products_of))
+        if full.any() and fit_full.any():  # none where the multiplicand is shorter than the multiplier
+            scores = [_product_scores(fit_states[:, fit_full], fit_values[j, fit_full], states[:, full],
+                                      values[j, full]) for j in range(products_of)]
+            products, baselines = (tuple(pair[i] for pair in scores) for i in (0, 1))
     return RunningSumReading(label=label, n_problems=len(examples), n_fit_problems=len(fit_examples),
                              n_columns=len(sums), fitted=score_readout(predicted[1:], sums),
                              baseline=score_readout(predicted[:1], sums), trained=trained,
-                             partial_products=products)
+                             partial_products=products, partial_products_baseline=baselines)
+
+
+def _product_scores(fit_states, fit_values, states, values) -> tuple[ReadoutScore, ReadoutScore]:
+    """(per loop, the input alone): one product's fitted readouts, [1+loop column d_model] states."""
+    predicted = fitted_readout(fit_states, fit_values, states)  # [1+loop column]
+    return score_readout(predicted[1:], values), score_readout(predicted[:1], values)
 
 
 def running_sum_sentence(readings) -> str:
@@ -179,7 +187,8 @@ def running_sum_sentence(readings) -> str:
                 + "; ".join(parts) + ".")
     if product_parts := [_partial_products_text(r) for r in readings if r.partial_products]:
         sentence += (" Each partial product, read the same way in the columns that add all of them (R² at the loop "
-                     "it reads best, then after the last loop): " + "; ".join(product_parts) + ".")
+                     "it reads best, then after the last loop, and from the input alone): "
+                     + "; ".join(product_parts) + ".")
     return sentence
 
 
@@ -187,5 +196,6 @@ def _partial_products_text(reading: RunningSumReading) -> str:
     parts = []
     for j, score in enumerate(reading.partial_products):
         best = reading.best_partial_product_loop(j)
-        parts.append(f"{partial_product_name(j)} {score.r2[best]:.3f} ({loop_label(best)}), {score.r2[-1]:.3f}")
+        parts.append(f"{partial_product_name(j)} {score.r2[best]:.3f} ({loop_label(best)}), {score.r2[-1]:.3f} "
+                     f"(input alone {reading.partial_products_baseline[j].r2[0]:.3f})")
     return f"{reading.label}: " + ", ".join(parts)

@@ -162,7 +162,7 @@ def test_the_leading_digits_product_is_in_the_state_though_it_is_added_worst():
     """ft5, the report's running-sum reading of uniform 5 x 3 products (48 problems, readouts
     fitted per loop on 192 others, 48 loops), in the columns that add all three products: the
     product the model adds worst, a_(i-2) * b_2, is the one a linear readout reads best (R² 0.953
-    at loop 2, against a_i * b_0's 0.837): it is formed, and not folded into the sum."""
+    at loop 2, against a_i * b_0's 0.837): the product that costs accuracy is linearly in the state."""
     from analyses.multiplication.analysis import _running_sum
     from analyses.multiplication.config import MultiplicationConfig
 

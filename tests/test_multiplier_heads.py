@@ -283,7 +283,7 @@ def test_the_multiplication_analysis_splits_attention_by_head_kind():
     two = next(d for d in result.by_digit if d.multiplier_digits == 2)
     assert [sum(b.n for b in s.bins) for s in two.by_partial_product] == [12 * 2, 12 * 2]
     assert next(d for d in result.by_digit if d.multiplier_digits == 1).by_partial_product == ()
-    assert "In the columns that add all k partial products" in result.findings()[0]
+    assert "In the columns that add all of the multiplier's partial products" in result.findings()[0]
     assert [r.label for r in result.running_sum] == ["uniform 3 x 1 digits", "uniform 3 x 2 digits"]
     assert all(len(r.fitted.read) == config.horizon and r.trained is None for r in result.running_sum)
     # each partial product read for the 2-digit multipliers only, one R² per loop; drawn one line per product

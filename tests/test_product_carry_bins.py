@@ -245,6 +245,8 @@ def test_partial_product_split_needs_two_products_and_matching_rows():
         accuracy_by_partial_product(one, [], 2)
     with pytest.raises(ValueError, match="multiplier of 1 digits"):
         accuracy_by_partial_product(one, [[True] * 6] * 4, 2)
+    short = task.sample_cell(4, random.Random(0), 1, 3)  # no column adds all three products
+    assert accuracy_by_partial_product(short, [[True] * 4] * 4, 3) == ()
 
 
 def test_the_partial_product_finding_names_each_product_and_its_bins():
@@ -252,7 +254,7 @@ def test_the_partial_product_finding_names_each_product_and_its_bins():
     three = dataclasses.replace(_digits(3, [(0, 0, 10, 1.0)]), by_partial_product=accuracy_by_partial_product(
         examples, right, 3))
     sentence = _partial_product_sentence((_digits(1, [(0, 0, 10, 1.0)]), three))
-    assert sentence.startswith("In the columns that add all k partial products")
+    assert sentence.startswith("In the columns that add all of the multiplier's partial products")
     assert "x 3 (5 digits, n=360 answer digits)" in sentence and "x 1" not in sentence
     assert "a_(i-2) * b_2 0-9 100% / 10-29 100% / 30-49 0% / 50-81 0%" in sentence
     assert "carry in is at most 4" in sentence and "a_i * b_0" in sentence

@@ -141,13 +141,15 @@ def test_partial_products_follow_long_multiplication(task):
 
 
 def test_a_partial_product_planted_from_loop_2_is_read_and_the_other_is_not(task, monkeypatch):
-    """States that hold a_(i-1) * b_1 along one direction from loop 2 on and nothing of a_i * b_0:
-    the fitted readouts, in the columns that add both, read the first with R² near 1 from loop 2
-    and the second near 0, and say the loop it reads best."""
+    """States that hold, along one direction from loop 2 on, a_(i-1) * b_1 in the columns that add
+    both products and a_i * b_0 in the others: the fitted readouts, which read the columns that add
+    both only, read the first with R² near 1 from loop 2 (not from the input) and the second near
+    0, and say the loop it reads best. Reading every column would mix in the other product."""
     def planted(model, examples, loops):
-        _, values = partial_products(examples, 2)
+        full, values = partial_products(examples, 2)
+        values = torch.where(full, values[1], values[0])
         sums = torch.tensor([float(s) for e in examples for s in running_sums(*e.operands)])
-        return planted_states(values[1], from_loop=3, loops=1 + loops, seed=len(examples)), sums
+        return planted_states(values, from_loop=3, loops=1 + loops, seed=len(examples)), sums
 
     monkeypatch.setattr("analyses._running_sum.column_states", planted)
     examples = task.sample_cell(60, random.Random(9), 3, 2)
@@ -156,9 +158,17 @@ def test_a_partial_product_planted_from_loop_2_is_read_and_the_other_is_not(task
     b0, b1 = reading.partial_products
     assert len(b1.r2) == 3 and b1.r2[0] < 0.2 and min(b1.r2[1:]) > 0.999
     assert max(b0.r2) < 0.3
+    assert [len(s.r2) for s in reading.partial_products_baseline] == [1, 1]
+    assert reading.partial_products_baseline[1].r2[0] < 0.2
     assert reading.best_partial_product_loop(1) in (1, 2)
     assert running_sum_reading(tiny_slots(task), examples, fit, loops=3, label="x").partial_products == ()
     sentence = running_sum_sentence((reading,))
     assert "Each partial product, read the same way in the columns that add all of them" in sentence
     assert f"x: a_i * b_0 {b0.r2[reading.best_partial_product_loop(0)]:.3f}" in sentence
-    assert "a_(i-1) * b_1 1.000 (loop " in sentence
+    assert "a_(i-1) * b_1 1.000 (loop " in sentence and "(input alone " in sentence
+    # a multiplicand shorter than the multiplier: no column adds both, nothing is read
+    short = get_task("multiplication", max_digits=3, max_multiplier_digits=3, answer_format="slots")
+    monkeypatch.undo()
+    no_full = running_sum_reading(tiny_slots(short), short.sample_cell(40, random.Random(11), 1, 3),
+                                  short.sample_cell(60, random.Random(12), 2, 3), loops=2, label="x", products_of=3)
+    assert no_full.partial_products == () and no_full.partial_products_baseline == ()

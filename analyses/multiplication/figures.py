@@ -122,7 +122,9 @@ def by_partial_product(result) -> go.Figure:
                     showlegend=col == 1, line={"color": COLORS[split.j % len(COLORS)], "dash": dash},
                     text=[f"n={b.n} answer digits" for b in bins],
                     hovertemplate="product %{x}: %{y:.0%} right<br>%{text}"), row=1, col=col)
-    fig.update_xaxes(title_text="size of the partial product")
+    # bins no digit fell in are left out: keep the axis in size order whatever comes first
+    spans = [span for _, span in sorted({(b.lo, b.span) for d in rows for s in d.by_partial_product for b in s.bins})]
+    fig.update_xaxes(title_text="size of the partial product", categoryorder="array", categoryarray=spans)
     fig.update_yaxes(title_text="right (logit lens)", range=[0, 1.02], tickformat=".0%", row=1, col=1)
     fig.update_layout(**title_with_detail(
         "Answer digits right by the size of each partial product, in the columns that add all of them",

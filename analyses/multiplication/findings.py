@@ -137,7 +137,7 @@ def _partial_product_sentence(by_digit) -> str:
              "answer digits): " + "; ".join(f"{s.product} {shares(s.bins)} ({shares(s.small_carry_bins)})"
                                            for s in d.by_partial_product)
              for d in rows]
-    return (f"In the columns that add all k partial products, the answer digits right by the size of each product "
+    return (f"In the columns that add all of the multiplier's partial products, the answer digits right by the size of each product "
             f"(in brackets: those whose carry in is at most {small}): " + "; ".join(parts) + ".")
 
 

@@ -71,7 +71,8 @@ def accuracy_by_partial_product(examples, right, k: int) -> tuple[PartialProduct
     all k products are right, grouped by that product's size (`PRODUCT_BINS`; bins no digit
     falls in are left out), among all of them and among those whose carry in is small.
     `examples`: a * b with b of `k` digits; `right`: per example, whether each answer digit
-    (units first) is right. Empty for k = 1, where every column adds one product."""
+    (units first) is right. Empty for k = 1, where every column adds one product, and where no
+    multiplicand has k digits or more."""
     if len(examples) != len(right):
         raise ValueError(f"{len(examples)} problems but {len(right)} verdicts")
     if k < 2:
@@ -91,6 +92,9 @@ def accuracy_by_partial_product(examples, right, k: int) -> tuple[PartialProduct
                 for group in ("all", "small") if small_carry else ("all",):
                     tallies[j][group][bounds][0] += bool(row[i])
                     tallies[j][group][bounds][1] += 1
+
+    if not any(n for _, n in tallies[0]["all"].values()):
+        return ()  # no column adds all k: every multiplicand is shorter than the multiplier
 
     def bins(counts):
         return tuple(ProductBin(lo=lo, hi=hi, n=n, right=round(hits / n, 4)) for (lo, hi), (hits, n) in counts.items()

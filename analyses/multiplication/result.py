@@ -150,7 +150,7 @@ class ByMultiplier:
 
 
 # a partial product a_(i-j) * b_j, 0..81, grouped: a one-digit product; then the two-digit
-# ones in thirds of the rest of the range
+# ones in three bands
 PRODUCT_BINS: tuple[tuple[int, int], ...] = ((0, 9), (10, 29), (30, 49), (50, 81))
 
 
@@ -235,6 +235,7 @@ class DigitAccuracy:
     by_carry_in: tuple[CarryBin, ...] = ()
     wrong: WrongDigits | None = None  # how far off the wrong digits are
     # for k of 2 digits or more: the digits of the columns that add all k products, by each product's size
+    # (the report reads it at the trained length; by_digit_far's rows carry it too, for notebooks)
     by_partial_product: tuple[PartialProductSplit, ...] = ()
 
     def first_below(self, bar: float = 0.99) -> int | None:

@@ -129,7 +129,7 @@ gets a 5 x 3 product right 73% of the time when the multiplier's leading digit b
 when it is 5-9, against 53 / 47% split by b_0 (0-4 / 5-9) and 63 / 42% by b_1; at 20 x 3, 42 / 2%
 by b_2 and 16 / 16% by b_0. A large b_2 also makes the product longer more often, but the wrong
 digits are not at the top: at 5 x 3 (n=200) columns 0-1 (one and two products) are never wrong,
-columns 2-5 (three products) 19-26% of the time, the top columns 6 and 7 8% and 1%. So the
+columns 2-4 (three products) and 5 (two) 19-26% of the time, the top columns 6 and 7 8% and 1%. So the
 partial product added worst is a_(i-2) * b_2, measured directly (`DigitAccuracy.by_partial_product`,
 uniform 5 x 3 products, n=400, logit lens after 48 loops): in the columns that add all three
 products the answer digit is right 96 / 88 / 46 / 16% as a_(i-2) * b_2 grows through 0-9 / 10-29 /
@@ -137,8 +137,9 @@ products the answer digit is right 96 / 88 / 46 / 16% as a_(i-2) * b_2 grows thr
 88% among digits whose carry in is at most 4, so it is not the carry). Yet it is the product
 most plainly in the state: least-squares readouts fitted per loop (the report's running-sum
 reading, 48 problems, fitted on 192 others) read a_(i-2) * b_2 with R² 0.953 at loop 2, a_(i-1) *
-b_1 0.933, a_i * b_0 0.837; after 48 loops 0.870 / 0.751 / 0.617. The product is formed; what
-fails is folding it into the column's sum. Loops do not help: 5 x 3 (n=100) is 51%
+b_1 0.933, a_i * b_0 0.837; after 48 loops 0.870 / 0.751 / 0.617 (from the input alone -0.10 to 0.00).
+The product that costs accuracy is linearly in the state; a guess, not shown: what fails is
+folding it into the column's sum. Loops do not help: 5 x 3 (n=100) is 51%
 at 8 fixed loops, 50% at 16, 32 and 64, and 50% adaptive at every tolerance from 1e-3 to 1e-5
 (median 26 to 49 loops).
 
