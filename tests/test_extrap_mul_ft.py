@@ -1,9 +1,9 @@
 """The warm-started continuations of extrap-mul: checkpoints/extrap-mul-ft starts from extrap-mul's
-last checkpoint, extrap-mul-ft2 from extrap-mul-ft's, and so on to extrap-mul-ft7 from ft6's
-(train.init_from), each trained 5,000 steps more on a fresh warm-up and cosine, the last five
+last checkpoint, extrap-mul-ft2 from extrap-mul-ft's, and so on to extrap-mul-ft9 from ft8's
+(train.init_from), each trained 5,000 steps more on a fresh warm-up and cosine, the last seven
 with the large-carry plant. Each one's step 0 is its source's last checkpoint; ft, ft2, ft4, ft5
 and ft7 multiply better than the run each compared with, on the same held-out problems (ft3,
-level with ft2, is kept as ft4's source, and ft6, level with ft5, as ft7's)."""
+level with ft2, is kept as ft4's source, ft6, level with ft5, as ft7's, and ft8 as ft9's)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
 # (the continuation, the run it started from)
 CHAIN = [("extrap-mul-ft", "extrap-mul"), ("extrap-mul-ft2", "extrap-mul-ft"), ("extrap-mul-ft3", "extrap-mul-ft2"),
          ("extrap-mul-ft4", "extrap-mul-ft3"), ("extrap-mul-ft5", "extrap-mul-ft4"), ("extrap-mul-ft6", "extrap-mul-ft5"),
-         ("extrap-mul-ft7", "extrap-mul-ft6")]
+         ("extrap-mul-ft7", "extrap-mul-ft6"), ("extrap-mul-ft8", "extrap-mul-ft7"), ("extrap-mul-ft9", "extrap-mul-ft8")]
 
 
 def shipped(*runs: str) -> bool:

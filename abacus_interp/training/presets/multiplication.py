@@ -172,6 +172,12 @@ checkpoints/extrap-mul-ft7): x 1 100 / 100 / 100 / 99%, x 2 100 / 92 / 94 / 86%,
 10% (ft5: 100 / 92 / 84 / 76%, 50 / 16 / 8 / 2%). Two cycles past ft5 moved x 3 at every length
 and x 2 ten points at 50 and 100 digits; in the columns that add all three products the answer
 digit is still right only 17% where a_(i-2) * b_2 is 50 or more (ft5 16%).
+
+An eighth cycle from ft7 (seed 8, 31 minutes, shipped as checkpoints/extrap-mul-ft8) and a ninth
+from it (seed 9, 30 minutes, shipped as checkpoints/extrap-mul-ft9), same rows at 5 / 20 / 50 /
+100 digits: ft8 x 2 100 / 94 / 96 / 87%, x 3 54 / 16 / 14 / 7%; ft9 x 1 100%, x 2 99 / 97 / 97 /
+92%, x 3 62 / 20 / 16 / 13%. x 2 is still climbing a few points a cycle; x 3 has not moved past
+the noise since ft7 (by b_2 at 20 x 3, ft9 53 / 2%).
 """
 
 from __future__ import annotations
