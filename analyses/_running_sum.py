@@ -20,7 +20,7 @@ import torch
 
 from abacus_interp.core.hooks import loop_label
 from abacus_interp.core.tokens import encode_batch
-from abacus_interp.tasks.product_carries import partial_product_name, running_sums
+from abacus_interp.tasks.product_carries import column_products, partial_product_name, running_sums
 
 # the ridge of the fitted readout, relative to the mean squared feature: enough to keep a fit
 # of a thousand or more columns on d_model features stable, far below the features' own scale
@@ -118,12 +118,9 @@ def partial_products(examples, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     in every column ([k column], 0 where a_(i-j) does not exist)."""
     full, values = [], []
     for example in examples:
-        a, b = (str(x)[::-1] for x in example.operands)  # units first
-        if len(b) != k:
-            raise ValueError(f"{example.prompt!r}: a multiplier of {len(b)} digits among products of k={k}")
-        for i in range(len(running_sums(*example.operands))):
-            full.append(k - 1 <= i < len(a))
-            values.append([int(a[i - j]) * int(b[j]) if 0 <= i - j < len(a) else 0 for j in range(k)])
+        full_columns, products = column_products(*example.operands, k)  # one entry per answer column
+        full += [i in full_columns for i in range(len(products))]
+        values += products
     return torch.tensor(full, dtype=torch.bool), torch.tensor(values, dtype=torch.float32).T
 
 
@@ -153,7 +150,7 @@ def running_sum_reading(model, examples, fit_examples, loops: int, label: str,
         if full.any() and fit_full.any():  # none where the multiplicand is shorter than the multiplier
             scores = [_product_scores(fit_states[:, fit_full], fit_values[j, fit_full], states[:, full],
                                       values[j, full]) for j in range(products_of)]
-            products, baselines = (tuple(pair[i] for pair in scores) for i in (0, 1))
+            products, baselines = zip(*scores, strict=True)
     return RunningSumReading(label=label, n_problems=len(examples), n_fit_problems=len(fit_examples),
                              n_columns=len(sums), fitted=score_readout(predicted[1:], sums),
                              baseline=score_readout(predicted[:1], sums), trained=trained,

@@ -21,6 +21,20 @@ from abacus_interp.tasks.base import to_lsd
 ONE_DIGIT_MAX_CARRY = 8
 
 
+def column_products(a: int, b: int, k: int) -> tuple[range, list[tuple[int, ...]]]:
+    """For a * b with b of `k` digits: the answer columns that add all k partial products (i
+    from k - 1 to len(a) - 1) and, per answer column (as many as the product's digits),
+    a_(i-j) * b_j for every j < k, 0 where a_(i-j) does not exist. ValueError when b has not
+    `k` digits."""
+    a_digits = [int(ch) for ch in to_lsd(a)]
+    b_digits = [int(ch) for ch in to_lsd(b)]
+    if len(b_digits) != k:
+        raise ValueError(f"{a}*{b}: a multiplier of {len(b_digits)} digits among products of k={k}")
+    products = [tuple(a_digits[i - j] * y if 0 <= i - j < len(a_digits) else 0 for j, y in enumerate(b_digits))
+                for i in range(len(to_lsd(a * b)))]
+    return range(k - 1, len(a_digits)), products
+
+
 def partial_product_name(j: int) -> str:
     """The partial product of multiplier digit b_j in answer column i, as findings and figures
     write it: "a_i * b_0", "a_(i-2) * b_2"."""

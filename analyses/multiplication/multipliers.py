@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from abacus_interp.evaluation.answers import AnswerDecoding, judge
 from abacus_interp.evaluation.extrapolation import problems
-from abacus_interp.tasks.product_carries import carries_in
+from abacus_interp.tasks.product_carries import carries_in, column_products
 
 from .result import (
     MULTIPLIER_BINS,
@@ -80,14 +80,11 @@ def accuracy_by_partial_product(examples, right, k: int) -> tuple[PartialProduct
     # per product j, per group ("all" digits, those of "small" carry in), per bin: [right, digits]
     tallies = [{group: {bounds: [0, 0] for bounds in PRODUCT_BINS} for group in ("all", "small")} for _ in range(k)]
     for example, row in zip(examples, right, strict=True):
-        a, b = (str(x)[::-1] for x in example.operands)  # units first
-        if len(b) != k:
-            raise ValueError(f"{example.prompt!r}: a multiplier of {len(b)} digits among products of k={k}")
+        full_columns, products = column_products(*example.operands, k)
         carries = carries_in(*example.operands)
-        for i in range(k - 1, len(a)):  # the columns every product enters
+        for i in full_columns:
             small_carry = carries[i] <= PartialProductSplit.SMALL_CARRY
-            for j in range(k):
-                product = int(a[i - j]) * int(b[j])
+            for j, product in enumerate(products[i]):
                 bounds = next((lo, hi) for lo, hi in PRODUCT_BINS if lo <= product <= hi)
                 for group in ("all", "small") if small_carry else ("all",):
                     tallies[j][group][bounds][0] += bool(row[i])

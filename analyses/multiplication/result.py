@@ -72,9 +72,9 @@ CARRY_BINS: tuple[tuple[int, int | None], ...] = ((0, 0), (1, 2), (3, 4), (5, 8)
 
 
 @dataclass(frozen=True)
-class CarryBin:
-    """The answer digits whose column receives a carry of `lo`..`hi` from the column below
-    (`tasks.product_carries.carries_in`), and how often they are right."""
+class DigitBin:
+    """The answer digits whose column has some quantity in `lo`..`hi` (a subclass says which),
+    and how often they are right."""
 
     lo: int
     hi: int | None  # None: `lo` and above
@@ -83,8 +83,14 @@ class CarryBin:
 
     @property
     def span(self) -> str:
-        """"0", "1-2", "13+": the bin's carries as findings and figures write them."""
+        """"0", "1-2", "13+": the bin's bounds as findings and figures write them."""
         return span_text(self.lo, self.hi)
+
+
+@dataclass(frozen=True)
+class CarryBin(DigitBin):
+    """The answer digits whose column receives a carry of `lo`..`hi` from the column below
+    (`tasks.product_carries.carries_in`), and how often they are right."""
 
 
 def span_text(lo: int, hi: int | None) -> str:
@@ -155,18 +161,9 @@ PRODUCT_BINS: tuple[tuple[int, int], ...] = ((0, 9), (10, 29), (30, 49), (50, 81
 
 
 @dataclass(frozen=True)
-class ProductBin:
+class ProductBin(DigitBin):
     """The answer digits whose column's partial product a_(i-j) * b_j is `lo`..`hi`, and how
     often they are right."""
-
-    lo: int
-    hi: int
-    n: int  # answer digits (several per problem: they are not independent draws)
-    right: float
-
-    @property
-    def span(self) -> str:
-        return span_text(self.lo, self.hi)
 
 
 @dataclass(frozen=True)
