@@ -154,10 +154,10 @@ def test_other_runs_are_skipped_with_their_reason(task):
 
 @pytest.mark.skipif(not (SHIPPED / "config.json").exists(), reason="checkpoints/extrap-sort is not shipped here")
 def test_the_shipped_sorter_compares_leading_digits_and_the_decision_moves_up_the_number():
-    """checkpoints/extrap-sort on held-out lists: what the README and the report state, measured
-    (97% in distribution, 2% on lists equal but the units; planted pairs right when the leading
-    digits differ and near chance when only the units do; the decision read from the deciding
-    digits in loop 1 and from the digits above them in loop 2)."""
+    """checkpoints/extrap-sort on held-out lists: what docs/runs/sorting.md and the report state,
+    measured (97% in distribution, 2% on lists equal but the units; planted pairs right when the
+    leading digits differ and near chance when only the units do; the decision read from the
+    deciding digits in loop 1 and from the digits above them in loop 2)."""
     model, task = load_model(SHIPPED), load_task(SHIPPED)
     cfg = comparisons.ComparisonsConfig(n_per_row=100, n_pairs=32)
     measured = accuracy_rows(model, task, cfg)

@@ -19,7 +19,8 @@ CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
 # (the continuation, the run it started from)
 CHAIN = [("extrap-mul-ft", "extrap-mul"), ("extrap-mul-ft2", "extrap-mul-ft"), ("extrap-mul-ft3", "extrap-mul-ft2"),
          ("extrap-mul-ft4", "extrap-mul-ft3"), ("extrap-mul-ft5", "extrap-mul-ft4"), ("extrap-mul-ft6", "extrap-mul-ft5"),
-         ("extrap-mul-ft7", "extrap-mul-ft6"), ("extrap-mul-ft8", "extrap-mul-ft7"), ("extrap-mul-ft9", "extrap-mul-ft8")]
+         ("extrap-mul-ft7", "extrap-mul-ft6"), ("extrap-mul-ft8", "extrap-mul-ft7"), ("extrap-mul-ft9", "extrap-mul-ft8"),
+         ("extrap-mul-ft10", "extrap-mul-ft9")]
 
 
 def shipped(*runs: str) -> bool:
@@ -50,7 +51,7 @@ def two_digit_exact_match(run: str, lengths: list[int]) -> list[float]:
 
 
 def test_the_first_continuation_beats_extrap_mul_in_and_beyond_the_trained_length():
-    """README's n=100 rows at 5 / 20 digits: 96% / 74% against 78% / 40%."""
+    """docs/runs/multiplication.md's n=100 rows at 5 / 20 digits: 96% / 74% against 78% / 40%."""
     if not shipped("extrap-mul-ft", "extrap-mul"):
         pytest.skip("checkpoints/extrap-mul-ft and extrap-mul are not shipped in this checkout")
     warm, source = two_digit_exact_match("extrap-mul-ft", [5, 20]), two_digit_exact_match("extrap-mul", [5, 20])
@@ -58,9 +59,9 @@ def test_the_first_continuation_beats_extrap_mul_in_and_beyond_the_trained_lengt
 
 
 def test_the_second_continuation_holds_and_gains_at_ten_times_the_trained_length():
-    """The second cycle gains least where the first gained most: README's n=100 rows at 5 / 20 /
-    50 digits are 98 / 78 / 72% against 96 / 74 / 62%, so it must not lose in distribution and
-    must gain at 50 digits."""
+    """The second cycle gains least where the first gained most: docs/runs/multiplication.md's
+    n=100 rows at 5 / 20 / 50 digits are 98 / 78 / 72% against 96 / 74 / 62%, so it must not lose
+    in distribution and must gain at 50 digits."""
     if not shipped("extrap-mul-ft2", "extrap-mul-ft"):
         pytest.skip("checkpoints/extrap-mul-ft2 and extrap-mul-ft are not shipped in this checkout")
     warm, source = two_digit_exact_match("extrap-mul-ft2", [5, 50]), two_digit_exact_match("extrap-mul-ft", [5, 50])
@@ -86,9 +87,10 @@ def right_by_carry(run: str, digits: int, k: int, n: int) -> tuple[float, float]
 
 
 def test_the_large_carry_cycles_add_large_carries_better_and_lose_nothing_far():
-    """README's n=100 rows: ft4 at 50 x 2 78% against ft2's 72%, its answer digits with a carry of
-    10 or more wrong 6% against 16% for the plain third cycle (n=400). Here n=48 at 50 x 2: the
-    digits whose carry passes 8 must be wrong at most two thirds as often as ft2's, exact match no lower."""
+    """docs/runs/multiplication.md's n=100 rows: ft4 at 50 x 2 78% against ft2's 72%, its answer
+    digits with a carry of 10 or more wrong 6% against 16% for the plain third cycle (n=400). Here
+    n=48 at 50 x 2: the digits whose carry passes 8 must be wrong at most two thirds as often as
+    ft2's, exact match no lower."""
     if not shipped("extrap-mul-ft4", "extrap-mul-ft2"):
         pytest.skip("checkpoints/extrap-mul-ft4 and extrap-mul-ft2 are not shipped in this checkout")
     (warm_exact, warm_large), (source_exact, source_large) = (right_by_carry(run, 50, 2, 48)
@@ -114,8 +116,8 @@ def test_x2_loses_digits_by_a_carry_off_by_one_and_x3_mostly_not_by_near_misses(
 
 
 def test_the_fifth_cycle_gains_on_two_digit_multipliers_past_the_trained_length():
-    """README's n=100 rows at 20 / 50 digits: ft5 92 / 84% against ft4's 83 / 78%. Here n=48
-    (ft5 92 / 94%, ft4 79 / 79%): at least 5 points more at both lengths."""
+    """docs/runs/multiplication.md's n=100 rows at 20 / 50 digits: ft5 92 / 84% against ft4's
+    83 / 78%. Here n=48 (ft5 92 / 94%, ft4 79 / 79%): at least 5 points more at both lengths."""
     if not shipped("extrap-mul-ft5", "extrap-mul-ft4"):
         pytest.skip("checkpoints/extrap-mul-ft5 and extrap-mul-ft4 are not shipped in this checkout")
     warm, source = two_digit_exact_match("extrap-mul-ft5", [20, 50]), two_digit_exact_match("extrap-mul-ft4", [20, 50])
@@ -125,12 +127,14 @@ def test_the_fifth_cycle_gains_on_two_digit_multipliers_past_the_trained_length(
 def test_three_digit_products_are_lost_by_a_large_leading_multiplier_digit():
     """ft5 at 5 x 3 digits (uniform held-out problems, n=64, seed 0): right 75% of the time when
     b_2 is below 5, 28% when it is 5 or more, while b_0 splits them 58 / 45%: x 3 is lost by
-    the multiplier's leading digit (README's n=100: 73 / 29% against 53 / 47%)."""
+    the multiplier's leading digit (docs/runs/multiplication.md's n=100: 73 / 29% against
+    53 / 47%)."""
     from analyses.multiplication.multipliers import by_multiplier
 
     if not shipped("extrap-mul-ft5", "extrap-mul-ft2"):
         pytest.skip("checkpoints/extrap-mul-ft5 and extrap-mul-ft2 are not shipped in this checkout")
-    # the plain task of the README's rows (ft2's), as the other tests here score them
+    # the plain task of docs/runs/multiplication.md's rows (ft2's), as the other tests here score
+    # them
     model, task = ckpt.load_model(CHECKPOINTS / "extrap-mul-ft5", device="cpu"), ckpt.load_task(CHECKPOINTS / "extrap-mul-ft2")
     b0, _, b2 = by_multiplier(model, task, 5, 3, 64, 0).by_multiplier_digit
     assert b2.small_exact_match >= b2.large_exact_match + 0.3, b2
@@ -142,7 +146,8 @@ def test_three_digit_columns_are_lost_where_the_leading_digits_product_is_large(
     the columns that add all three partial products: the answer digits are right 92% of the time
     where a_(i-2) * b_2 is below 30 and 27% where it is 30 or more, while a_i * b_0 splits them
     65 / 61%. The same products enter the same sums, so the model adds the leading digit's
-    product badly (README's n=400: 96 / 88 / 46 / 16% against 77 / 70 / 75 / 72% by size)."""
+    product badly (docs/runs/multiplication.md's n=400: 96 / 88 / 46 / 16% against
+    77 / 70 / 75 / 72% by size)."""
     from analyses.multiplication.analysis import _uniform, digit_accuracy
 
     if not shipped("extrap-mul-ft5", "extrap-mul-ft2"):
@@ -175,15 +180,17 @@ def test_the_leading_digits_product_is_in_the_state_though_it_is_added_worst():
 
 
 def test_the_seventh_cycle_gains_on_three_digit_multipliers_and_holds_two():
-    """README's n=100 rows: ft7 58 / 23 / 20% at 5 / 20 / 50 x 3 and 94% at 50 x 2, against ft5's
-    50 / 16 / 8% and 84%. Here n=48 on the eval's problems (seed 0, adaptive loops): x 3 58 / 19 /
-    15% against 54 / 13 / 4% (at least 12 points more summed over the three rows) and 50 x 2 98%
-    against 94% (no worse; at n=48 ft5 reads high there, as the fifth cycle's test says)."""
+    """docs/runs/multiplication.md's n=100 rows: ft7 58 / 23 / 20% at 5 / 20 / 50 x 3 and 94% at
+    50 x 2, against ft5's 50 / 16 / 8% and 84%. Here n=48 on the eval's problems (seed 0,
+    adaptive loops): x 3 58 / 19 / 15% against 54 / 13 / 4% (at least 12 points more summed over
+    the three rows) and 50 x 2 98% against 94% (no worse; at n=48 ft5 reads high there, as the
+    fifth cycle's test says)."""
     from abacus_interp.evaluation.extrapolation import length_extrapolation
 
     if not shipped("extrap-mul-ft7", "extrap-mul-ft5", "extrap-mul-ft2"):
         pytest.skip("checkpoints/extrap-mul-ft7, ft5 and ft2 are not shipped in this checkout")
-    task = ckpt.load_task(CHECKPOINTS / "extrap-mul-ft2")  # the plain task the README's rows are scored on
+    # the plain task docs/runs/multiplication.md's rows are scored on
+    task = ckpt.load_task(CHECKPOINTS / "extrap-mul-ft2")
 
     def exact(run, lengths, k):
         model = ckpt.load_model(CHECKPOINTS / run, device="cpu")

@@ -333,7 +333,7 @@ SHIPPED = Path(__file__).resolve().parents[1] / "checkpoints" / "extrap-mul"
 def test_the_shipped_multiplier_extrapolates_by_one_digit_and_refuses_longer_multipliers(capsys):
     """checkpoints/extrap-mul, re-scored from its weights: a 50-digit multiplicand (10x the
     trained length) times one digit, held-out uniform problems, adaptive loops (100 of 100 in
-    the README's eval); and a 4-digit multiplier is refused in one line."""
+    docs/runs/multiplication.md's eval); and a 4-digit multiplier is refused in one line."""
     from abacus_interp.checkpoints import load_model, load_task
     from abacus_interp.evaluation.extrapolation import length_extrapolation
     from abacus_lab.cli import main

@@ -259,7 +259,7 @@ def mul() -> RunConfig:
     the 25 trained cells (the training's held-out exact match rose to 39% by step 16,000 and
     ended at 44%). So the largest N with every cell up to N x N at >= 99% is 1, and 6- and
     7-digit operands fail (0-12%). It learned to multiply by one digit and not to add partial
-    products, the same wall as extrap-mul's N x 2 (see README).
+    products, the same wall as extrap-mul's N x 2 (see docs/runs/multiplication.md).
 
     The running-sum loss (Bai et al. 2025) here: `--set model.running_sum_probe=true --set
     train.running_sum_loss=0.5 --set train.processes=1`, stopped after step 14,368 (38 min on one
