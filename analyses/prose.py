@@ -62,6 +62,15 @@ def slope(xs: Sequence[float], ys: Sequence[float]) -> float | None:
     return sum((x - mx) * (y - my) for x, y in pairs) / sxx
 
 
+def spearman(xs: Sequence[float], ys: Sequence[float]) -> float | None:
+    """Spearman's rank correlation, ties averaged (None with fewer than three pairs, or where
+    either side takes one value only)."""
+    x, y = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
+    if x.size < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return None
+    return float(stats.spearmanr(x, y).statistic)
+
+
 @dataclass(frozen=True)
 class LinearFit:
     """y = slope * x + intercept by least squares, with the two-sided p-value of a zero slope

@@ -199,3 +199,20 @@ def test_the_seventh_cycle_gains_on_three_digit_multipliers_and_holds_two():
     (new_50,), (old_50,) = exact("extrap-mul-ft7", [50], 2), exact("extrap-mul-ft5", [50], 2)
     assert new_x3 >= old_x3 + 0.12, (new_x3, old_x3)
     assert new_50 >= old_50, (new_50, old_50)
+
+
+def test_the_leading_digits_product_fails_by_its_size_not_by_missed_facts():
+    """ft10 at 5 x 3 digits (the report's uniform problems at n=300, logit lens after 48 loops),
+    the columns that add all three products, by both digits of a product: by (a_(i-2), b_2) the
+    digits are right less the larger a_(i-2) * b_2 (Spearman rho -0.83 over the cells of 5 digits
+    or more; 9 x 9 12%, 9 x 1 and 1 x 9 100%), by (a_i, b_0) hardly (rho -0.15): the times-table
+    facts are all there, the large products are what fails (docs/runs/multiplication.md's n=1,500:
+    -0.87 against +0.02)."""
+    from analyses.multiplication.analysis import _uniform, digit_accuracy
+
+    if not shipped("extrap-mul-ft10", "extrap-mul-ft2"):
+        pytest.skip("checkpoints/extrap-mul-ft10 and extrap-mul-ft2 are not shipped in this checkout")
+    model, task = ckpt.load_model(CHECKPOINTS / "extrap-mul-ft10", device="cpu"), ckpt.load_task(CHECKPOINTS / "extrap-mul-ft2")
+    b0, _, b2 = digit_accuracy(model, _uniform(task, 5, 3, 300, 0), 5, 3, 48).by_factor_pair
+    assert b2.size_correlation <= -0.6 and b0.size_correlation >= -0.4, (b2.size_correlation, b0.size_correlation)
+    assert b2.right[9][9] <= 0.3 and min(b2.right[9][1], b2.right[1][9]) >= 0.9, b2.right

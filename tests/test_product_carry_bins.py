@@ -11,17 +11,19 @@ import pytest
 from abacus_interp.tasks import get_task
 from abacus_interp.tasks.product_carries import carries_in, column_sums
 from analyses.multiplication.analysis import accuracy_by_carry_in
+from analyses.multiplication.figures import factor_pair_tables
 from analyses.multiplication.findings import (
     _carry_in_far_sentence,
     _carry_in_sentence,
     _partial_product_sentence,
 )
-from analyses.multiplication.multipliers import accuracy_by_partial_product
+from analyses.multiplication.multipliers import accuracy_by_factor_pair, accuracy_by_partial_product
 from analyses.multiplication.result import (
     CARRY_BINS,
     PRODUCT_BINS,
     CarryBin,
     DigitAccuracy,
+    FactorPairTable,
     PartialProductSplit,
 )
 
@@ -259,3 +261,46 @@ def test_the_partial_product_finding_names_each_product_and_its_bins():
     assert "a_(i-2) * b_2 0-9 100% / 10-29 100% / 30-49 0% / 50-81 0%" in sentence
     assert "carry in is at most 4" in sentence and "a_i * b_0" in sentence
     assert _partial_product_sentence((_digits(1, [(0, 0, 10, 1.0)]),)) == ""
+
+
+def test_factor_pair_tables_recover_a_planted_product_and_its_size():
+    """Digits planted wrong where a_(i-2) * b_2 is 30 or more: in that product's table each cell
+    of a * b >= 30 reads 0% and each other one 100%, so accuracy falls with the product's size
+    (rho far below 0); a_i * b_0's table, not planted, does not follow its own product's size.
+    Each table counts every digit of columns 2..4 once, as the partial-product split does, and
+    b_2 (a leading digit) is never 0."""
+    examples, right = _planted_on_the_leading_product(600)
+    b0, b1, b2 = accuracy_by_factor_pair(examples, right, 3)
+    assert [t.j for t in (b0, b1, b2)] == [0, 1, 2] and b2.product == "a_(i-2) * b_2"
+    for a in FactorPairTable.DIGITS:
+        assert b2.n[a][0] == 0 and b2.right[a][0] is None
+        for b in range(1, 10):
+            assert b2.n[a][b] > 0 and b2.right[a][b] == (0.0 if a * b >= 30 else 1.0), (a, b)
+    assert b2.size_correlation < -0.7, b2.size_correlation
+    assert abs(b0.size_correlation) < 0.3, b0.size_correlation
+    splits = accuracy_by_partial_product(examples, right, 3)
+    for table, split in zip((b0, b1, b2), splits, strict=True):
+        assert sum(map(sum, table.n)) == sum(b.n for b in split.bins) == 3 * len(examples)
+
+
+def test_factor_pair_tables_need_two_products_and_matching_rows():
+    task = get_task("multiplication", max_digits=5, max_multiplier_digits=3, answer_format="slots")
+    one = task.sample_cell(4, random.Random(0), 5, 1)
+    assert accuracy_by_factor_pair(one, [[True] * 6] * 4, 1) == ()
+    with pytest.raises(ValueError, match="verdicts"):
+        accuracy_by_factor_pair(one, [], 2)
+    short = task.sample_cell(4, random.Random(0), 1, 3)  # no column adds all three products
+    assert accuracy_by_factor_pair(short, [[True] * 4] * 4, 3) == ()
+    few = FactorPairTable(j=1, n=((1,) * 10,) * 10, right=((1.0,) * 10,) * 10)
+    assert few.size_correlation is None  # no cell holds MIN_CELL digits
+
+
+def test_the_factor_pair_figure_draws_one_table_per_product():
+    examples, right = _planted_on_the_leading_product()
+    tables = accuracy_by_factor_pair(examples, right, 3)
+    fig = factor_pair_tables(dataclasses.replace(_digits(3, [(0, 0, 10, 1.0)]), by_factor_pair=tables))
+    assert [trace.type for trace in fig.data] == ["heatmap"] * 3
+    assert [list(map(list, trace.z)) for trace in fig.data] == [[list(r) for r in t.right] for t in tables]
+    assert "a_(i-2) * b_2 (rho -" in fig.layout.annotations[2].text
+    with pytest.raises(ValueError, match="no factor-pair tables"):
+        factor_pair_tables(_digits(1, [(0, 0, 10, 1.0)]))

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from analyses.prose import SIGNIFICANCE, LinearFit
+from analyses.prose import SIGNIFICANCE, LinearFit, spearman
 
 from .collect import Collected
 from .dynamics import BEHAVIOURS, classify, decay_rate, first_below, quantiles
@@ -150,11 +150,9 @@ def _lock_in_trend(lock, flat, digit, table) -> dict[str, Any]:
     where = digit & (flat >= 0) & ~np.isnan(lock)
     x, y = flat[where].astype(float), lock[where]
     fit = LinearFit.of(x, y)
-    spearman = np.nan
-    if x.size > 2 and np.ptp(x) > 0 and np.ptp(y) > 0:
-        spearman = float(np.corrcoef(_ranks(x), _ranks(y))[0, 1])
+    rho = spearman(x, y)
     return {"slope_loops_per_link": np.nan if fit.slope is None else fit.slope,
-            "slope_pvalue": np.nan if fit.pvalue is None else fit.pvalue, "spearman": spearman}
+            "slope_pvalue": np.nan if fit.pvalue is None else fit.pvalue, "spearman": np.nan if rho is None else rho}
 
 
 def _describe(part: dict[str, Any]) -> str | None:
@@ -183,15 +181,6 @@ def _lock_in_headline(out: dict[str, Any], trained: int) -> str | None:
     if within:
         parts.append(f"through the trained depth ({trained} loops) it {within}")
     return ("; ".join(parts) + ".") if parts else None
-
-
-def _ranks(a: np.ndarray) -> np.ndarray:
-    """Ranks with ties averaged (for Spearman's rho without importing scipy.stats)."""
-    order = np.argsort(a, kind="mergesort")
-    ranks = np.empty(len(a))
-    ranks[order] = np.arange(len(a))
-    _, inverse = np.unique(a, return_inverse=True)
-    return (np.bincount(inverse, ranks) / np.bincount(inverse))[inverse]
 
 
 def behaviour_section(c: Collected, trained: int, exact_match: np.ndarray, **thresholds) -> dict[str, Any]:

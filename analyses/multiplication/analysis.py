@@ -34,7 +34,7 @@ from analyses.prose import LinearFit
 
 from .config import MultiplicationConfig
 from .heads import head_reading, knockout
-from .multipliers import accuracy_by_partial_product, by_multiplier
+from .multipliers import accuracy_by_factor_pair, accuracy_by_partial_product, by_multiplier
 from .result import (
     CARRY_BINS,
     CarryBin,
@@ -143,7 +143,8 @@ def digit_accuracy(model, examples, digits: int, k: int, loops: int) -> DigitAcc
                          n_problems=len(examples), loops=loops, right=tuple(right), products=products,
                          by_carry_in=accuracy_by_carry_in(examples, correct),
                          wrong=wrong_digits(read, wanted),
-                         by_partial_product=accuracy_by_partial_product(examples, correct, k))
+                         by_partial_product=accuracy_by_partial_product(examples, correct, k),
+                         by_factor_pair=accuracy_by_factor_pair(examples, correct, k))
 
 
 def wrong_digits(read: list[list[str]], wanted: list[list[str]]) -> WrongDigits:

@@ -132,6 +132,31 @@ def by_partial_product(result) -> go.Figure:
     return fig
 
 
+def factor_pair_tables(accuracy) -> go.Figure:
+    """A `DigitAccuracy`'s `by_factor_pair` as heatmaps, one per partial product a_(i-j) * b_j:
+    how often the answer digits of the columns that add all k products are right, by the
+    product's two digits (the hover gives each cell's digits; empty cells had none)."""
+    tables = accuracy.by_factor_pair
+    if not tables:
+        raise ValueError(f"{accuracy.label}: no factor-pair tables (k = 1, or no multiplicand of k digits or more)")
+    digits = list(tables[0].DIGITS)
+    fig = make_subplots(rows=1, cols=len(tables), shared_yaxes=True,
+                        subplot_titles=[f"{t.product} (rho {t.size_correlation:+.2f} with a * b)"
+                                        if t.size_correlation is not None else t.product for t in tables])
+    for col, table in enumerate(tables, start=1):
+        fig.add_trace(go.Heatmap(
+            x=digits, y=digits, z=[list(row) for row in table.right], zmin=0, zmax=1, colorscale="RdYlGn",
+            customdata=[list(row) for row in table.n], showscale=col == 1, colorbar={"tickformat": ".0%"},
+            hovertemplate=f"a_(i-{table.j}) = %{{y}}, b_{table.j} = %{{x}}: %{{z:.0%}} right (%{{customdata}} digits)"
+                          "<extra></extra>"), row=1, col=col)
+        fig.update_xaxes(title_text=f"b_{table.j}", tickvals=digits, row=1, col=col)
+    fig.update_yaxes(title_text="the multiplicand's digit a_(i-j)", tickvals=digits, row=1, col=1)
+    fig.update_layout(**title_with_detail(
+        "Answer digits right by the two digits of each partial product, in the columns that add all of them",
+        f"{accuracy.label}, n={accuracy.n_problems}, logit lens after {accuracy.loops} loops"))
+    return fig
+
+
 def _colour_by_multiplier(result) -> dict[int, str]:
     """One colour per multiplier length, shared by the trained and the far length's traces."""
     return {d.multiplier_digits: COLORS[i % len(COLORS)] for i, d in enumerate(result.by_digit)}

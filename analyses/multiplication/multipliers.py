@@ -7,12 +7,14 @@ from __future__ import annotations
 
 from abacus_interp.evaluation.answers import AnswerDecoding, judge
 from abacus_interp.evaluation.extrapolation import problems
+from abacus_interp.tasks.base import to_lsd
 from abacus_interp.tasks.product_carries import carries_in, column_products
 
 from .result import (
     MULTIPLIER_BINS,
     PRODUCT_BINS,
     ByMultiplier,
+    FactorPairTable,
     MultiplierBin,
     MultiplierDigitSplit,
     PartialProductSplit,
@@ -98,3 +100,31 @@ def accuracy_by_partial_product(examples, right, k: int) -> tuple[PartialProduct
                      if n)
     return tuple(PartialProductSplit(j=j, bins=bins(t["all"]), small_carry_bins=bins(t["small"]))
                  for j, t in enumerate(tallies))
+
+
+def accuracy_by_factor_pair(examples, right, k: int) -> tuple[FactorPairTable, ...]:
+    """Per product a_(i-j) * b_j (j < k), how often the answer digits of the columns that add
+    all k products are right, by the pair of digits (a_(i-j), b_j): `FactorPairTable`. The
+    same columns, problems and verdicts as `accuracy_by_partial_product`; empty where it is."""
+    if len(examples) != len(right):
+        raise ValueError(f"{len(examples)} problems but {len(right)} verdicts")
+    if k < 2:
+        return ()
+    digits = FactorPairTable.DIGITS
+    hits = [[[0] * len(digits) for _ in digits] for _ in range(k)]  # [j][a digit][b digit]
+    seen = [[[0] * len(digits) for _ in digits] for _ in range(k)]
+    for example, row in zip(examples, right, strict=True):
+        a, b = example.operands
+        a_digits, b_digits = [int(c) for c in to_lsd(a)], [int(c) for c in to_lsd(b)]
+        full_columns, _ = column_products(a, b, k)
+        for i in full_columns:
+            for j in range(k):
+                hits[j][a_digits[i - j]][b_digits[j]] += bool(row[i])
+                seen[j][a_digits[i - j]][b_digits[j]] += 1
+    if not any(any(r) for r in seen[0]):
+        return ()  # no column adds all k: every multiplicand is shorter than the multiplier
+    return tuple(FactorPairTable(
+        j=j, n=tuple(tuple(r) for r in seen[j]),
+        right=tuple(tuple(round(h / n, 4) if n else None for h, n in zip(hit_row, n_row, strict=True))
+                    for hit_row, n_row in zip(hits[j], seen[j], strict=True)))
+        for j in range(k))

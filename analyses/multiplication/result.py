@@ -12,7 +12,7 @@ from abacus_interp.jsonsafe import to_json
 from abacus_interp.tasks.product_carries import partial_product_name
 from analyses._running_sum import RunningSumReading
 from analyses.carry_wave.patching import DelayedCarry
-from analyses.prose import LinearFit
+from analyses.prose import LinearFit, spearman
 
 from .heads import HeadReading, Knockout
 
@@ -191,6 +191,36 @@ class PartialProductSplit:
 
 
 @dataclass(frozen=True)
+class FactorPairTable:
+    """How often the answer digits of the columns that add all k partial products are right,
+    by the two digits of one product, a_(i-j) and b_j: one cell per fact of the times table.
+    A model that forms the product by its size is worse the larger a * b, whichever factor is
+    large; one that missed some facts is wrong at those cells alone. `size_correlation` tells
+    them apart (on extrap-mul-ft10, uniform 5 x 3 products, n=1,500, logit lens after 48 loops:
+    a_(i-2) * b_2 is right 6% at 9 x 9, 46-48% at 5 x 9 and 9 x 5, 100% at 1 x 9 and 9 x 1)."""
+
+    # cells with fewer answer digits than this are left out of size_correlation
+    MIN_CELL: ClassVar[int] = 5
+    DIGITS: ClassVar[range] = range(10)
+
+    j: int  # the product a_(i-j) * b_j, b_j units first
+    n: tuple[tuple[int, ...], ...]  # [a_(i-j)][b_j]: answer digits of that pair
+    right: tuple[tuple[float | None, ...], ...]  # [a_(i-j)][b_j]; None where no digit has that pair
+
+    @property
+    def product(self) -> str:
+        return partial_product_name(self.j)
+
+    @property
+    def size_correlation(self) -> float | None:
+        """Spearman's rho between a cell's product a * b and how often its digits are right,
+        over the cells of MIN_CELL digits or more: near -1 when accuracy falls with the
+        product's size, near 0 when it does not depend on it (None: too few cells)."""
+        cells = [(a * b, self.right[a][b]) for a in self.DIGITS for b in self.DIGITS if self.n[a][b] >= self.MIN_CELL]
+        return spearman([size for size, _ in cells], [right for _, right in cells])
+
+
+@dataclass(frozen=True)
 class WrongDigits:
     """How far the wrong answer digits are from the right ones. Digit i is (s_i + c_i) mod 10,
     s_i its column's sum of partial products and c_i the carry in, so a carry misjudged by d
@@ -234,6 +264,9 @@ class DigitAccuracy:
     # for k of 2 digits or more: the digits of the columns that add all k products, by each product's size
     # (the report reads it at the trained length; by_digit_far's rows carry it too, for notebooks)
     by_partial_product: tuple[PartialProductSplit, ...] = ()
+    # for k of 2 digits or more: the same digits by both digits of each product (a times table
+    # of accuracy; a 10 x 10 table wants a thousand problems or so, more than the report's sample)
+    by_factor_pair: tuple[FactorPairTable, ...] = ()
 
     def first_below(self, bar: float = 0.99) -> int | None:
         """The lowest answer digit right less than `bar` of the time (None: every one)."""
