@@ -22,7 +22,8 @@ CHAIN = [("extrap-mul-ft", "extrap-mul"), ("extrap-mul-ft2", "extrap-mul-ft"), (
          ("extrap-mul-ft7", "extrap-mul-ft6"), ("extrap-mul-ft8", "extrap-mul-ft7"), ("extrap-mul-ft9", "extrap-mul-ft8"),
          ("extrap-mul-ft10", "extrap-mul-ft9"),
          ("extrap-mul-ft11", "extrap-mul-ft10"),
-         ("extrap-mul-ft12", "extrap-mul-ft11")]
+         ("extrap-mul-ft12", "extrap-mul-ft11"),
+         ("extrap-mul-ft13", "extrap-mul-ft12")]
 
 
 def shipped(*runs: str) -> bool:
