@@ -243,7 +243,7 @@ def test_a_third_of_the_peak_lr_keeps_the_cycle_in_its_basin():
 def test_three_cycles_at_a_third_of_the_lr_gain_on_three_digit_multipliers():
     """docs/runs/multiplication.md's n=400 rows: ft13 against ft10. Here n=48 on the eval's
     problems (seed 0, adaptive loops): 5 / 20 x 3 75 / 42% against 58 / 27% (at least 10 points
-    more on each row), and 20 x 2 no lower than 97% (100% both)."""
+    more on each row), and ft13's 20 x 2 no lower than 97% (100% at n=48)."""
     if not shipped("extrap-mul-ft13", "extrap-mul-ft10", "extrap-mul-ft2"):
         pytest.skip("checkpoints/extrap-mul-ft13, ft10 and ft2 are not shipped in this checkout")
     exact = plain_exact_match

@@ -291,8 +291,11 @@ def test_factor_pair_tables_need_two_products_and_matching_rows():
         accuracy_by_factor_pair(one, [], 2)
     short = task.sample_cell(4, random.Random(0), 1, 3)  # no column adds all three products
     assert accuracy_by_factor_pair(short, [[True] * 4] * 4, 3) == ()
-    few = FactorPairTable(j=1, n=((1,) * 10,) * 10, right=((1.0,) * 10,) * 10)
+    falling = tuple(tuple(1 - a * b / 81 for b in range(10)) for a in range(10))  # worse the larger a * b
+    few = FactorPairTable(j=1, n=((FactorPairTable.MIN_CELL - 1,) * 10,) * 10, right=falling)
     assert few.size_correlation is None  # no cell holds MIN_CELL digits
+    enough = FactorPairTable(j=1, n=((FactorPairTable.MIN_CELL,) * 10,) * 10, right=falling)
+    assert enough.size_correlation == pytest.approx(-1.0)
 
 
 def test_the_factor_pair_figure_draws_one_table_per_product():
@@ -302,5 +305,6 @@ def test_the_factor_pair_figure_draws_one_table_per_product():
     assert [trace.type for trace in fig.data] == ["heatmap"] * 3
     assert [list(map(list, trace.z)) for trace in fig.data] == [[list(r) for r in t.right] for t in tables]
     assert "a_(i-2) * b_2 (rho -" in fig.layout.annotations[2].text
+    assert fig.layout.xaxis.title.text == "b_0" and "a_(i-2) = %{y}, b_2 = %{x}" in fig.data[2].hovertemplate
     with pytest.raises(ValueError, match="no factor-pair tables"):
         factor_pair_tables(_digits(1, [(0, 0, 10, 1.0)]))

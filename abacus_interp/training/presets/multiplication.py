@@ -181,8 +181,8 @@ the noise since ft7 (by b_2 at 20 x 3, ft9 53 / 2%).
 
 A tenth cycle from ft9 (seed 10, 26 minutes, shipped as checkpoints/extrap-mul-ft10), same rows: x 1
 100%, x 2 99 / 98 / 97 / 92%, x 3 59 / 27 / 21 / 11%, level with ft9. By both digits of a product
-(DigitAccuracy.by_factor_pair, uniform 5 x 3, n=1,500): a_(i-2) * b_2 is right 6% at 9 x 9 and
-46-48% at 9 x 5 and 5 x 9, rho -0.87 with the product's size; a_i * b_0 +0.02. The large products
+(DigitAccuracy.by_factor_pair, uniform 5 x 3, n=1,500): the answer digits are right 6% where
+a_(i-2) = b_2 = 9 and 46-48% where they are 9 and 5, rho -0.87 with a_(i-2) * b_2; +0.02 with a_i * b_0. The large products
 fail, whichever factor is large; no one fact of the times table is missing.
 
 Every cycle at lr 6e-4 first undid part of the last one (ft10's held-out loss rose from 0.138 to
