@@ -44,22 +44,13 @@ def test_its_step_0_is_the_source_runs_last_checkpoint(warm, source):
     assert config["train"]["steps"] == 5000
 
 
-def two_digit_exact_match(run: str, lengths: list[int]) -> list[float]:
-    """Held-out uniform N x 2-digit products, the eval's problems (seed 0), adaptive loops, n=48."""
+def exact_match(run: str, lengths: list[int], k: int) -> list[float]:
+    """Exact match of `run` on held-out uniform N x k products, the eval's problems (seed 0),
+    adaptive loops, n=48. A planted run's task draws the same uniform problems as the plain one
+    (`sample_cell` ignores the plant), so every run of the chain is scored on the same products."""
     from abacus_interp.evaluation.extrapolation import length_extrapolation
 
     model, task = ckpt.load_model(CHECKPOINTS / run, device="cpu"), ckpt.load_task(CHECKPOINTS / run)
-    rows = length_extrapolation(model, task, lengths, multipliers=[2], n=48, seed=0).rows
-    return [row.exact_match for row in rows]
-
-
-def plain_exact_match(run: str, lengths: list[int], k: int) -> list[float]:
-    """Exact match of `run` on held-out uniform N x k products of the plain task (extrap-mul-ft2's,
-    which docs/runs/multiplication.md's rows are scored on: a planted run's own task draws the same
-    uniform problems), the eval's problems (seed 0), adaptive loops, n=48."""
-    from abacus_interp.evaluation.extrapolation import length_extrapolation
-
-    model, task = ckpt.load_model(CHECKPOINTS / run, device="cpu"), ckpt.load_task(CHECKPOINTS / "extrap-mul-ft2")
     return [row.exact_match for row in length_extrapolation(model, task, lengths, multipliers=[k], n=48, seed=0).rows]
 
 
@@ -67,7 +58,7 @@ def test_the_first_continuation_beats_extrap_mul_in_and_beyond_the_trained_lengt
     """docs/runs/multiplication.md's n=100 rows at 5 / 20 digits: 96% / 74% against 78% / 40%."""
     if not shipped("extrap-mul-ft", "extrap-mul"):
         pytest.skip("checkpoints/extrap-mul-ft and extrap-mul are not shipped in this checkout")
-    warm, source = two_digit_exact_match("extrap-mul-ft", [5, 20]), two_digit_exact_match("extrap-mul", [5, 20])
+    warm, source = exact_match("extrap-mul-ft", [5, 20], 2), exact_match("extrap-mul", [5, 20], 2)
     assert warm[0] > source[0] and warm[1] > source[1] + 0.1, (warm, source)
 
 
@@ -77,7 +68,7 @@ def test_the_second_continuation_holds_and_gains_at_ten_times_the_trained_length
     in distribution and must gain at 50 digits."""
     if not shipped("extrap-mul-ft2", "extrap-mul-ft"):
         pytest.skip("checkpoints/extrap-mul-ft2 and extrap-mul-ft are not shipped in this checkout")
-    warm, source = two_digit_exact_match("extrap-mul-ft2", [5, 50]), two_digit_exact_match("extrap-mul-ft", [5, 50])
+    warm, source = exact_match("extrap-mul-ft2", [5, 50], 2), exact_match("extrap-mul-ft", [5, 50], 2)
     assert warm[0] >= source[0] and warm[1] > source[1], (warm, source)
 
 
@@ -133,7 +124,7 @@ def test_the_fifth_cycle_gains_on_two_digit_multipliers_past_the_trained_length(
     83 / 78%. Here n=48 (ft5 92 / 94%, ft4 79 / 79%): at least 5 points more at both lengths."""
     if not shipped("extrap-mul-ft5", "extrap-mul-ft4"):
         pytest.skip("checkpoints/extrap-mul-ft5 and extrap-mul-ft4 are not shipped in this checkout")
-    warm, source = two_digit_exact_match("extrap-mul-ft5", [20, 50]), two_digit_exact_match("extrap-mul-ft4", [20, 50])
+    warm, source = exact_match("extrap-mul-ft5", [20, 50], 2), exact_match("extrap-mul-ft4", [20, 50], 2)
     assert warm[0] >= source[0] + 0.05 and warm[1] >= source[1] + 0.05, (warm, source)
 
 
@@ -198,11 +189,10 @@ def test_the_seventh_cycle_gains_on_three_digit_multipliers_and_holds_two():
     adaptive loops): x 3 58 / 19 / 15% against 54 / 13 / 4% (at least 12 points more summed over
     the three rows) and 50 x 2 98% against 94% (no worse; at n=48 ft5 reads high there, as the
     fifth cycle's test says)."""
-    if not shipped("extrap-mul-ft7", "extrap-mul-ft5", "extrap-mul-ft2"):
-        pytest.skip("checkpoints/extrap-mul-ft7, ft5 and ft2 are not shipped in this checkout")
-    exact = plain_exact_match
-    new_x3, old_x3 = sum(exact("extrap-mul-ft7", [5, 20, 50], 3)), sum(exact("extrap-mul-ft5", [5, 20, 50], 3))
-    (new_50,), (old_50,) = exact("extrap-mul-ft7", [50], 2), exact("extrap-mul-ft5", [50], 2)
+    if not shipped("extrap-mul-ft7", "extrap-mul-ft5"):
+        pytest.skip("checkpoints/extrap-mul-ft7 and ft5 are not shipped in this checkout")
+    new_x3, old_x3 = sum(exact_match("extrap-mul-ft7", [5, 20, 50], 3)), sum(exact_match("extrap-mul-ft5", [5, 20, 50], 3))
+    (new_50,), (old_50,) = exact_match("extrap-mul-ft7", [50], 2), exact_match("extrap-mul-ft5", [50], 2)
     assert new_x3 >= old_x3 + 0.12, (new_x3, old_x3)
     assert new_50 >= old_50, (new_50, old_50)
 
@@ -244,9 +234,8 @@ def test_three_cycles_at_a_third_of_the_lr_gain_on_three_digit_multipliers():
     """docs/runs/multiplication.md's n=400 rows: ft13 against ft10. Here n=48 on the eval's
     problems (seed 0, adaptive loops): 5 / 20 x 3 75 / 42% against 58 / 27% (at least 10 points
     more on each row), and ft13's 20 x 2 no lower than 97% (100% at n=48)."""
-    if not shipped("extrap-mul-ft13", "extrap-mul-ft10", "extrap-mul-ft2"):
-        pytest.skip("checkpoints/extrap-mul-ft13, ft10 and ft2 are not shipped in this checkout")
-    exact = plain_exact_match
-    new_x3, old_x3 = exact("extrap-mul-ft13", [5, 20], 3), exact("extrap-mul-ft10", [5, 20], 3)
+    if not shipped("extrap-mul-ft13", "extrap-mul-ft10"):
+        pytest.skip("checkpoints/extrap-mul-ft13 and ft10 are not shipped in this checkout")
+    new_x3, old_x3 = exact_match("extrap-mul-ft13", [5, 20], 3), exact_match("extrap-mul-ft10", [5, 20], 3)
     assert all(new >= old + 0.10 for new, old in zip(new_x3, old_x3, strict=True)), (new_x3, old_x3)
-    assert exact("extrap-mul-ft13", [20], 2)[0] >= 0.97
+    assert exact_match("extrap-mul-ft13", [20], 2)[0] >= 0.97

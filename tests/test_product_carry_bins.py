@@ -239,16 +239,17 @@ def test_partial_product_split_recovers_a_planted_product():
     assert b2.product == "a_(i-2) * b_2" and b0.product == "a_i * b_0"
 
 
-def test_partial_product_split_needs_two_products_and_matching_rows():
+@pytest.mark.parametrize("split", [accuracy_by_partial_product, accuracy_by_factor_pair])
+def test_both_splits_need_two_products_and_matching_rows(split):
     task = get_task("multiplication", max_digits=5, max_multiplier_digits=3, answer_format="slots")
     one = task.sample_cell(4, random.Random(0), 5, 1)
-    assert accuracy_by_partial_product(one, [[True] * 6] * 4, 1) == ()
+    assert split(one, [[True] * 6] * 4, 1) == ()
     with pytest.raises(ValueError, match="verdicts"):
-        accuracy_by_partial_product(one, [], 2)
+        split(one, [], 2)
     with pytest.raises(ValueError, match="multiplier of 1 digits"):
-        accuracy_by_partial_product(one, [[True] * 6] * 4, 2)
+        split(one, [[True] * 6] * 4, 2)
     short = task.sample_cell(4, random.Random(0), 1, 3)  # no column adds all three products
-    assert accuracy_by_partial_product(short, [[True] * 4] * 4, 3) == ()
+    assert split(short, [[True] * 4] * 4, 3) == ()
 
 
 def test_the_partial_product_finding_names_each_product_and_its_bins():
@@ -283,14 +284,7 @@ def test_factor_pair_tables_recover_a_planted_product_and_its_size():
         assert sum(map(sum, table.n)) == sum(b.n for b in split.bins) == 3 * len(examples)
 
 
-def test_factor_pair_tables_need_two_products_and_matching_rows():
-    task = get_task("multiplication", max_digits=5, max_multiplier_digits=3, answer_format="slots")
-    one = task.sample_cell(4, random.Random(0), 5, 1)
-    assert accuracy_by_factor_pair(one, [[True] * 6] * 4, 1) == ()
-    with pytest.raises(ValueError, match="verdicts"):
-        accuracy_by_factor_pair(one, [], 2)
-    short = task.sample_cell(4, random.Random(0), 1, 3)  # no column adds all three products
-    assert accuracy_by_factor_pair(short, [[True] * 4] * 4, 3) == ()
+def test_the_size_correlation_reads_only_cells_of_enough_digits():
     falling = tuple(tuple(1 - a * b / 81 for b in range(10)) for a in range(10))  # worse the larger a * b
     few = FactorPairTable(j=1, n=((FactorPairTable.MIN_CELL - 1,) * 10,) * 10, right=falling)
     assert few.size_correlation is None  # no cell holds MIN_CELL digits

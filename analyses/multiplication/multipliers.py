@@ -68,32 +68,40 @@ def accuracy_by_multiplier_digit(examples, correct, k: int) -> tuple[MultiplierD
     return tuple(splits)
 
 
+def full_column_digits(examples, right, k: int):
+    """Every answer digit of the columns that add all k partial products, as (a's digits, b's
+    digits, both units first, its column i, its carry in, whether it is right). `examples`: a * b
+    with b of `k` digits; `right`: per example, whether each answer digit (units first) is
+    right. Nothing for k = 1, where every column adds one product, and for a multiplicand
+    shorter than k digits."""
+    if len(examples) != len(right):
+        raise ValueError(f"{len(examples)} problems but {len(right)} verdicts")
+    if k < 2:
+        return
+    for example, row in zip(examples, right, strict=True):
+        a, b = example.operands
+        full_columns, _ = column_products(a, b, k)  # a ValueError where b has not k digits
+        a_digits, b_digits, carries = [int(c) for c in to_lsd(a)], [int(c) for c in to_lsd(b)], carries_in(a, b)
+        for i in full_columns:
+            yield a_digits, b_digits, i, carries[i], bool(row[i])
+
+
 def accuracy_by_partial_product(examples, right, k: int) -> tuple[PartialProductSplit, ...]:
     """Per product a_(i-j) * b_j (j < k), how often the answer digits of the columns that add
     all k products are right, grouped by that product's size (`PRODUCT_BINS`; bins no digit
     falls in are left out), among all of them and among those whose carry in is small.
-    `examples`: a * b with b of `k` digits; `right`: per example, whether each answer digit
-    (units first) is right. Empty for k = 1, where every column adds one product, and where no
-    multiplicand has k digits or more."""
-    if len(examples) != len(right):
-        raise ValueError(f"{len(examples)} problems but {len(right)} verdicts")
-    if k < 2:
-        return ()
+    The digits of `full_column_digits(examples, right, k)`; empty where it gives none."""
     # per product j, per group ("all" digits, those of "small" carry in), per bin: [right, digits]
     tallies = [{group: {bounds: [0, 0] for bounds in PRODUCT_BINS} for group in ("all", "small")} for _ in range(k)]
-    for example, row in zip(examples, right, strict=True):
-        full_columns, products = column_products(*example.operands, k)
-        carries = carries_in(*example.operands)
-        for i in full_columns:
-            small_carry = carries[i] <= PartialProductSplit.SMALL_CARRY
-            for j, product in enumerate(products[i]):
-                bounds = next((lo, hi) for lo, hi in PRODUCT_BINS if lo <= product <= hi)
-                for group in ("all", "small") if small_carry else ("all",):
-                    tallies[j][group][bounds][0] += bool(row[i])
-                    tallies[j][group][bounds][1] += 1
-
+    for a_digits, b_digits, i, carry, ok in full_column_digits(examples, right, k):
+        for j, b_digit in enumerate(b_digits):
+            product = a_digits[i - j] * b_digit
+            bounds = next((lo, hi) for lo, hi in PRODUCT_BINS if lo <= product <= hi)
+            for group in ("all", "small") if carry <= PartialProductSplit.SMALL_CARRY else ("all",):
+                tallies[j][group][bounds][0] += ok
+                tallies[j][group][bounds][1] += 1
     if not any(n for _, n in tallies[0]["all"].values()):
-        return ()  # no column adds all k: every multiplicand is shorter than the multiplier
+        return ()
 
     def bins(counts):
         return tuple(ProductBin(lo=lo, hi=hi, n=n, right=round(hits / n, 4)) for (lo, hi), (hits, n) in counts.items()
@@ -105,24 +113,16 @@ def accuracy_by_partial_product(examples, right, k: int) -> tuple[PartialProduct
 def accuracy_by_factor_pair(examples, right, k: int) -> tuple[FactorPairTable, ...]:
     """Per product a_(i-j) * b_j (j < k), how often the answer digits of the columns that add
     all k products are right, by the pair of digits (a_(i-j), b_j): `FactorPairTable`. The
-    same columns, problems and verdicts as `accuracy_by_partial_product`; empty where it is."""
-    if len(examples) != len(right):
-        raise ValueError(f"{len(examples)} problems but {len(right)} verdicts")
-    if k < 2:
-        return ()
+    digits of `full_column_digits`, as `accuracy_by_partial_product` reads them."""
     digits = FactorPairTable.DIGITS
     hits = [[[0] * len(digits) for _ in digits] for _ in range(k)]  # [j][a digit][b digit]
     seen = [[[0] * len(digits) for _ in digits] for _ in range(k)]
-    for example, row in zip(examples, right, strict=True):
-        a, b = example.operands
-        a_digits, b_digits = [int(c) for c in to_lsd(a)], [int(c) for c in to_lsd(b)]
-        full_columns, _ = column_products(a, b, k)
-        for i in full_columns:
-            for j in range(k):
-                hits[j][a_digits[i - j]][b_digits[j]] += bool(row[i])
-                seen[j][a_digits[i - j]][b_digits[j]] += 1
+    for a_digits, b_digits, i, _, ok in full_column_digits(examples, right, k):
+        for j, b_digit in enumerate(b_digits):
+            hits[j][a_digits[i - j]][b_digit] += ok
+            seen[j][a_digits[i - j]][b_digit] += 1
     if not any(any(r) for r in seen[0]):
-        return ()  # no column adds all k: every multiplicand is shorter than the multiplier
+        return ()
     return tuple(FactorPairTable(
         j=j, n=tuple(tuple(r) for r in seen[j]),
         right=tuple(tuple(round(h / n, 4) if n else None for h, n in zip(hit_row, n_row, strict=True))
