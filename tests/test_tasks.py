@@ -231,6 +231,36 @@ def test_sorting_plants_lists_that_agree_above_a_depth_and_keeps_the_plain_strea
         SortingTask(shared_prefix_fraction=1.5)
 
 
+def test_sorting_plants_lists_of_one_length_and_keeps_the_plain_stream() -> None:
+    plain = SortingTask(label_pool=26, random_labels=True)
+    zero = SortingTask(label_pool=26, random_labels=True, same_length_fraction=0.0)
+    assert zero.sample(50, random.Random(3)) == plain.sample(50, random.Random(3))
+    assert "same_length_fraction" not in zero.config()
+
+    planted = SortingTask(max_digits=5, label_pool=26, random_labels=True, same_length_fraction=1.0)
+    assert SortingTask(**planted.config()).same_length_fraction == 1.0
+    lengths = set()
+    for ex in planted.sample(400, random.Random(4)):
+        widths = {len(str(v)) for v in ex.operands}
+        assert len(widths) == 1, ex.operands
+        lengths |= widths
+        labels = [item[0] for item in ex.prompt.rstrip("=").split(",")]
+        order = sorted(range(len(ex.operands)), key=lambda k: (ex.operands[k], k))
+        assert ex.answer == "".join(labels[k] for k in order)
+    assert lengths == {1, 2, 3, 4, 5}
+    # under the plain draw a list of 5 numbers has one length one time in 625
+    mixed = [ex for ex in plain.sample(400, random.Random(4)) if len({len(str(v)) for v in ex.operands}) > 1]
+    assert len(mixed) > 250
+
+    half = SortingTask(same_length_fraction=0.5)
+    one_length = sum(len({len(str(v)) for v in ex.operands}) == 1 for ex in half.sample(2000, random.Random(5)))
+    assert 0.5 < one_length / 2000 < 0.65  # the plant, plus the plain lists that happen to share a length
+    with pytest.raises(ValueError, match="same_length_fraction"):
+        SortingTask(same_length_fraction=-0.1)
+    with pytest.raises(ValueError, match="set one of them"):
+        SortingTask(shared_prefix_fraction=0.3, same_length_fraction=0.3)
+
+
 # ---------------------------------------------------------------------------------------
 # Modular addition (grokking).
 

@@ -13,6 +13,9 @@ and must copy a number's label rather than infer it from its place in the list.
 Under uniform digits two numbers are almost always told apart by their lengths or their
 leading digits, so a model never needs to look further down; `shared_prefix_fraction` plants
 lists whose numbers agree on every digit above a random depth (`shared_prefix_values`).
+Nor, with each number's length drawn on its own, do two numbers often share a length (a pair in
+five; all five numbers of a list one time in 625), while every list of the length-extrapolation
+rows does: `same_length_fraction` plants lists of uniform numbers of one common length.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from abacus_interp.tasks.base import (
     Task,
     check_count,
     check_digit_range,
+    check_fraction,
     check_operand,
     decimal_value,
     random_with_digits,
@@ -55,11 +59,14 @@ class SortingTask(Task):
         label_pool: int | None = None,
         random_labels: bool = False,
         shared_prefix_fraction: float = 0.0,
+        same_length_fraction: float = 0.0,
     ) -> None:
         check_digit_range(min_numbers, max_numbers, "numbers")
-        if isinstance(shared_prefix_fraction, bool) or not isinstance(shared_prefix_fraction, (int, float)) \
-                or not 0.0 <= shared_prefix_fraction <= 1.0:
-            raise UserError(f"shared_prefix_fraction must be a number in [0, 1], got {shared_prefix_fraction!r}")
+        check_fraction(shared_prefix_fraction, "shared_prefix_fraction")
+        check_fraction(same_length_fraction, "same_length_fraction")
+        if shared_prefix_fraction and same_length_fraction:
+            raise UserError("shared_prefix_fraction and same_length_fraction are two plants of lists of one length; "
+                            "set one of them, or neither")
         check_digit_range(min_digits, max_digits)
         pool = max_numbers if label_pool is None else label_pool
         if not max_numbers <= pool <= len(LETTERS):
@@ -75,6 +82,8 @@ class SortingTask(Task):
         self.random_labels = random_labels
         # the share of sampled lists whose numbers agree above a random depth (`sample`)
         self.shared_prefix_fraction = float(shared_prefix_fraction)
+        # the share of sampled lists whose numbers all have one length, drawn once per list
+        self.same_length_fraction = float(same_length_fraction)
         # every letter the vocabulary holds: a list may have up to this many numbers
         self.labels = LETTERS[:pool]
         self.vocab = Vocab(symbols=tuple(DIGIT_SYMBOLS + self.labels + ":,="), separator="")
@@ -120,7 +129,8 @@ class SortingTask(Task):
         digit count uniform over [min_digits, max_digits] (defaults: the task's ranges). With
         `shared_prefix_fraction`, that share of the lists instead takes one length d uniform
         over the digit range and a depth uniform over 1..d-1, and its numbers share every digit
-        above the lowest `depth` (`shared_prefix_values`; one-digit lists share nothing). The plant
+        above the lowest `depth` (`shared_prefix_values`; one-digit lists share nothing). With
+        `same_length_fraction`, that share of the lists draws one length for all its numbers. A plant
         is part of the task's distribution, like addition's cascade_fraction: held-out sets
         drawn from this task hold it too, so compare such a run with another on a plain task."""
         check_count(n)
@@ -139,10 +149,14 @@ class SortingTask(Task):
         for _ in range(n):
             # no draw for the plant when there is none: the plain stream, draw for draw
             planted = bool(self.shared_prefix_fraction) and rng.random() < self.shared_prefix_fraction
+            one_length = bool(self.same_length_fraction) and rng.random() < self.same_length_fraction
             count = rng.randint(lo_n, hi_n)
             if planted:  # at least the leading digit shared, so every number keeps its `digits` digits
                 digits = rng.randint(lo_d, hi_d)
                 values = self.shared_prefix_values(count, digits, rng.randint(1, max(1, digits - 1)), rng)
+            elif one_length:
+                digits = rng.randint(lo_d, hi_d)
+                values = [random_with_digits(rng, digits) for _ in range(count)]
             else:
                 values = [random_with_digits(rng, rng.randint(lo_d, hi_d)) for _ in range(count)]
             out.append(self.make(*values, labels=self.draw_labels(count, rng)))
@@ -210,4 +224,6 @@ class SortingTask(Task):
             out["random_labels"] = True
         if self.shared_prefix_fraction:
             out["shared_prefix_fraction"] = self.shared_prefix_fraction
+        if self.same_length_fraction:
+            out["same_length_fraction"] = self.same_length_fraction
         return out
