@@ -44,6 +44,12 @@ def test_rows_come_in_order_with_their_lists(task):
     assert all(len(r.label_accuracy) == r.numbers[1] for r in rows if r.exact_match is not None)
 
 
+def test_the_trained_length_among_the_lengths_gets_one_hard_row(task):
+    rows = list_rows(tiny_sorter(task), task, lengths=(3, 6), counts=(), n=4, seed=0)
+    hard = [r.label for r in rows if r.label.startswith("hard")]
+    assert hard == ["hard: 3 numbers of 3 digits, equal but the units", "hard: 3 numbers of 6 digits, equal but the units"]
+
+
 def test_eval_and_the_report_score_the_same_lists(task):
     model, cfg = tiny_sorter(task), ComparisonsConfig(n_per_row=10, far_digits=5, far_numbers=6)
     assert accuracy_rows(model, task, cfg) == list_rows(model, task, lengths=(5,), counts=(6,), n=10, seed=cfg.seed)

@@ -60,7 +60,7 @@ def list_rows(model, task, *, lengths: Sequence[int], counts: Sequence[int], n: 
         examples = task.sample_held_out(n, rng) if label == "in distribution" else \
             task.sample(n, rng, min_numbers=n0, max_numbers=n1, min_digits=d0, max_digits=d1)
         rows.append(list_row(model, task, label, (n0, n1), (d0, d1), examples, label == "in distribution"))
-    for digits in (hi_d, *lengths):
+    for digits in dict.fromkeys((hi_d, *lengths)):  # the trained length once, even when `lengths` names it
         rng = section_rng(seed, "comparisons hard", digits)
         examples = hard_lists(task, n, hi_n, digits, rng)
         rows.append(list_row(model, task, f"hard: {hi_n} numbers of {digits} digits, equal but the units",
