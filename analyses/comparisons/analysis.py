@@ -43,10 +43,13 @@ def skip_reason(model, task) -> str | None:
 
 def accuracy_rows(model, task, cfg: ComparisonsConfig) -> tuple[ListRow, ...]:
     """Exact match and each answer place's accuracy (teacher-forced, the trained loops) on
-    held-out lists: in distribution, longer numbers, more numbers, both, and hard lists; the
-    rows `abacus-interp eval RUN --lengths FAR_DIGITS --counts FAR_NUMBERS` prints."""
+    held-out lists: in distribution, numbers all of the trained maximum length (in range, but a
+    list of one length is rare in training: each number's length is drawn on its own), longer
+    numbers, more numbers, both, and hard lists; the rows `abacus-interp eval RUN --lengths
+    MAX_DIGITS,FAR_DIGITS --counts FAR_NUMBERS` prints."""
     far_numbers = min(cfg.far_numbers, task.max_items)
-    return list_rows(model, task, lengths=(cfg.far_digits,), counts=(far_numbers,), n=cfg.n_per_row, seed=cfg.seed)
+    lengths = tuple(dict.fromkeys((task.max_digits, cfg.far_digits)))
+    return list_rows(model, task, lengths=lengths, counts=(far_numbers,), n=cfg.n_per_row, seed=cfg.seed)
 
 
 def _batches(vocab, examples, masks_of):
