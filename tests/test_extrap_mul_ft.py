@@ -1,9 +1,10 @@
 """The warm-started continuations of extrap-mul: checkpoints/extrap-mul-ft starts from extrap-mul's
 last checkpoint, extrap-mul-ft2 from extrap-mul-ft's, and so on to extrap-mul-ft16 from ft15's
 (train.init_from), each trained 5,000 steps more (ft16 10,000) on a fresh warm-up and cosine, from
-ft3 on with the large-carry plant. Each one's step 0 is its source's last checkpoint; ft, ft2, ft4, ft5
-and ft7 multiply better than the run each compared with, on the same held-out problems (ft3,
-level with ft2, is kept as ft4's source, ft6, level with ft5, as ft7's, and ft8 as ft9's)."""
+ft3 on with the large-carry plant. Each one's step 0 is its source's last checkpoint; ft, ft2, ft4, ft5,
+ft7, ft13 and ft16 multiply better than the run each is compared with, on the same held-out
+problems (the runs between them are kept as the next one's source: ft3 level with ft2, ft6 with
+ft5, ft14 with ft13)."""
 
 from __future__ import annotations
 
@@ -219,6 +220,11 @@ def test_the_leading_digits_product_fails_by_its_size_not_by_missed_facts():
     assert b2.right[9][9] <= 0.3 and min(b2.right[9][1], b2.right[1][9]) >= 0.9, b2.right
 
 
+def held_out_losses(run: str) -> list[float]:
+    """The cycle's own held-out evaluations (metrics.jsonl, 256 problems of the planted task)."""
+    return [row["in_distribution_loss"] for row in ckpt.read_metrics(CHECKPOINTS / run) if "in_distribution_loss" in row]
+
+
 def test_a_third_of_the_peak_lr_keeps_the_cycle_in_its_basin():
     """The cycles' own held-out evaluations (metrics.jsonl, 256 problems of the planted task):
     at lr 6e-4 the tenth cycle's in-distribution loss rose from 0.138 to 0.368 after its warm-up
@@ -243,12 +249,7 @@ def test_three_cycles_at_a_third_of_the_lr_gain_on_three_digit_multipliers():
     assert exact_match("extrap-mul-ft13", [20], 2)[0] >= 0.97
 
 
-def held_out_losses(run: str) -> list[float]:
-    """The cycle's own held-out evaluations (metrics.jsonl, 256 problems of the planted task)."""
-    return [row["in_distribution_loss"] for row in ckpt.read_metrics(CHECKPOINTS / run) if "in_distribution_loss" in row]
-
-
-def test_a_tenth_of_the_peak_lr_holds_the_start_and_ends_lower():
+def test_lr_1e4_holds_the_start_and_ends_lower():
     """ft14 at lr 2e-4 rose from 0.091 to 0.155 after its warm-up and ended where it began (0.091);
     ft15 and ft16 at 1e-4 rose 19% and 28% at most (0.108, 0.105) and each ended lower than it
     began: 0.091 -> 0.082 -> 0.074."""
@@ -263,24 +264,23 @@ def test_a_tenth_of_the_peak_lr_holds_the_start_and_ends_lower():
     assert at_1e4[1][-1] < at_1e4[0][-1] < at_2e4[-1]
 
 
-def test_the_long_cycle_at_a_tenth_of_the_lr_gains_on_three_digit_multipliers():
+def test_the_long_cycle_at_lr_1e4_gains_on_three_digit_multipliers():
     """docs/runs/multiplication.md's n=400 rows: ft16 78.2 / 48.2 / 40.0% at 5 / 20 / 50 x 3 against
     ft13's 75.0 / 42.0 / 33.0%. Here n=48 on the eval's problems (seed 0, adaptive loops): 81 / 50 /
     44% against 75 / 42 / 40% (at least 10 points more summed over the three rows), and x 2 at 5
-    and 50 digits no lower (100 / 98% against 100 / 96%)."""
+    and 50 digits at 97% or more (100 / 98%; on 400 problems ft16 is 99.5% at 5 x 2, ft13 100%)."""
     if not shipped("extrap-mul-ft16", "extrap-mul-ft13"):
         pytest.skip("checkpoints/extrap-mul-ft16 and ft13 are not shipped in this checkout")
     new_x3, old_x3 = exact_match("extrap-mul-ft16", [5, 20, 50], 3), exact_match("extrap-mul-ft13", [5, 20, 50], 3)
     assert sum(new_x3) >= sum(old_x3) + 0.10, (new_x3, old_x3)
-    new_x2, old_x2 = exact_match("extrap-mul-ft16", [5, 50], 2), exact_match("extrap-mul-ft13", [5, 50], 2)
-    assert all(new >= old for new, old in zip(new_x2, old_x2, strict=True)), (new_x2, old_x2)
+    assert min(exact_match("extrap-mul-ft16", [5, 50], 2)) >= 0.97
 
 
-def test_the_low_lr_cycles_lift_the_large_products_and_keep_the_slope():
+def test_the_low_lr_cycles_lift_the_large_products():
     """ft10 against ft16 at 5 x 3 (the report's uniform problems at n=300, logit lens after 48
     loops), the columns that add all three products: where a_(i-2) * b_2 is 50 or more the digit
-    is right 26% against 47% (111 digits), yet accuracy still falls with the product's size as
-    steeply (Spearman rho -0.83 and -0.82)."""
+    is right 26% against 47% (111 digits), and on both accuracy still falls in the order of the
+    product's size (Spearman rho over the cells -0.83 and -0.82)."""
     from analyses.multiplication.analysis import _uniform, digit_accuracy
 
     if not shipped("extrap-mul-ft16", "extrap-mul-ft10", "extrap-mul-ft2"):

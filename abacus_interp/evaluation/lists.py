@@ -1,8 +1,9 @@
 """Sorting past the training: exact match on held-out lists of longer numbers, of more numbers,
 of both, and on hard lists, each answer label's accuracy and the stop's.
 
-`abacus-interp eval RUN --lengths 20 --counts 10` prints these rows, and the report's
-comparisons section shows the same rows (same problems, same seeds), so the two never disagree.
+`abacus-interp eval RUN --lengths 5,20 --counts 10` prints these rows for a run trained on 1-5
+digits, and the report's comparisons section shows the same rows (same problems, same seeds), so
+the two never disagree.
 Answers are scored teacher-forced at the trained loops: a list is exactly right when every label
 and the stop after them is the argmax given the right ones before it, which is when greedy
 decoding writes it, so the exact match is greedy decoding's.

@@ -13,9 +13,10 @@ and must copy a number's label rather than infer it from its place in the list.
 Under uniform digits two numbers are almost always told apart by their lengths or their
 leading digits, so a model never needs to look further down; `shared_prefix_fraction` plants
 lists whose numbers agree on every digit above a random depth (`shared_prefix_values`).
-Nor, with each number's length drawn on its own, do two numbers often share a length (a pair in
-five; all five numbers of a list one time in 625), while every list of the length-extrapolation
-rows does: `same_length_fraction` plants lists of uniform numbers of one common length.
+Nor, with each number's length drawn on its own, do two numbers often share a length (with 1-5
+digits, as extrap-sort: a pair in five, all five numbers of a list one time in 625), while every
+list of the length-extrapolation rows does: `same_length_fraction` plants lists of uniform numbers
+of one common length.
 """
 
 from __future__ import annotations

@@ -193,8 +193,8 @@ problems per row: x 2 99.8% at 20 digits and 98.0% at 50 (100% at 5, n=100): x 2
 issue's accuracy bars; x 3 75.0 / 42.0% at 5 / 20 digits (ft10 62.0 / 27.0%).
 
 A fourteenth cycle at 2e-4 (seed 14, 27 minutes, checkpoints/extrap-mul-ft14) was level with ft13
-and ended at its starting held-out loss (0.091): the 2e-4 cycles had stopped gaining. At a tenth
-of the peak lr, 1e-4, a fifteenth cycle (seed 15, 29 minutes, checkpoints/extrap-mul-ft15) rose
+and ended at its starting held-out loss (0.091): the 2e-4 cycles had stopped gaining. At half that
+lr, 1e-4, a fifteenth cycle (seed 15, 29 minutes, checkpoints/extrap-mul-ft15) rose
 to 0.108 at most and ended at 0.082, and a sixteenth of 10,000 steps (seed 16, 55 minutes,
 checkpoints/extrap-mul-ft16, the best N x k run) ended at 0.074. ft16, 400 problems per row: x 2
 99.5 / 99.8 / 98.2% at 5 / 20 / 50 digits, x 3 78.2 / 48.2 / 40.0% (ft13 75.0 / 42.0 / 33.0%).
