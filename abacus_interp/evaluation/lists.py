@@ -50,6 +50,7 @@ def list_rows(model, task, *, lengths: Sequence[int], counts: Sequence[int], n: 
     count of each length; then hard lists (the trained maximum of numbers, equal but the units)
     of the trained maximum of digits and of each length. `n` lists per row."""
     check_counts(task, counts)
+    lengths = tuple(dict.fromkeys(lengths))  # a length named twice (or the trained one again) gets one row
     lo_n, hi_n, lo_d, hi_d = task.min_numbers, task.max_numbers, task.min_digits, task.max_digits
     specs = [("in distribution", (lo_n, hi_n), (lo_d, hi_d))]
     specs += [(f"{d}-digit numbers", (lo_n, hi_n), (d, d)) for d in lengths]
@@ -61,7 +62,7 @@ def list_rows(model, task, *, lengths: Sequence[int], counts: Sequence[int], n: 
         examples = task.sample_held_out(n, rng) if label == "in distribution" else \
             task.sample(n, rng, min_numbers=n0, max_numbers=n1, min_digits=d0, max_digits=d1)
         rows.append(list_row(model, task, label, (n0, n1), (d0, d1), examples, label == "in distribution"))
-    for digits in dict.fromkeys((hi_d, *lengths)):  # the trained length once, even when `lengths` names it
+    for digits in dict.fromkeys((hi_d, *lengths)):
         rng = section_rng(seed, "comparisons hard", digits)
         examples = hard_lists(task, n, hi_n, digits, rng)
         rows.append(list_row(model, task, f"hard: {hi_n} numbers of {digits} digits, equal but the units",

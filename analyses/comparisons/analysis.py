@@ -48,8 +48,8 @@ def accuracy_rows(model, task, cfg: ComparisonsConfig) -> tuple[ListRow, ...]:
     numbers, more numbers, both, and hard lists; the rows `abacus-interp eval RUN --lengths
     MAX_DIGITS,FAR_DIGITS --counts FAR_NUMBERS` prints."""
     far_numbers = min(cfg.far_numbers, task.max_items)
-    lengths = tuple(dict.fromkeys((task.max_digits, cfg.far_digits)))
-    return list_rows(model, task, lengths=lengths, counts=(far_numbers,), n=cfg.n_per_row, seed=cfg.seed)
+    return list_rows(model, task, lengths=(task.max_digits, cfg.far_digits), counts=(far_numbers,), n=cfg.n_per_row,
+                     seed=cfg.seed)
 
 
 def _batches(vocab, examples, masks_of):
