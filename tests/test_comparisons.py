@@ -124,7 +124,9 @@ def test_run_on_a_tiny_sorter_reports_mass_that_sums_to_one_and_every_row(task):
     # a random model tells few pairs apart; a group is None exactly when none of them has it
     above = d.flipped[PATCH_GROUPS.index("digits above them")][0]
     assert (above is None) == (d.n_told_apart == 0)
-    assert result.findings() and set(result.figures()) == {"accuracy_rows", "answer_places", "answer_reading",
+    # a random model gets labels of 6 numbers wrong: the findings say what they named instead
+    assert any("of the wrong labels" in f and "not yet written" in f for f in result.findings())
+    assert set(result.figures()) == {"accuracy_rows", "answer_places", "answer_reading",
                                                            "digit_reading", "knockout", "lock_in", "patching"}
     assert result.to_dict()["deciding"]["digits"] == 3
 

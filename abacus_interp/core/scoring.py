@@ -127,6 +127,8 @@ class Scores:
     # argmax, in order: where in the answer an example fails. Built only when asked for
     # (`per_token=True`): a list per example that most callers never read.
     per_token_correct: list[list[bool]] | None = None
+    # the argmax token id at each of those positions (`per_token=True`): what a wrong token was
+    per_token_predicted: list[list[int]] | None = None
 
     @property
     def perplexity(self) -> float:
@@ -141,7 +143,7 @@ def score_batch(
     """Teacher-forced scores of one batch. `eos=False` scores the answer tokens without the
     EOS; `allowed` restricts the readout to those token ids (needs `eos=False` unless EOS is
     among them), matching a run trained with `train.readout="answer_symbols"`; `per_token`
-    fills `Scores.per_token_correct`."""
+    fills `Scores.per_token_correct` and `Scores.per_token_predicted`."""
     device = model.W_E.device
     tokens = batch.tokens.to(device)
     return score_logits(model(tokens, n_loops), tokens, batch.loss_mask.to(device), allowed, eos, per_token)
@@ -172,7 +174,8 @@ def score_logits(
         if outside.any():
             raise ValueError("a scored target token is outside the restricted readout; pass eos=False")
     token_logprob = logprobs.gather(-1, target[..., None])[..., 0].masked_fill(~mask, 0.0)  # [batch pos-1]
-    hits = logprobs.argmax(-1) == target  # [batch pos-1]
+    predicted = logprobs.argmax(-1)  # [batch pos-1]
+    hits = predicted == target
     correct = hits | ~mask
     n_scored = mask.sum()
     return Scores(
@@ -182,10 +185,11 @@ def score_logits(
         per_example_correct=correct.all(-1).tolist(),
         answer_logprob=(token_logprob * mask).sum(-1).tolist(),
         per_token_correct=_split_rows(hits[mask], mask.sum(-1)) if per_token else None,
+        per_token_predicted=_split_rows(predicted[mask], mask.sum(-1)) if per_token else None,
     )
 
 
-def _split_rows(flat: Bool[Tensor, " n_scored"], counts: Int[Tensor, " batch"]) -> list[list[bool]]:
+def _split_rows(flat: Tensor, counts: Int[Tensor, " batch"]) -> list[list]:
     """A flat tensor of every scored position, row after row, as one list per row: one read
     from the device for the whole batch, not one per row."""
     values, out, start = flat.tolist(), [], 0
@@ -228,4 +232,5 @@ def score_examples(
         per_example_correct=[c for s, _ in parts for c in s.per_example_correct],
         answer_logprob=[lp for s, _ in parts for lp in s.answer_logprob],
         per_token_correct=[c for s, _ in parts for c in s.per_token_correct] if per_token else None,
+        per_token_predicted=[p for s, _ in parts for p in s.per_token_predicted] if per_token else None,
     )

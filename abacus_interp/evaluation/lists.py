@@ -20,6 +20,7 @@ import numpy as np
 from abacus_interp.core.scoring import score_examples
 from abacus_interp.errors import UserError
 from abacus_interp.evaluation.common import fits_context, section_rng
+from abacus_interp.evaluation.list_errors import WrongPicks, describe, wrong_picks
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,9 @@ class ListRow:
     label_accuracy: tuple[float, ...] = ()
     # the share whose EOS right after the last label is right (the model stops); None: no list fits
     stop_accuracy: float | None = None
+    # what the wrong labels were instead (a label already written, the runner-up, ...); None:
+    # no list fits
+    wrong_picks: WrongPicks | None = None
 
 
 def hard_lists(task, n: int, count: int, digits: int, rng: random.Random):
@@ -84,12 +88,14 @@ def list_row(model, task, label, numbers, digits, examples, in_distribution) -> 
     fitting = [e for e in examples if fits_context(e, task.vocab, model.cfg.max_seq_len)]
     if not fitting:
         return ListRow(label, numbers, digits, 0, None, in_distribution)
-    correct = score_examples(model, fitting, per_token=True).per_token_correct  # per list: each label, then EOS
+    scores = score_examples(model, fitting, per_token=True)
+    correct = scores.per_token_correct  # per list: each label, then EOS
     exact = [all(c) for c in correct]
     longest = max(len(c) for c in correct) - 1  # labels of the longest list (its last token is EOS)
     by_label = tuple(float(np.mean([bool(c[k]) for c in correct if len(c) - 1 > k])) for k in range(longest))
     return ListRow(label, numbers, digits, len(fitting), float(np.mean(exact)), in_distribution,
-                   label_accuracy=by_label, stop_accuracy=float(np.mean([bool(c[-1]) for c in correct])))
+                   label_accuracy=by_label, stop_accuracy=float(np.mean([bool(c[-1]) for c in correct])),
+                   wrong_picks=wrong_picks(fitting, scores.per_token_predicted, model.cfg.vocab))
 
 
 def format_list_table(rows: Sequence[ListRow], task, n_loops: int) -> str:
@@ -103,4 +109,9 @@ def format_list_table(rows: Sequence[ListRow], task, n_loops: int) -> str:
             continue
         labels = " ".join(f"{a:.0%}" for a in row.label_accuracy)
         lines.append(f"{row.label:<50} {row.n:>4} {row.exact_match:>6.0%} {row.stop_accuracy:>6.0%}  {labels}")
+    wrong = [r for r in rows if r.wrong_picks is not None and r.wrong_picks.wrong]
+    if wrong:
+        lines.append("what the wrong labels wrote instead, teacher-forced, and how often a step is wrong by how "
+                     "close the two smallest numbers left are:")
+        lines += [f"  {r.label}: {describe(r.wrong_picks)}" for r in wrong]
     return "\n".join(lines)

@@ -12,6 +12,7 @@ def comparisons_findings(result) -> list[str]:
     # each row below 95% says where it fails (each answer token given the right ones before it)
     out = [f"Held-out lists ({result.n_loops} loops): {pct(inside.exact_match)} in distribution (n={inside.n}); "
            + "; ".join(f"{r.label} {pct(r.exact_match)} (n={r.n}{_where_it_fails(r)})" for r in beyond) + "."]
+    out[0] += _what_more_numbers_get_wrong(inside, beyond, result.trained_numbers[1])
     d = result.deciding
     per_depth = ", ".join(f"depth {r.depth}: {pct(r.exact_match)}" for r in d.rows)
     group, loop, share = d.strongest_patch() if d.n_told_apart else (None, None, None)
@@ -42,6 +43,31 @@ def comparisons_findings(result) -> list[str]:
         out.append(f"Forbidding one head one key group at every answer query and loop ({k.label}, n={k.n_problems}, "
                    f"none forbidden {pct(k.baseline)}), the head whose loss hurts most: " + "; ".join(cases) + ".")
     return limit(out)
+
+
+def _what_more_numbers_get_wrong(inside, beyond, trained_max: int) -> str:
+    """One sentence on the first row of more numbers than trained (of the trained lengths): what
+    its wrong labels name, and how often a step is wrong where the two smallest numbers left
+    differ in length, there and in distribution."""
+    more = next((r for r in beyond if r.numbers[0] > trained_max and not r.label.startswith("hard")
+                 and r.digits == inside.digits and r.wrong_picks is not None and r.wrong_picks.wrong), None)
+    if more is None:
+        return ""
+    picks = more.wrong_picks
+    sentence = (f" With {more.label}, {pct((picks.runner_up + picks.later) / picks.wrong)} of the wrong labels "
+                f"(n={picks.wrong}) name a number not yet written ({pct(picks.runner_up / picks.wrong)} the "
+                f"runner-up), {pct(picks.written / picks.wrong)} one already written")
+    far, near = _closeness(picks, "by length"), _closeness(inside.wrong_picks, "by length")
+    if far is not None and near is not None:
+        sentence += (f"; where the two smallest left differ in length a step is wrong {pct(far.wrong / far.steps)} "
+                     f"of the time (n={far.steps}) against {pct(near.wrong / near.steps)} in distribution "
+                     f"(n={near.steps}): more candidates break the choice, not the comparison")
+    return sentence + "."
+
+
+def _closeness(picks, how: str):
+    """The `Closeness` row of `picks` named `how`, or None."""
+    return None if picks is None else next((c for c in picks.closeness if c.how == how), None)
 
 
 def _where_it_fails(row) -> str:
