@@ -14,6 +14,7 @@ from abacus_interp import LoopedTransformer, ModelConfig
 from abacus_interp.checkpoints import load_model, load_task
 from abacus_interp.core.scoring import score_examples
 from abacus_interp.errors import UserError
+from abacus_interp.evaluation.list_errors import Closeness
 from abacus_interp.evaluation.lists import hard_lists, list_row
 from abacus_interp.tasks import get_task
 from analyses import comparisons
@@ -26,6 +27,7 @@ from analyses.comparisons.layout import (
     answer_masks,
     digit_masks,
 )
+from analyses.prose import pct
 
 SHIPPED = Path(__file__).resolve().parents[1] / "checkpoints" / "extrap-sort"
 
@@ -124,11 +126,29 @@ def test_run_on_a_tiny_sorter_reports_mass_that_sums_to_one_and_every_row(task):
     # a random model tells few pairs apart; a group is None exactly when none of them has it
     above = d.flipped[PATCH_GROUPS.index("digits above them")][0]
     assert (above is None) == (d.n_told_apart == 0)
-    # a random model gets labels of 6 numbers wrong: the findings say what they named instead
-    assert any("of the wrong labels" in f and "not yet written" in f for f in result.findings())
     assert set(result.figures()) == {"accuracy_rows", "answer_places", "answer_reading",
-                                                           "digit_reading", "knockout", "lock_in", "patching"}
+                                     "digit_reading", "knockout", "lock_in", "patching"}
     assert result.to_dict()["deciding"]["digits"] == 3
+
+
+def test_the_findings_say_what_the_wrong_labels_of_more_numbers_named(task):
+    result = comparisons.run(tiny_sorter(task), task, config=comparisons.ComparisonsConfig.quick())
+    picks = result.row("6 numbers").wrong_picks  # a random model gets most of them wrong
+    named = pct((picks.runner_up + picks.later) / picks.wrong)
+    assert f"With 6 numbers, {named} of the wrong labels (n={picks.wrong}) name a number not yet written" \
+        in result.findings()[0]
+
+    def with_length_steps(row, wrong):  # the row, its steps of two smallest of different lengths set to wrong/100
+        closeness = (Closeness("length", None, 100, wrong),)
+        return dataclasses.replace(row, wrong_picks=dataclasses.replace(row.wrong_picks, closeness=closeness))
+
+    def conclusion(far_wrong):
+        rows = tuple(with_length_steps(r, 0 if r.in_distribution else far_wrong) if r.wrong_picks else r
+                     for r in result.rows)
+        return "break the choice, not the comparison" in dataclasses.replace(result, rows=rows).findings()[0]
+
+    # only a comparison made in distribution and missed among more numbers is called the choice's failure
+    assert conclusion(30) and not conclusion(3)
 
 
 def test_answer_places_agree_with_the_exact_match_and_count_every_list(task):
