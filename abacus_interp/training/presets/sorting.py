@@ -108,6 +108,19 @@ vs 11%, the labels 37-72% vs 50-88%); 6 / 8 / 10 numbers 42 / 4 / 1% vs 43 / 4 /
 both. It mends what it targets, lists of one length inside the trained range, and neither
 extrapolation: the rarity of one-length lists in training explains the weak spot at 5 digits,
 not the failures at 20 digits or at 10 numbers. Not trained on (one 6,000-step probe).
+
+The item-grouped number head with lists of one length planted (`--set model.number_heads=1 --set
+task.same_length_fraction=0.3`, this recipe's schedule stopped after step 4,000; 35 minutes in two
+processes, alone on the 2 cores). The guess it tests: one-length lists make the number head's item
+summary carry leading digits rather than length alone, which is what decides a list of 20-digit
+numbers. At step 4,000, against the number head alone at its step 4,000 (`abacus-interp eval RUN
+--step 4000 --lengths 5,20 --counts 10 --n 100`): in distribution 80% vs 81%; lists of 5-digit
+numbers 74%; 20-digit numbers 11% vs 4%, their labels 22-40% vs 4-31% (the stop 99% vs 100%); 10
+numbers 0% vs 2%, the first label 91% vs 94%; 10 numbers of 20 digits 0% both; hard lists 0-2%.
+The breakdown of its wrong labels says how this number-head run loses long numbers: on the 20-digit lists
+40% of them (n=242) are letters that label no number of the list and 14% the stop before the last
+label (the shipped sorter: 7% and 0% of 104), so the answer stops pointing at the list's labels; with
+10 numbers 15% are numbers already written (the shipped sorter 6%). Not adopted (one probe).
 """
 
 from __future__ import annotations
