@@ -186,7 +186,9 @@ def test_growing_a_shipped_run_keeps_its_answers():
     examples = [task.make(a, b) for a, b in ((98765, 43), (31415926535, 27), (99, 99))]
     tokens = encode_batch(task.vocab, [e.prompt for e in examples], [e.target for e in examples]).tokens
     with torch.no_grad():
-        torch.testing.assert_close(grown(tokens), source(tokens), rtol=0, atol=1e-4)
+        # float32 precision: the wider MLP sums its units in another order, which moves logits
+        # of size ~10 by up to ~1e-4 on some CPUs
+        torch.testing.assert_close(grown(tokens), source(tokens), rtol=1e-5, atol=1e-4)
 
 
 def test_other_families_added_layers_start_fresh():
