@@ -95,7 +95,7 @@ def list_row(model, task, label, numbers, digits, examples, in_distribution) -> 
     by_label = tuple(float(np.mean([bool(c[k]) for c in correct if len(c) - 1 > k])) for k in range(longest))
     return ListRow(label, numbers, digits, len(fitting), float(np.mean(exact)), in_distribution,
                    label_accuracy=by_label, stop_accuracy=float(np.mean([bool(c[-1]) for c in correct])),
-                   wrong_picks=wrong_picks(fitting, scores.per_token_predicted, model.cfg.vocab))
+                   wrong_picks=wrong_picks(fitting, scores.per_token_predicted, task.vocab))
 
 
 def format_list_table(rows: Sequence[ListRow], task, n_loops: int) -> str:

@@ -49,8 +49,9 @@ def _what_more_numbers_get_wrong(inside, beyond, trained_max: int) -> str:
     """A sentence on the first row of more numbers than trained, of the trained lengths: what its
     wrong labels name, and how often a step is wrong where the two smallest numbers left differ in
     length, there and in distribution."""
+    # every row here has lists that fit (the caller keeps those), so each has its wrong picks
     more = next((r for r in beyond if r.numbers[0] > trained_max and r.digits == inside.digits
-                 and r.wrong_picks is not None and r.wrong_picks.wrong), None)
+                 and r.wrong_picks.wrong), None)
     if more is None:
         return ""
     picks = more.wrong_picks
@@ -58,7 +59,7 @@ def _what_more_numbers_get_wrong(inside, beyond, trained_max: int) -> str:
                 f"(n={picks.wrong}) name a number not yet written ({pct(picks.runner_up / picks.wrong)} the "
                 f"runner-up), {pct(picks.written / picks.wrong)} one already written")
     far = picks.closeness_of("length")
-    near = inside.wrong_picks.closeness_of("length") if inside.wrong_picks is not None else None
+    near = inside.wrong_picks.closeness_of("length")
     if far is not None and near is not None:
         sentence += (f"; where the two smallest left differ in length a step is wrong {pct(far.wrong_rate)} of the "
                      f"time (n={far.steps}), against {pct(near.wrong_rate)} in distribution (n={near.steps})")
