@@ -127,7 +127,7 @@ def test_run_on_a_tiny_sorter_reports_mass_that_sums_to_one_and_every_row(task):
     above = d.flipped[PATCH_GROUPS.index("digits above them")][0]
     assert (above is None) == (d.n_told_apart == 0)
     assert set(result.figures()) == {"accuracy_rows", "answer_places", "answer_reading",
-                                     "digit_reading", "knockout", "lock_in", "patching"}
+                                     "digit_reading", "knockout", "lock_in", "patching", "choice_margin", "blinds"}
     assert result.to_dict()["deciding"]["digits"] == 3
 
 
@@ -166,7 +166,7 @@ def test_a_knockout_worth_stating_keeps_its_finding_beside_failing_rows(task):
     assert any(r.exact_match < 0.95 for r in result.rows)  # a random model: every far row fails
     strong = dataclasses.replace(result, knockout=dataclasses.replace(result.knockout, baseline=0.97))
     findings = strong.findings()
-    assert any(f.startswith("Forbidding one head") for f in findings)
+    assert any("Forbidding one head one key group" in f for f in findings)
     assert "the stop after the last" in findings[0]
 
 

@@ -23,6 +23,7 @@ from analyses._head_groups import knockout as knock_out_groups
 from analyses.common import resolve
 from analyses.contract import configure
 
+from .choice import choice
 from .config import ComparisonsConfig
 from .decide import deciding_digit
 from .layout import ANSWER_GROUPS, DIGIT_GROUPS, ListLayout, answer_masks, digit_masks
@@ -50,6 +51,11 @@ def accuracy_rows(model, task, cfg: ComparisonsConfig) -> tuple[ListRow, ...]:
     far_numbers = min(cfg.far_numbers, task.max_items)
     return list_rows(model, task, lengths=(task.max_digits, cfg.far_digits), counts=(far_numbers,), n=cfg.n_per_row,
                      seed=cfg.seed)
+
+
+def choice_counts(task, cfg: ComparisonsConfig) -> tuple[int, ...]:
+    """The counts the choice is read at: the trained maximum, and the far count of the rows."""
+    return tuple(dict.fromkeys((task.max_numbers, min(cfg.far_numbers, task.max_items))))
 
 
 def _batches(vocab, examples, masks_of):
@@ -101,4 +107,5 @@ def run(model_or_run, task=None, *, config: ComparisonsConfig | None = None, **o
     return ComparisonsResult(
         trained_numbers=(task.min_numbers, task.max_numbers), trained_digits=(task.min_digits, task.max_digits),
         n_loops=model.cfg.n_loops, rows=rows, answer_reading=answer_reading, digit_reading=digit_reading,
-        knockout=knocked, deciding=deciding_digit(model, task, cfg))
+        knockout=knocked, deciding=deciding_digit(model, task, cfg),
+        choice=choice(model, task, choice_counts(task, cfg), cfg.n_choice, cfg.seed))

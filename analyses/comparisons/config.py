@@ -20,15 +20,17 @@ class ComparisonsConfig:
     far_numbers: int = 10
     # lists the head reading and the knockouts average over (in distribution)
     n_reading: int = 128
+    # lists per count (the trained maximum and far_numbers) for the choice's margins and blinds
+    n_choice: int = 128
     # planted pairs per deciding digit, for the lock-in loops and the patching
     n_pairs: int = 64
     seed: int = 0
 
     def __post_init__(self):
-        if min(self.n_per_row, self.n_reading, self.n_pairs) < 2 or self.far_digits < 1 or self.far_numbers < 2:
-            raise UserError("ComparisonsConfig: n_per_row, n_reading and n_pairs >= 2, far_digits >= 1, "
+        if min(self.n_per_row, self.n_reading, self.n_pairs, self.n_choice) < 2 or self.far_digits < 1 or self.far_numbers < 2:
+            raise UserError("ComparisonsConfig: n_per_row, n_reading, n_pairs and n_choice >= 2, far_digits >= 1, "
                             "far_numbers >= 2")
 
     @classmethod
     def quick(cls) -> ComparisonsConfig:
-        return cls(n_per_row=8, n_reading=8, n_pairs=4, far_digits=8, far_numbers=6)
+        return cls(n_per_row=8, n_reading=8, n_pairs=4, n_choice=8, far_digits=8, far_numbers=6)

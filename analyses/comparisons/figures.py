@@ -9,11 +9,14 @@ from abacus_interp.core.hooks import loop_label
 from analyses._axes import label_every_row
 from analyses._head_group_figures import group_reading, knockout
 
+from .choice import BLINDS
+
 
 def comparisons_figures(result) -> dict[str, go.Figure]:
     return {"accuracy_rows": accuracy_rows(result), "answer_places": answer_places(result), "answer_reading": group_reading(result.answer_reading),
             "digit_reading": group_reading(result.digit_reading), "knockout": knockout(result.knockout),
-            "lock_in": lock_in(result.deciding), "patching": patching(result.deciding)}
+            "lock_in": lock_in(result.deciding), "patching": patching(result.deciding),
+            "choice_margin": choice_margin(result.choice), "blinds": blinds(result.choice)}
 
 
 def accuracy_rows(result) -> go.Figure:
@@ -69,3 +72,34 @@ def patching(d) -> go.Figure:
                             f"follow the clean pair<br><sup>{d.label}; the {d.n_told_apart} pairs the model tells "
                             "apart</sup>")
     return label_every_row(fig)
+
+
+def choice_margin(c) -> go.Figure:
+    """The median margin of the right label over the best other label, by numbers left, one line per count."""
+    fig = go.Figure()
+    for count in c.counts:
+        cells = [x for x in c.cells if x.count == count]
+        fig.add_trace(go.Scatter(x=[x.left for x in cells], y=[x.median_margin for x in cells], mode="lines+markers",
+                                 name=f"lists of {count}", text=[f"{x.accuracy:.0%} right (n={x.n})" for x in cells],
+                                 hovertemplate="%{x} left: margin %{y:.1f}<br>%{text}"))
+    fig.add_hline(y=0, line_dash="dot")
+    fig.update_xaxes(title_text="numbers still to write", autorange="reversed", dtick=1)
+    fig.update_yaxes(title_text="median logit margin of the right label")
+    fig.update_layout(title=f"How sure each label is, by the numbers left<br><sup>{c.label}; n={c.n_lists} lists per "
+                            "count; margin: the right label's logit minus the best other label of the list</sup>")
+    return fig
+
+
+def blinds(c) -> go.Figure:
+    """Step accuracy with keys hidden from every head at the answer queries, per count; the hover
+    says how many wrong labels name a number already written."""
+    fig = go.Figure()
+    for count in c.counts:
+        rows = [c.blind(hidden, count) for hidden in BLINDS]
+        fig.add_trace(go.Bar(x=[f"hidden: {r.hidden}" for r in rows], y=[r.accuracy for r in rows],
+                             name=f"lists of {count}", text=[f"{r.accuracy:.0%}" for r in rows], textposition="auto",
+                             hovertext=[f"{r.picks.written} of {r.picks.wrong} wrong labels already written" for r in rows]))
+    fig.update_yaxes(title_text="answer labels right (teacher-forced)", range=[0, 1], tickformat=".0%")
+    fig.update_layout(barmode="group", title=f"What the answer query must see to choose<br><sup>{c.label}; every head, "
+                                             f"every loop, at each answer query; n={c.n_lists} lists per count</sup>")
+    return fig

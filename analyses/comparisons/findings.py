@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from analyses.prose import limit, pct
 
+from .choice import BLINDS
+
 
 def comparisons_findings(result) -> list[str]:
     rows = [r for r in result.rows if r.exact_match is not None]
@@ -13,6 +15,7 @@ def comparisons_findings(result) -> list[str]:
     out = [f"Held-out lists ({result.n_loops} loops): {pct(inside.exact_match)} in distribution (n={inside.n}); "
            + "; ".join(f"{r.label} {pct(r.exact_match)} (n={r.n}{_where_it_fails(r)})" for r in beyond) + "."]
     out[0] += _what_more_numbers_get_wrong(inside, beyond, result.trained_numbers[1])
+    out.append(_how_the_choice_is_made(result.choice, result.trained_numbers[1]))
     d = result.deciding
     per_depth = ", ".join(f"depth {r.depth}: {pct(r.exact_match)}" for r in d.rows)
     group, loop, share = d.strongest_patch() if d.n_told_apart else (None, None, None)
@@ -34,14 +37,15 @@ def comparisons_findings(result) -> list[str]:
     a, g = result.answer_reading, result.digit_reading
     loop, head, mass = a.top_reader("the answer's label")
     d_loop, d_head, d_mass = g.top_reader("same index, earlier numbers")
-    out.append(f"The answer is a pointer: {head} in loop {loop} puts {pct(mass)} of each answer query's attention on "
-               f"the label it writes; digits are compared where {d_head} in loop {d_loop} puts {pct(d_mass)} of a "
-               f"digit's attention on the same index in earlier numbers ({a.label}, n={a.n_problems}).")
+    heads = (f"The answer is a pointer: {head} in loop {loop} puts {pct(mass)} of each answer query's attention on "
+             f"the label it writes; digits are compared where {d_head} in loop {d_loop} puts {pct(d_mass)} of a "
+             f"digit's attention on the same index in earlier numbers ({a.label}, n={a.n_problems}).")
     k = result.knockout
     if k.baseline >= 0.5:
         cases = [f"{group} from {k.worst(group)[0]}: {pct(k.worst(group)[1])}" for group in k.groups]
-        out.append(f"Forbidding one head one key group at every answer query and loop ({k.label}, n={k.n_problems}, "
-                   f"none forbidden {pct(k.baseline)}), the head whose loss hurts most: " + "; ".join(cases) + ".")
+        heads += (f" Forbidding one head one key group at every answer query and loop ({k.label}, n={k.n_problems}, "
+                  f"none forbidden {pct(k.baseline)}), the head whose loss hurts most: " + "; ".join(cases) + ".")
+    out.append(heads)
     return limit(out)
 
 
@@ -66,6 +70,33 @@ def _what_more_numbers_get_wrong(inside, beyond, trained_max: int) -> str:
         # a comparison it makes in distribution and misses among more numbers: the choice fails
         if near.wrong_rate <= 0.05 and far.wrong_rate >= 2 * near.wrong_rate + 0.1:
             sentence += ": more candidates break the choice, not the comparison"
+    return sentence + "."
+
+
+def _how_the_choice_is_made(c, trained_max: int) -> str | None:
+    """The margin at equal numbers left in lists of the trained count and of more, and what the
+    blinds do to the trained count's labels, with the reading each supports."""
+    far = max(c.counts)
+    near_cell, far_cell = c.cell(trained_max, trained_max), c.cell(far, trained_max)
+    if far == trained_max or near_cell is None or far_cell is None:
+        return None
+    sentence = (f"How sure each label is ({c.label}, n={c.n_lists} lists per count; the median of the right "
+                f"label's logit minus the best other label's): with {trained_max} numbers left, "
+                f"{near_cell.median_margin:.1f} in lists of {trained_max} and {far_cell.median_margin:.1f} in lists of "
+                f"{far} ({pct(near_cell.accuracy)} and {pct(far_cell.accuracy)} right)")
+    if far_cell.median_margin < near_cell.median_margin / 2:
+        sentence += ": the numbers already written weigh on the choice"
+    seen, unwritten, two = (c.blind(hidden, trained_max) for hidden in BLINDS)
+    written_share = unwritten.picks.written / max(unwritten.picks.wrong, 1)
+    sentence += (f". Hiding from every head at each answer query the numbers already written takes the labels of "
+                 f"lists of {trained_max} from {pct(seen.accuracy)} to {pct(unwritten.accuracy)} "
+                 f"({pct(written_share)} of its wrong labels then name a number already written)")
+    if unwritten.accuracy < seen.accuracy - 0.3 and written_share >= 0.3:
+        sentence += ": it leaves a written number out by reading it"
+    sentence += f"; showing it only the smallest number left and the runner-up, to {pct(two.accuracy)}"
+    if two.accuracy < seen.accuracy - 0.3:
+        sentence += (": fewer candidates make the choice no easier, as they would a pick by attention among the "
+                     "numbers left; the answer reads the whole list")
     return sentence + "."
 
 

@@ -9,6 +9,7 @@ from abacus_interp.evaluation.lists import ListRow
 from abacus_interp.jsonsafe import to_json
 from analyses._head_groups import GroupReading, Knockout
 
+from .choice import Choice
 from .decide import DecidingDigit
 
 
@@ -22,6 +23,7 @@ class ComparisonsResult:
     digit_reading: GroupReading
     knockout: Knockout
     deciding: DecidingDigit
+    choice: Choice
 
     def row(self, label: str) -> ListRow:
         return next(r for r in self.rows if r.label == label)
