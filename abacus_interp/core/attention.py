@@ -170,6 +170,31 @@ def number_group(index: Int[Tensor, "batch pos"]) -> Int[Tensor, "batch pos"]:
     return torch.where(is_digit | closes, started, started + 1)
 
 
+def answer_positions(index: Int[Tensor, "batch pos"]) -> Bool[Tensor, "batch pos"]:
+    """The tokens after the closing separator of the sequence's last number: a sorting answer's
+    labels (and anything after them), the group `number_group` puts after the last item."""
+    group = number_group(index)
+    return group > _numbers_started(index)[:, -1:]
+
+
+def hide_earlier_answer(
+    mask: Bool[Tensor, "batch head_or_1 query_pos key_pos"] | None,
+    index: Int[Tensor, "batch key_pos"],
+    n_query: int,
+    n_key: int,
+    device,
+) -> Bool[Tensor, "batch head_or_1 query_pos key_pos"]:
+    """`mask` (None: plain causal) with every answer query's earlier answer tokens hidden from
+    every head (`ModelConfig.answer_hides_earlier_answer`); the query still sees itself."""
+    if mask is None:
+        key_pos = torch.arange(n_key, device=device)
+        mask = (key_pos[None, :] <= key_pos[n_key - n_query :, None])[None, None]  # [1 1 query key]
+    answer = answer_positions(index)  # [batch key]
+    itself = torch.arange(n_key, device=device)[None, :] == torch.arange(n_key - n_query, n_key, device=device)[:, None]
+    earlier = answer[:, -n_query:, None] & answer[:, None, :] & ~itself[None]  # [batch query key]
+    return mask & ~earlier[:, None]
+
+
 def _numbers_started(index: Int[Tensor, "batch pos"]) -> Int[Tensor, "batch pos"]:
     """How many numbers (runs of nonzero Abacus index) have begun at or before each position."""
     is_digit = index > 0
@@ -269,6 +294,8 @@ class AttentionContext:
                 f"pass index=model.attention_index(tokens) for all {n_key} positions (got {got})"
             )
         mask = attention_mask(key_valid, n_query, n_key, device, index, cfg.abacus_window, HeadKinds.of(cfg))
+        if cfg.answer_hides_earlier_answer:
+            mask = hide_earlier_answer(mask, index, n_query, n_key, device)
         rotary = None
         if cfg.rotary == "abacus":
             rotary = Rotary.of(index[:, -n_query:], cfg.d_head, cfg.rotary_base)

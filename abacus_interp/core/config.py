@@ -149,6 +149,12 @@ class ModelConfig:
     # one digit) starts with its scores scaled down (0.3 * ln 2 = 0.2) and learns s_h up.
     # None: the plain softmax.
     softmax_length_scale: float | None = None
+    # Sorting: every head at an answer query (a label written after "=") sees the prompt and
+    # itself, not the labels written before it. The label at the query is the one just written,
+    # so the next is the smallest number above it: the same search with 5 numbers or 10, where
+    # a query that reads every label written so far must leave out more of them the longer the
+    # list (on extrap-sort, hiding the numbers already written makes it write them again).
+    answer_hides_earlier_answer: bool = False
     max_seq_len: int = 64
     # Tied: the unembedding is the transpose of the token embedding (fewer parameters).
     tie_unembed: bool = False
@@ -362,7 +368,8 @@ class ModelConfig:
     def attends_by_index(self) -> bool:
         """True when attention reads each token's Abacus index (rotary positions or a window)."""
         return (self.rotary != "none" or self.abacus_window is not None or self.multiplier_heads > 0
-                or bool(self.offset_heads) or self.symbol_heads > 0 or self.number_heads > 0)
+                or bool(self.offset_heads) or self.symbol_heads > 0 or self.number_heads > 0
+                or self.answer_hides_earlier_answer)
 
     @property
     def d_vocab(self) -> int:
@@ -415,4 +422,5 @@ _DEFAULTS = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
 _OMITTED_AT_DEFAULT = ("rotary", "rotary_base", "abacus_window", "halt_tol", "unembed_init_std", "attn_bias",
                        "unembed_bias", "multiplier_heads", "multiplier_select", "offset_heads", "offset_head_numbers",
                        "offset_heads_exclusive",
-                       "symbol_heads", "number_heads", "running_sum_probe", "softmax_length_scale")
+                       "symbol_heads", "number_heads", "running_sum_probe", "softmax_length_scale",
+                       "answer_hides_earlier_answer")

@@ -1,0 +1,73 @@
+"""`ModelConfig.answer_hides_earlier_answer`: every head at a sorting answer query sees the
+prompt and itself, not the labels written before it. Checked: the mask, that changing an earlier
+answer label leaves a later query's logits unchanged, both attention paths, and cached decoding."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from abacus_interp import LoopedTransformer, ModelConfig
+from abacus_interp.core.attention import answer_positions, hide_earlier_answer
+from abacus_interp.core.decoding import naive_generate
+from abacus_interp.core.positions import abacus_indices
+from abacus_interp.tasks import get_task
+
+TASK = get_task("sorting", max_numbers=3, max_digits=4, label_pool=8, random_labels=True)
+SORTER = dict(vocab=TASK.vocab, d_model=24, n_heads=3, n_layers=2, n_loops=2, max_seq_len=96, positional="none",
+              rotary="abacus", abacus_max_offset=4, init_std=0.3, answer_hides_earlier_answer=True)
+
+
+def sorter(**overrides) -> LoopedTransformer:
+    return LoopedTransformer(ModelConfig(**{**SORTER, **overrides})).eval()
+
+
+def test_an_answer_query_sees_the_prompt_and_itself_only():
+    # "a:21,b:3,c:654=" is 15 tokens ("=" at 14), then the answer "bac"
+    model = sorter()
+    index = abacus_indices(model.to_tokens(["a:21,b:3,c:654=bac"]), model.digit_ids)
+    assert answer_positions(index)[0].nonzero().squeeze(-1).tolist() == [15, 16, 17]
+    mask = hide_earlier_answer(None, index, 18, 18, "cpu")[0, 0]  # [query key]
+    causal = torch.ones(18, 18, dtype=torch.bool).tril()
+    assert torch.equal(mask[:15], causal[:15])  # the prompt's queries are untouched
+    for query in (15, 16, 17):
+        assert mask[query].nonzero().squeeze(-1).tolist() == [*range(15), query]
+    # a cached step (one query after 17 keys) gets the same row as the whole sequence
+    assert torch.equal(hide_earlier_answer(None, index, 1, 18, "cpu")[0, 0, 0], mask[17])
+
+
+def test_a_later_query_does_not_read_the_labels_written_before_it():
+    model = sorter()
+    tokens = model.to_tokens(["a:21,b:3,c:654=bac", "a:21,b:3,c:654=dgc", "a:21,b:3,c:654=fac"])
+    logits = model(tokens, 2)  # [batch pos vocab]
+    # query 17 holds "c" in each: it reads the prompt and itself, whatever came between
+    torch.testing.assert_close(logits[1, 17], logits[0, 17])
+    torch.testing.assert_close(logits[2, 16], logits[0, 16])  # "a" at 16, after "b" or "f"
+    plain = sorter(answer_hides_earlier_answer=False)
+    plain.load_state_dict(model.state_dict())
+    other = plain(tokens, 2)
+    assert not torch.allclose(other[1, 17], other[0, 17])  # without the blind they differ
+    torch.testing.assert_close(other[:, :16], logits[:, :16])  # ... and agree up to the first answer query
+
+
+@pytest.mark.parametrize("backend", ["sdpa", "explicit"])
+def test_attention_paths_agree_with_the_blind(backend):
+    tokens = sorter().to_tokens(["a:21,b:3,c:654=bac", "d:7,e:1=ed"])
+    explicit = sorter(attention_backend="explicit")
+    other = sorter(attention_backend=backend)
+    other.load_state_dict(explicit.state_dict())
+    torch.testing.assert_close(other(tokens, 3), explicit(tokens, 3), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("n_loops", [1, 3])
+def test_cached_decoding_equals_naive_decoding_with_the_blind(n_loops):
+    model = sorter()
+    prompts = ["a:21,b:3,c:654=", "d:7,e:1=", "b:9990,c:12="]  # of different lengths: decoding left-pads them
+    assert model.generate(prompts, n_loops=n_loops, max_new_tokens=4) == \
+        naive_generate(model, prompts, n_loops=n_loops, max_new_tokens=4)
+
+
+def test_the_field_round_trips_and_is_left_out_at_its_default():
+    cfg = ModelConfig(**SORTER)
+    assert cfg.attends_by_index and ModelConfig.from_dict(cfg.to_dict()) == cfg
+    assert "answer_hides_earlier_answer" not in ModelConfig(**{**SORTER, "answer_hides_earlier_answer": False}).to_dict()
