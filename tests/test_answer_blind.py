@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from abacus_interp import LoopedTransformer, ModelConfig
-from abacus_interp.core.attention import answer_positions, hide_earlier_answer
 from abacus_interp.core.decoding import naive_generate
+from abacus_interp.core.masks import answer_positions, hide_earlier_answer
 from abacus_interp.core.positions import abacus_indices
 from abacus_interp.tasks import get_task
 
@@ -50,13 +50,25 @@ def test_a_later_query_does_not_read_the_labels_written_before_it():
     torch.testing.assert_close(other[:, :16], logits[:, :16])  # ... and agree up to the first answer query
 
 
-@pytest.mark.parametrize("backend", ["sdpa", "explicit"])
-def test_attention_paths_agree_with_the_blind(backend):
+@pytest.mark.parametrize("head_kinds", [{}, {"number_heads": 1}])
+def test_attention_paths_agree_with_the_blind(head_kinds):
+    # with a number head the mask is per head: the blind is laid over every head's own mask
     tokens = sorter().to_tokens(["a:21,b:3,c:654=bac", "d:7,e:1=ed"])
-    explicit = sorter(attention_backend="explicit")
-    other = sorter(attention_backend=backend)
-    other.load_state_dict(explicit.state_dict())
-    torch.testing.assert_close(other(tokens, 3), explicit(tokens, 3), atol=1e-5, rtol=1e-5)
+    explicit = sorter(attention_backend="explicit", **head_kinds)
+    fast = sorter(attention_backend="sdpa", **head_kinds)
+    fast.load_state_dict(explicit.state_dict())
+    torch.testing.assert_close(fast(tokens, 3), explicit(tokens, 3), atol=1e-5, rtol=1e-5)
+
+
+def test_a_digit_in_the_answer_starts_a_number_and_the_labels_before_it_join_the_list():
+    # what `answer_positions` documents: read off the index, the answer is what follows the last
+    # number of the sequence given, so a (wrong) digit moves it
+    model = sorter()
+    right = abacus_indices(model.to_tokens(["a:21,b:3=ba"]), model.digit_ids)
+    wrong = abacus_indices(model.to_tokens(["a:21,b:3=ba5cd"]), model.digit_ids)
+    assert answer_positions(right)[0].nonzero().squeeze(-1).tolist() == [9, 10]
+    # "5" at 11 is a number, "c" after it closes it, and only "d" at 13 is answer
+    assert answer_positions(wrong)[0].nonzero().squeeze(-1).tolist() == [13]
 
 
 @pytest.mark.parametrize("n_loops", [1, 3])

@@ -42,7 +42,7 @@ def hidden_positions(hidden: str) -> list[list[int]]:
 
 def test_each_blind_hides_the_label_and_digits_of_the_numbers_it_names():
     assert hidden_positions(NOTHING) == [[], [], []]
-    # b (3) is written first, then a (12): each later query loses them
+    # b (3) is written first, then a ("21" LSD-first is 12): each later query loses them
     assert hidden_positions(WRITTEN) == [[], [5, 7], [0, 2, 3, 5, 7]]
     # only the smallest left and the runner-up stay: c is hidden while b and a lead, then b once written
     assert hidden_positions(TWO_LEFT) == [[9, 11, 12, 13], [5, 7], [0, 2, 3, 5, 7]]
@@ -90,6 +90,14 @@ def test_the_cells_count_every_step_with_two_or_more_left(task):
     assert [(b.hidden, b.count) for b in result.blinds] == [(h, c) for c in (3, 6) for h in BLINDS]
 
 
+def test_a_count_whose_lists_do_not_fit_the_model_is_left_out(task):
+    # lists of 6 numbers need at least 6 * 4 + 6 + 1 = 31 positions: none fits 30, those of 3 do
+    result = choice(tiny_sorter(task, max_seq_len=30, positional="learned", rotary="none"), task, (3, 6), n=10,
+                    seed=0)
+    assert result.counts == (3,) and {c.count for c in result.cells} == {3}
+    assert result.blind(NOTHING, 6) is None and result.blind(NOTHING, 3).picks.n_steps == 30
+
+
 @pytest.mark.skipif(not (SHIPPED / "config.json").exists(), reason="checkpoints/extrap-sort is not shipped here")
 def test_the_shipped_sorter_reads_the_whole_list_to_choose():
     """checkpoints/extrap-sort, 64 held-out lists of 5 and of 10 numbers of 1-5 digits (the
@@ -103,5 +111,5 @@ def test_the_shipped_sorter_reads_the_whole_list_to_choose():
     seen, unwritten, two = (result.blind(hidden, 5) for hidden in BLINDS)
     assert seen.accuracy >= 0.95
     assert unwritten.accuracy <= 0.5 and unwritten.picks.written >= 0.3 * unwritten.picks.wrong
-    assert two.accuracy <= 0.5
+    assert two.accuracy < unwritten.accuracy - 0.05  # hiding the other candidates as well costs more
     assert np.isclose(seen.accuracy, 1 - seen.picks.wrong / (5 * 64))

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from abacus_interp import ModelConfig
-from abacus_interp.core.attention import HeadKinds, attention_mask, number_ordinal
 from abacus_interp.core.hooks import act_name
+from abacus_interp.core.masks import HeadKinds, attention_mask, number_ordinal
 from abacus_interp.core.positions import abacus_indices
 from abacus_interp.core.tokens import Vocab
 from abacus_interp.errors import UserError

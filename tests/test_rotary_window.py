@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from abacus_interp import ModelConfig
-from abacus_interp.core.attention import attention_mask
+from abacus_interp.core.masks import attention_mask
 from abacus_interp.core.model import act_name
 from abacus_interp.core.positions import Rotary, abacus_indices
 from tests.conftest import ADDITION_VOCAB

@@ -12,8 +12,9 @@ import pytest
 import torch
 
 from abacus_interp import ModelConfig
-from abacus_interp.core.attention import HeadKinds, attention_mask, log_visible_keys
+from abacus_interp.core.attention import log_visible_keys
 from abacus_interp.core.hooks import act_name
+from abacus_interp.core.masks import HeadKinds, attention_mask
 from abacus_interp.errors import UserError
 from tests.conftest import TINY_MODEL_DEFAULTS
 

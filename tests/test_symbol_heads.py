@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from abacus_interp import LoopedTransformer, ModelConfig
-from abacus_interp.core.attention import HeadKinds, attention_mask, number_group
 from abacus_interp.core.hooks import act_name
+from abacus_interp.core.masks import HeadKinds, attention_mask, number_group
 from abacus_interp.core.positions import abacus_indices
 from abacus_interp.core.tokens import PAD_ID
 from abacus_interp.errors import UserError

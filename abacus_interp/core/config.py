@@ -149,11 +149,11 @@ class ModelConfig:
     # one digit) starts with its scores scaled down (0.3 * ln 2 = 0.2) and learns s_h up.
     # None: the plain softmax.
     softmax_length_scale: float | None = None
-    # Sorting: every head at an answer query (a label written after "=") sees the prompt and
-    # itself, not the labels written before it. The label at the query is the one just written,
-    # so the next is the smallest number above it: the same search with 5 numbers or 10, where
-    # a query that reads every label written so far must leave out more of them the longer the
-    # list (on extrap-sort, hiding the numbers already written makes it write them again).
+    # Sorting: no head at an answer query (a label after the list) reads the labels written
+    # before it; each still reads what its kind allows of the list (a number head: itself only).
+    # The label at the query is the one just written, so the next is the smallest number above
+    # it (an equal one with a later letter first): one search whatever the count, where a query
+    # that must leave out every number written so far reads more of them the longer the list.
     answer_hides_earlier_answer: bool = False
     max_seq_len: int = 64
     # Tied: the unembedding is the transpose of the token embedding (fewer parameters).
@@ -303,7 +303,7 @@ class ModelConfig:
             raise UserError(f"ModelConfig.rotary_base={self.rotary_base} must be > 1")
         if self.attends_by_index and self.family != "looped":
             raise UserError(
-                f"rotary and abacus_window are options of the looped family's attention; "
+                f"rotary, abacus_window and the head kinds are options of the looped family's attention; "
                 f"family={self.family!r} has none of them: leave them unset"
             )
 

@@ -9,12 +9,16 @@ trained fail at that choice even where the two smallest left are easy to tell ap
   each answer step (teacher-forced, the trained loops), by the list's count and the numbers
   still left. At equal numbers left a margin that still falls with the count says the numbers
   already written weigh on the choice.
-* Blinds: at every answer query, in every loop, every head's scores on one set of keys are set
-  to -inf (the keys hidden, its attention renormalised over the rest). Hiding the numbers
-  already written tests whether the choice is made among the numbers left alone; showing only
-  the smallest number left and the runner-up tests whether fewer candidates make it easier, as
-  they would for a pick by attention among the candidates. A blind reads only the answer
-  query's keys: the answer tokens before it saw the whole list and can carry it.
+* Blinds: at every answer query, in every loop, every head's scores on one set of keys (the
+  label and digits of some numbers) are set to -inf: the keys hidden, its attention
+  renormalised over the rest (the scalable softmax's ln(keys) is left as it was). Hiding the
+  numbers already written tests whether the choice is made among the numbers left alone;
+  hiding, besides them, all numbers left but the smallest and the runner-up tests whether
+  fewer candidates make it easier, as they would a pick by attention among the candidates.
+  A blind reads only what the answer queries see directly: the list's other positions (the
+  hidden numbers' separators, the digits of later numbers, which read earlier ones) still hold
+  what they read of the hidden numbers, so a blind bounds the answer query's direct reading,
+  not all that reaches it.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import torch
 
 from abacus_interp.core.model import act_name
 from abacus_interp.core.tokens import encode_batch
-from abacus_interp.evaluation.common import section_rng
+from abacus_interp.evaluation.common import fits_context, section_rng
 from abacus_interp.evaluation.list_errors import WrongPicks, wrong_picks
 
 from .layout import ListLayout
@@ -62,16 +66,16 @@ class BlindRow:
 @dataclass(frozen=True)
 class Choice:
     label: str  # the sample
-    counts: tuple[int, ...]
-    n_lists: int  # per count
+    counts: tuple[int, ...]  # the counts read (lists of them fit the model)
+    n_lists: int  # lists drawn per count
     cells: tuple[MarginCell, ...]  # nothing hidden
     blinds: tuple[BlindRow, ...]  # per count, in BLINDS order
 
     def cell(self, count: int, left: int) -> MarginCell | None:
         return next((c for c in self.cells if (c.count, c.left) == (count, left)), None)
 
-    def blind(self, hidden: str, count: int) -> BlindRow:
-        return next(b for b in self.blinds if (b.hidden, b.count) == (hidden, count))
+    def blind(self, hidden: str, count: int) -> BlindRow | None:
+        return next((b for b in self.blinds if (b.hidden, b.count) == (hidden, count)), None)
 
 
 def hidden_keys(prompt: str, target: str, hidden: str, n_pos: int) -> tuple[list[int], torch.Tensor]:
@@ -134,11 +138,15 @@ def margins(vocab, example, logits: torch.Tensor) -> list[float]:
 
 def choice(model, task, counts: Sequence[int], n: int, seed: int) -> Choice:
     """The margins by count and numbers left, and each blind's wrong picks, on `n` held-out lists
-    of each of `counts` numbers of the trained digits."""
+    of each of `counts` numbers of the trained digits (those that fit the model: a count none of
+    whose lists fits has no cells and no blinds)."""
     cells, blinds = [], []
     for count in counts:
-        examples = task.sample(n, section_rng(seed, "comparisons choice", count), min_numbers=count,
-                               max_numbers=count, min_digits=task.min_digits, max_digits=task.max_digits)
+        sampled = task.sample(n, section_rng(seed, "comparisons choice", count), min_numbers=count,
+                              max_numbers=count, min_digits=task.min_digits, max_digits=task.max_digits)
+        examples = [e for e in sampled if fits_context(e, task.vocab, model.cfg.max_seq_len)]
+        if not examples:
+            continue
         for hidden in BLINDS:
             logits = answer_logits(model, task.vocab, examples, hidden)
             blinds.append(BlindRow(hidden, count, wrong_picks(examples, [x.argmax(-1).tolist() for x in logits],
@@ -146,7 +154,7 @@ def choice(model, task, counts: Sequence[int], n: int, seed: int) -> Choice:
             if hidden == "nothing":
                 cells += _cells(task.vocab, count, examples, logits)
     return Choice(label=f"held-out lists of {task.min_digits}-{task.max_digits}-digit numbers, teacher-forced",
-                  counts=tuple(counts), n_lists=n, cells=tuple(cells), blinds=tuple(blinds))
+                  counts=tuple(dict.fromkeys(b.count for b in blinds)), n_lists=n, cells=tuple(cells), blinds=tuple(blinds))
 
 
 def _cells(vocab, count: int, examples, logits) -> list[MarginCell]:

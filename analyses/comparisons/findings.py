@@ -76,7 +76,7 @@ def _what_more_numbers_get_wrong(inside, beyond, trained_max: int) -> str:
 def _how_the_choice_is_made(c, trained_max: int) -> str | None:
     """The margin at equal numbers left in lists of the trained count and of more, and what the
     blinds do to the trained count's labels, with the reading each supports."""
-    far = max(c.counts)
+    far = max(c.counts, default=trained_max)
     near_cell, far_cell = c.cell(trained_max, trained_max), c.cell(far, trained_max)
     if far == trained_max or near_cell is None or far_cell is None:
         return None
@@ -84,8 +84,8 @@ def _how_the_choice_is_made(c, trained_max: int) -> str | None:
                 f"label's logit minus the best other label's): with {trained_max} numbers left, "
                 f"{near_cell.median_margin:.1f} in lists of {trained_max} and {far_cell.median_margin:.1f} in lists of "
                 f"{far} ({pct(near_cell.accuracy)} and {pct(far_cell.accuracy)} right)")
-    if far_cell.median_margin < near_cell.median_margin / 2:
-        sentence += ": the numbers already written weigh on the choice"
+    if 0 < near_cell.median_margin and far_cell.median_margin < near_cell.median_margin / 2:
+        sentence += ": the numbers beyond those left weigh on the choice"
     seen, unwritten, two = (c.blind(hidden, trained_max) for hidden in BLINDS)
     written_share = unwritten.picks.written / max(unwritten.picks.wrong, 1)
     sentence += (f". Hiding from every head at each answer query the numbers already written takes the labels of "
@@ -93,10 +93,10 @@ def _how_the_choice_is_made(c, trained_max: int) -> str | None:
                  f"({pct(written_share)} of its wrong labels then name a number already written)")
     if unwritten.accuracy < seen.accuracy - 0.3 and written_share >= 0.3:
         sentence += ": it leaves a written number out by reading it"
-    sentence += f"; showing it only the smallest number left and the runner-up, to {pct(two.accuracy)}"
-    if two.accuracy < seen.accuracy - 0.3:
-        sentence += (": fewer candidates make the choice no easier, as they would a pick by attention among the "
-                     "numbers left; the answer reads the whole list")
+    sentence += f"; hiding as well all numbers left but the smallest and the runner-up, to {pct(two.accuracy)}"
+    if two.accuracy < unwritten.accuracy - 0.1:
+        sentence += (": fewer candidates make the choice harder, where a pick by attention among the numbers "
+                     "left would find it easier")
     return sentence + "."
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from abacus_interp.core.attention import HeadKinds, number_ordinal
+from abacus_interp.core.masks import HeadKinds, number_ordinal
 from abacus_interp.core.tokens import encode_batch
 from analyses._head_groups import Knockout, group_attention_mass, head_names
 from analyses._head_groups import knockout as knock_out_groups

@@ -124,9 +124,9 @@ label (the shipped sorter: 7% and 0% of 104), so the answer stops pointing at th
 
 The item-grouped number head with a symbol head (`--set model.number_heads=1 --set
 model.symbol_heads=1`, stopped after step 4,000; 26 minutes in two processes, partly beside light
-work). The guess it tests: a head that reads only labels keeps the answer pointing at the list's
-labels, which the number head alone loses on long numbers. At step 4,000, against the number head
-alone at its step 4,000 (same eval): in distribution 84% vs 81%; 20-digit numbers 3% vs 4%, their
+work). The guess it tests: a head that reads only labels, separators and the answer keeps the
+answer pointing at the list's labels, which the number head alone loses on long numbers. At step
+4,000, against the number head alone at its step 4,000 (same eval): in distribution 84% vs 81%; 20-digit numbers 3% vs 4%, their
 labels 15-33% vs 4-31% (the stop 91% vs 100%), and 67% of their 255 wrong labels are letters of no
 number in the list; 10 numbers 0% vs 2%, the first label 88% vs 94%; 10 numbers of 20 digits 0%
 both; hard lists 0-1%. The labels of long numbers stay lost: not adopted (one probe).
