@@ -88,3 +88,10 @@ def ast_value(text: str) -> int:
         raise AssertionError(f"unexpected syntax {ast.dump(node)}")
 
     return ev(ast.parse(text, mode="eval").body)
+
+
+def tiny_sorter(task, **overrides):
+    """A random sorter over `task`'s vocabulary: rotary positions on the Abacus index, no table."""
+    cfg = dict(vocab=task.vocab, d_model=32, n_heads=2, n_layers=1, n_loops=2, max_seq_len=96, abacus_max_offset=0,
+               positional="none", rotary="abacus")
+    return LoopedTransformer(ModelConfig(**{**cfg, **overrides})).eval()

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 import torch
 
-from abacus_interp import LoopedTransformer, ModelConfig
 from abacus_interp.checkpoints import load_model, load_task
 from abacus_interp.core.scoring import score_examples
 from abacus_interp.evaluation.list_errors import wrong_picks
 from abacus_interp.evaluation.lists import list_row, list_rows
 from abacus_interp.tasks import get_task
 from analyses.comparisons.choice import BLINDS, answer_logits, choice, hidden_keys, margins
+from tests.conftest import tiny_sorter
 
 SHIPPED = Path(__file__).resolve().parents[1] / "checkpoints" / "extrap-sort"
 NOTHING, WRITTEN, TWO_LEFT = BLINDS
@@ -25,12 +25,6 @@ NOTHING, WRITTEN, TWO_LEFT = BLINDS
 @pytest.fixture
 def task():
     return get_task("sorting", max_numbers=4, max_digits=3, label_pool=8, random_labels=True)
-
-
-def tiny_sorter(task, **overrides):
-    cfg = dict(vocab=task.vocab, d_model=32, n_heads=2, n_layers=2, n_loops=2, max_seq_len=96, abacus_max_offset=0,
-               positional="none", rotary="abacus")
-    return LoopedTransformer(ModelConfig(**{**cfg, **overrides})).eval()
 
 
 def hidden_positions(hidden: str) -> list[list[int]]:
@@ -63,7 +57,7 @@ def test_the_margin_is_the_right_labels_logit_over_the_best_other_label(task):
 
 
 def test_unblinded_logits_pick_what_the_scorer_picks_and_the_rows_tally(task):
-    model = tiny_sorter(task)
+    model = tiny_sorter(task, n_layers=2)
     examples = task.sample(24, random.Random(1), min_numbers=2, max_numbers=4)
     picked = [x.argmax(-1).tolist() for x in answer_logits(model, task.vocab, examples, NOTHING)]
     scored = score_examples(model, examples, per_token=True).per_token_predicted
@@ -74,7 +68,7 @@ def test_unblinded_logits_pick_what_the_scorer_picks_and_the_rows_tally(task):
 
 
 def test_a_blind_changes_only_the_queries_it_hides_keys_from(task):
-    model = tiny_sorter(task)
+    model = tiny_sorter(task, n_layers=2)
     examples = task.sample(16, random.Random(2), min_numbers=3, max_numbers=3)
     plain = answer_logits(model, task.vocab, examples, NOTHING)
     blind = answer_logits(model, task.vocab, examples, WRITTEN)
@@ -84,7 +78,7 @@ def test_a_blind_changes_only_the_queries_it_hides_keys_from(task):
 
 
 def test_the_cells_count_every_step_with_two_or_more_left(task):
-    result = choice(tiny_sorter(task), task, (3, 6), n=10, seed=0)
+    result = choice(tiny_sorter(task, n_layers=2), task, (3, 6), n=10, seed=0)
     assert [(c.count, c.left) for c in result.cells] == [(3, 3), (3, 2), (6, 6), (6, 5), (6, 4), (6, 3), (6, 2)]
     assert all(c.n == 10 for c in result.cells)
     assert [(b.hidden, b.count) for b in result.blinds] == [(h, c) for c in (3, 6) for h in BLINDS]
@@ -92,8 +86,8 @@ def test_the_cells_count_every_step_with_two_or_more_left(task):
 
 def test_a_count_whose_lists_do_not_fit_the_model_is_left_out(task):
     # lists of 6 numbers need at least 6 * 4 + 6 + 1 = 31 positions: none fits 30, those of 3 do
-    result = choice(tiny_sorter(task, max_seq_len=30, positional="learned", rotary="none"), task, (3, 6), n=10,
-                    seed=0)
+    small = tiny_sorter(task, n_layers=2, max_seq_len=30, positional="learned", rotary="none")
+    result = choice(small, task, (3, 6), n=10, seed=0)
     assert result.counts == (3,) and {c.count for c in result.cells} == {3}
     assert result.blind(NOTHING, 6) is None and result.blind(NOTHING, 3).picks.n_steps == 30
 

@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from abacus_interp import LoopedTransformer, ModelConfig
 from abacus_interp.checkpoints import load_model, load_task
 from abacus_interp.core.scoring import score_examples
 from abacus_interp.errors import UserError
@@ -28,6 +27,7 @@ from analyses.comparisons.layout import (
     digit_masks,
 )
 from analyses.prose import pct
+from tests.conftest import tiny_sorter
 
 SHIPPED = Path(__file__).resolve().parents[1] / "checkpoints" / "extrap-sort"
 
@@ -35,12 +35,6 @@ SHIPPED = Path(__file__).resolve().parents[1] / "checkpoints" / "extrap-sort"
 @pytest.fixture
 def task():
     return get_task("sorting", max_numbers=3, max_digits=3, label_pool=8, random_labels=True)
-
-
-def tiny_sorter(task, **overrides):
-    cfg = dict(vocab=task.vocab, d_model=32, n_heads=2, n_layers=1, n_loops=2, max_seq_len=96, abacus_max_offset=0,
-               positional="none", rotary="abacus")
-    return LoopedTransformer(ModelConfig(**{**cfg, **overrides})).eval()
 
 
 def test_random_labels_come_from_the_whole_pool_in_letter_order(task):
