@@ -90,8 +90,8 @@ def hidden_keys(prompt: str, target: str, hidden: str, n_pos: int) -> tuple[list
         mask = torch.zeros(n_pos, dtype=torch.bool)
         for number in layout.numbers:
             written = number.label not in left
-            if (hidden != "nothing" and written) or (hidden == BLINDS[2] and number.label not in left[:2]
-                                                     and not written):
+            beyond_the_two_smallest = not written and number.label not in left[:2]
+            if (hidden != "nothing" and written) or (hidden == BLINDS[2] and beyond_the_two_smallest):
                 mask[[number.label_pos, *number.digit_pos]] = True
         queries.append(layout.equals + k)
         masks.append(mask)
@@ -118,8 +118,9 @@ def answer_logits(model, vocab, examples: Sequence, hidden: str) -> list[torch.T
         def hide(scores, hook, blocked=blocked):  # [batch head query key]
             return scores.masked_fill(blocked[:, None], float("-inf"))
 
-        hooks = [(act_name("attn_scores", layer, loop=t), hide)
-                 for t in range(cfg.n_loops) for layer in range(cfg.n_layers)]
+        # nothing hidden: no hook, so the model keeps its fast attention path
+        hooks = [] if hidden == "nothing" else [(act_name("attn_scores", layer, loop=t), hide)
+                                                for t in range(cfg.n_loops) for layer in range(cfg.n_layers)]
         logits = model.run_with_hooks(tokens, n_loops=cfg.n_loops, fwd_hooks=hooks).float().cpu()
         out += [logits[row, queries] for row, queries in enumerate(rows)]
     return out
@@ -127,7 +128,7 @@ def answer_logits(model, vocab, examples: Sequence, hidden: str) -> list[torch.T
 
 def margins(vocab, example, logits: torch.Tensor) -> list[float]:
     """Per answer step: the right label's logit minus the highest logit of another label of the list."""
-    labels = [item[0] for item in example.prompt.rstrip("=").split(",")]
+    labels = [number.label for number in ListLayout.of(example.prompt).numbers]
     ids = {label: vocab.encode(label)[0] for label in labels}
     out = []
     for k, right in enumerate(example.target):
