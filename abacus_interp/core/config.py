@@ -1,34 +1,24 @@
-"""The model configuration: a frozen dataclass stored in every checkpoint."""
+"""The model configuration: a frozen dataclass stored in every checkpoint. The rules its fields
+must satisfy, checked as it is built, are in config_rules.py."""
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 
 from ..errors import UserError
-from .family_registry import family_class
+from .config_rules import (
+    MAX_LAYERS_AND_LOOPS,
+    check_attention,
+    check_choices_and_sizes,
+    check_loops,
+    check_widths,
+)
 from .field_types import check_field_types
 from .tokens import Vocab
 
-ACTIVATIONS = ("gelu", "relu", "swiglu")
-NORMS = ("pre", "none")
-INJECTIONS = ("add", "norm_add", "none")
-POSITIONALS = ("abacus", "learned", "none")
-ROTARIES = ("none", "abacus")
-OFFSET_MODES = ("batch", "example")
-MULTIPLIER_SELECTS = ("fixed", "learned")
-BACKENDS = ("auto", "explicit", "sdpa", "flash")
-# The families are the registry's (core/family_registry.py). "gpt" is not a family of its
-# own: it is the looped family with n_loops=1 and as many layers as the looped model it is
-# compared with (n_layers * n_loops), weights unshared.
-# Layers and loops are built one module at a time (a block per layer, a set of hook points
-# per loop: 1.3 ms each on extrap-add), so 10,000 take seconds; a count far beyond (a typo,
-# a damaged config.json, --loops 1000000000) would build for hours instead of failing.
-MAX_LAYERS_AND_LOOPS = 10_000
-# No tensor dimension beyond int32 can be allocated (a [64, 2**31] float matrix is 512 GiB),
-# and torch refuses sizes past int64 with an overflow deep inside rather than a message.
-MAX_DIMENSION = 2**31 - 1
+# MAX_LAYERS_AND_LOOPS stays importable from here, where the CLI has always found it
+__all__ = ["MAX_LAYERS_AND_LOOPS", "ModelConfig"]
 
 
 @dataclass(frozen=True)
@@ -192,10 +182,10 @@ class ModelConfig:
     def __post_init__(self):
         if isinstance(self.vocab, dict):
             object.__setattr__(self, "vocab", Vocab.from_dict(self.vocab))
-        self._check_choices_and_sizes()
-        d_head = self._check_widths()
-        self._check_attention(d_head)
-        max_loops = self._check_loops()
+        check_choices_and_sizes(self)
+        d_head = check_widths(self)
+        check_attention(self, d_head)
+        max_loops = check_loops(self)
         # None fields are resolved once here, so downstream code always sees integers;
         # `replace` re-derives the ones that were left unset.
         derived = {name for name in ("d_head", "d_mlp", "max_loops") if getattr(self, name) is None}
@@ -205,145 +195,6 @@ class ModelConfig:
         object.__setattr__(self, "max_loops", max_loops)
         object.__setattr__(self, "offset_heads", tuple(self.offset_heads))  # a list read from JSON
         object.__setattr__(self, "offset_head_numbers", tuple(self.offset_head_numbers))
-
-    def _check_choices_and_sizes(self) -> None:
-        """Every named option is one of its choices; every size is positive and fits a tensor."""
-        for name, value, allowed in [
-            ("activation", self.activation, ACTIVATIONS),
-            ("norm", self.norm, NORMS),
-            ("input_injection", self.input_injection, INJECTIONS),
-            ("positional", self.positional, POSITIONALS),
-            ("abacus_offset_mode", self.abacus_offset_mode, OFFSET_MODES),
-            ("rotary", self.rotary, ROTARIES),
-            ("attention_backend", self.attention_backend, BACKENDS),
-            ("multiplier_select", self.multiplier_select, MULTIPLIER_SELECTS),
-        ]:
-            if value not in allowed:
-                raise UserError(f"ModelConfig.{name}={value!r}; choose one of {allowed}")
-        family_class(self.family)  # a UserError naming the registered families when unknown
-        for name in ("d_model", "n_heads", "n_layers", "n_loops", "max_seq_len"):
-            if getattr(self, name) < 1:
-                raise UserError(f"ModelConfig.{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("d_model", "n_heads", "d_head", "d_mlp", "max_seq_len", "abacus_max_offset"):
-            if getattr(self, name) is not None and getattr(self, name) > MAX_DIMENSION:
-                raise UserError(f"ModelConfig.{name}={getattr(self, name)} is larger than any tensor can be "
-                                f"(at most {MAX_DIMENSION:,})")
-        if self.n_layers > MAX_LAYERS_AND_LOOPS:
-            raise UserError(f"ModelConfig.n_layers={self.n_layers}: at most {MAX_LAYERS_AND_LOOPS:,} layers")
-        if self.input_injection == "norm_add" and self.norm == "none":
-            raise UserError("input_injection='norm_add' normalises the state with LayerNorm; it needs norm='pre'")
-        if self.answer_slots and not {"=", "_"} <= set(self.vocab.symbols):
-            raise UserError(
-                "ModelConfig.answer_slots needs '=' and the placeholder '_' in the vocabulary; "
-                "build the model from a task with answer_format='slots'"
-            )
-        if self.abacus_max_offset < 0:
-            raise UserError("ModelConfig.abacus_max_offset must be >= 0")
-        if self.halt_tol is not None and not (self.halt_tol > 0 and self.answer_slots):
-            raise UserError(
-                f"ModelConfig.halt_tol={self.halt_tol}: adaptive halting needs a positive tolerance and "
-                "answer_slots (a task with answer_format='slots'); leave it null otherwise"
-            )
-        if self.unembed_init_std is not None and not self.unembed_init_std > 0:
-            raise ValueError(f"ModelConfig.unembed_init_std={self.unembed_init_std} must be > 0, or null for init_std")
-        if self.unembed_init_std is not None and self.tie_unembed:
-            raise ValueError("ModelConfig.unembed_init_std sets W_U's init, but tie_unembed=true has no W_U; leave it null")
-
-    def _check_widths(self) -> int:
-        """The head width (d_head, derived when unset), after checking the widths agree."""
-        d_head = self.d_head if self.d_head is not None else self.d_model // self.n_heads
-        if d_head < 1:
-            raise UserError(f"d_head={d_head}: set d_head or use fewer heads than d_model")
-        if self.d_mlp is not None and self.d_mlp < 1:
-            raise UserError(f"ModelConfig.d_mlp must be >= 1, or null for 4 * d_model; got {self.d_mlp}")
-        if self.d_head is None and self.d_model % self.n_heads:
-            raise UserError(
-                f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; "
-                "set d_head explicitly or change n_heads"
-            )
-        return d_head
-
-    def _check_attention(self, d_head: int) -> None:
-        """Rotary positions, the window and the heads of several kinds: consistent, and only
-        where the family has them."""
-        if self.abacus_window is not None and (isinstance(self.abacus_window, bool) or self.abacus_window < 0):
-            raise UserError(f"ModelConfig.abacus_window={self.abacus_window!r}; use an integer >= 0, or null for no window")
-        if self.rotary != "none" and d_head % 2:
-            raise UserError(f"rotary positions turn pairs of channels: d_head={d_head} must be even")
-        if isinstance(self.multiplier_heads, bool) or not 0 <= self.multiplier_heads < self.n_heads:
-            raise UserError(
-                f"ModelConfig.multiplier_heads={self.multiplier_heads!r}: use an integer in 0..n_heads-1 "
-                f"(n_heads={self.n_heads}); at least one head must read the multiplicand and the carry"
-            )
-        self._check_offset_heads()
-        if isinstance(self.symbol_heads, bool) or not isinstance(self.symbol_heads, int) or self.symbol_heads < 0:
-            raise UserError(f"ModelConfig.symbol_heads={self.symbol_heads!r}: use an integer >= 0")
-        if isinstance(self.number_heads, bool) or not isinstance(self.number_heads, int) or self.number_heads < 0:
-            raise UserError(f"ModelConfig.number_heads={self.number_heads!r}: use an integer >= 0")
-        if len(self.offset_heads) + self.symbol_heads + self.number_heads + self.multiplier_heads > self.n_heads:
-            raise UserError(
-                f"ModelConfig: {len(self.offset_heads)} offset heads, {self.symbol_heads} symbol heads, "
-                f"{self.number_heads} number heads and {self.multiplier_heads} multiplier heads are more than "
-                f"n_heads={self.n_heads}; give fewer special heads or a larger n_heads"
-            )
-        scale = self.softmax_length_scale
-        if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))
-                                  or not 0 < scale < math.inf):
-            raise UserError(f"ModelConfig.softmax_length_scale={scale!r}: use a finite number > 0 "
-                            "(each head's starting s in s * ln(keys)), or null for the plain softmax")
-        if scale is not None and self.family != "looped":
-            raise UserError(f"softmax_length_scale is an option of the looped family's attention; "
-                            f"family={self.family!r}: leave it unset")
-        if self.multiplier_heads and self.rotary != "abacus":
-            raise UserError(
-                "ModelConfig.multiplier_heads tells the multiplier's digits apart by rotating their keys: "
-                "set rotary='abacus' too"
-            )
-        if self.rotary_base <= 1:
-            raise UserError(f"ModelConfig.rotary_base={self.rotary_base} must be > 1")
-        if self.attends_by_index and self.family != "looped":
-            raise UserError(
-                f"rotary, abacus_window and the head kinds are options of the looped family's attention; "
-                f"family={self.family!r} has none of them: leave them unset"
-            )
-
-    def _check_offset_heads(self) -> None:
-        """Offset heads: integer distances, at most one number each, exclusive only with them."""
-        if not isinstance(self.offset_heads, (tuple, list)) or any(
-                isinstance(d, bool) or not isinstance(d, int) for d in self.offset_heads):
-            raise UserError(f"ModelConfig.offset_heads={self.offset_heads!r}: use a list of integers "
-                            "(how far below its query, on the Abacus index, each such head reads)")
-        numbers = self.offset_head_numbers
-        if not isinstance(numbers, (tuple, list)) or any(
-                isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in numbers) or (
-                numbers and len(numbers) != len(self.offset_heads)):
-            raise UserError(f"ModelConfig.offset_head_numbers={numbers!r}: use () or one integer >= 1 per offset "
-                            f"head ({len(self.offset_heads)} here): which number of the sequence each reads, "
-                            "1 the first operand, 2 the second, 3 the answer")
-        if self.multiplier_heads and 2 in numbers:
-            raise UserError(f"ModelConfig.offset_head_numbers={numbers!r}: number 2, the multiplier, is hidden from "
-                            "every head but the multiplier heads here; read it with multiplier_heads")
-        if not isinstance(self.offset_heads_exclusive, bool) or (self.offset_heads_exclusive and not self.offset_heads):
-            raise UserError(f"ModelConfig.offset_heads_exclusive={self.offset_heads_exclusive!r}: use true or false, "
-                            "and true only with offset_heads")
-
-    def _check_loops(self) -> int:
-        """max_loops (derived when unset: 4 x n_loops for a loop, 1 for a single pass), checked."""
-        looped = self.family == "looped"
-        if not looped and (self.n_loops != 1 or self.max_loops not in (None, 1)):
-            raise UserError(
-                f"family={self.family!r} runs once (its recurrence is over positions, not a loop); "
-                f"set n_loops=1 and leave max_loops unset (got n_loops={self.n_loops}, max_loops={self.max_loops})"
-            )
-        max_loops = self.max_loops if self.max_loops is not None else (4 * self.n_loops if looped else 1)
-        if max_loops < self.n_loops:
-            raise UserError(f"max_loops={max_loops} is below the trained depth n_loops={self.n_loops}")
-        if max_loops > MAX_LAYERS_AND_LOOPS:
-            raise UserError(
-                f"max_loops={max_loops}: a model runs at most {MAX_LAYERS_AND_LOOPS:,} loops (it builds a set of "
-                "hook points for every loop it can run, about a millisecond each); ask for fewer loops"
-            )
-        return max_loops
 
     @property
     def device(self) -> str | None:

@@ -1,0 +1,176 @@
+"""The rules a `ModelConfig` must satisfy, checked when one is built: every named option one of
+its choices, sizes that fit a tensor, widths that agree, attention options only where the family
+has them and the heads of several kinds no more than the heads there are. Each rule fails with a
+UserError that names the field and what to set instead. Each rule takes the ModelConfig being
+built (`cfg`, from its __post_init__); this module does not import config.py, which imports it."""
+
+from __future__ import annotations
+
+import math
+
+from ..errors import UserError
+from .family_registry import family_class
+
+ACTIVATIONS = ("gelu", "relu", "swiglu")
+NORMS = ("pre", "none")
+INJECTIONS = ("add", "norm_add", "none")
+POSITIONALS = ("abacus", "learned", "none")
+ROTARIES = ("none", "abacus")
+OFFSET_MODES = ("batch", "example")
+MULTIPLIER_SELECTS = ("fixed", "learned")
+BACKENDS = ("auto", "explicit", "sdpa", "flash")
+# The families are the registry's (core/family_registry.py). "gpt" is not a family of its
+# own: it is the looped family with n_loops=1 and as many layers as the looped model it is
+# compared with (n_layers * n_loops), weights unshared.
+
+# Layers and loops are built one module at a time (a block per layer, a set of hook points
+# per loop: 1.3 ms each on extrap-add), so 10,000 take seconds; a count far beyond (a typo,
+# a damaged config.json, --loops 1000000000) would build for hours instead of failing.
+MAX_LAYERS_AND_LOOPS = 10_000
+# No tensor dimension beyond int32 can be allocated (a [64, 2**31] float matrix is 512 GiB),
+# and torch refuses sizes past int64 with an overflow deep inside rather than a message.
+MAX_DIMENSION = 2**31 - 1
+
+
+def check_choices_and_sizes(cfg) -> None:
+    """Every named option is one of its choices; every size is positive and fits a tensor."""
+    for name, value, allowed in [
+        ("activation", cfg.activation, ACTIVATIONS),
+        ("norm", cfg.norm, NORMS),
+        ("input_injection", cfg.input_injection, INJECTIONS),
+        ("positional", cfg.positional, POSITIONALS),
+        ("abacus_offset_mode", cfg.abacus_offset_mode, OFFSET_MODES),
+        ("rotary", cfg.rotary, ROTARIES),
+        ("attention_backend", cfg.attention_backend, BACKENDS),
+        ("multiplier_select", cfg.multiplier_select, MULTIPLIER_SELECTS),
+    ]:
+        if value not in allowed:
+            raise UserError(f"ModelConfig.{name}={value!r}; choose one of {allowed}")
+    family_class(cfg.family)  # a UserError naming the registered families when unknown
+    for name in ("d_model", "n_heads", "n_layers", "n_loops", "max_seq_len"):
+        if getattr(cfg, name) < 1:
+            raise UserError(f"ModelConfig.{name} must be >= 1, got {getattr(cfg, name)}")
+    for name in ("d_model", "n_heads", "d_head", "d_mlp", "max_seq_len", "abacus_max_offset"):
+        if getattr(cfg, name) is not None and getattr(cfg, name) > MAX_DIMENSION:
+            raise UserError(f"ModelConfig.{name}={getattr(cfg, name)} is larger than any tensor can be "
+                            f"(at most {MAX_DIMENSION:,})")
+    if cfg.n_layers > MAX_LAYERS_AND_LOOPS:
+        raise UserError(f"ModelConfig.n_layers={cfg.n_layers}: at most {MAX_LAYERS_AND_LOOPS:,} layers")
+    if cfg.input_injection == "norm_add" and cfg.norm == "none":
+        raise UserError("input_injection='norm_add' normalises the state with LayerNorm; it needs norm='pre'")
+    if cfg.answer_slots and not {"=", "_"} <= set(cfg.vocab.symbols):
+        raise UserError(
+            "ModelConfig.answer_slots needs '=' and the placeholder '_' in the vocabulary; "
+            "build the model from a task with answer_format='slots'"
+        )
+    if cfg.abacus_max_offset < 0:
+        raise UserError("ModelConfig.abacus_max_offset must be >= 0")
+    if cfg.halt_tol is not None and not (cfg.halt_tol > 0 and cfg.answer_slots):
+        raise UserError(
+            f"ModelConfig.halt_tol={cfg.halt_tol}: adaptive halting needs a positive tolerance and "
+            "answer_slots (a task with answer_format='slots'); leave it null otherwise"
+        )
+    if cfg.unembed_init_std is not None and not cfg.unembed_init_std > 0:
+        raise ValueError(f"ModelConfig.unembed_init_std={cfg.unembed_init_std} must be > 0, or null for init_std")
+    if cfg.unembed_init_std is not None and cfg.tie_unembed:
+        raise ValueError("ModelConfig.unembed_init_std sets W_U's init, but tie_unembed=true has no W_U; leave it null")
+
+
+def check_widths(cfg) -> int:
+    """The head width (d_head, derived when unset), after checking the widths agree."""
+    d_head = cfg.d_head if cfg.d_head is not None else cfg.d_model // cfg.n_heads
+    if d_head < 1:
+        raise UserError(f"d_head={d_head}: set d_head or use fewer heads than d_model")
+    if cfg.d_mlp is not None and cfg.d_mlp < 1:
+        raise UserError(f"ModelConfig.d_mlp must be >= 1, or null for 4 * d_model; got {cfg.d_mlp}")
+    if cfg.d_head is None and cfg.d_model % cfg.n_heads:
+        raise UserError(
+            f"d_model={cfg.d_model} is not divisible by n_heads={cfg.n_heads}; "
+            "set d_head explicitly or change n_heads"
+        )
+    return d_head
+
+
+def check_attention(cfg, d_head: int) -> None:
+    """Rotary positions, the window and the heads of several kinds: consistent, and only
+    where the family has them."""
+    if cfg.abacus_window is not None and (isinstance(cfg.abacus_window, bool) or cfg.abacus_window < 0):
+        raise UserError(f"ModelConfig.abacus_window={cfg.abacus_window!r}; use an integer >= 0, or null for no window")
+    if cfg.rotary != "none" and d_head % 2:
+        raise UserError(f"rotary positions turn pairs of channels: d_head={d_head} must be even")
+    if isinstance(cfg.multiplier_heads, bool) or not 0 <= cfg.multiplier_heads < cfg.n_heads:
+        raise UserError(
+            f"ModelConfig.multiplier_heads={cfg.multiplier_heads!r}: use an integer in 0..n_heads-1 "
+            f"(n_heads={cfg.n_heads}); at least one head must read the multiplicand and the carry"
+        )
+    _check_offset_heads(cfg)
+    if isinstance(cfg.symbol_heads, bool) or not isinstance(cfg.symbol_heads, int) or cfg.symbol_heads < 0:
+        raise UserError(f"ModelConfig.symbol_heads={cfg.symbol_heads!r}: use an integer >= 0")
+    if isinstance(cfg.number_heads, bool) or not isinstance(cfg.number_heads, int) or cfg.number_heads < 0:
+        raise UserError(f"ModelConfig.number_heads={cfg.number_heads!r}: use an integer >= 0")
+    if len(cfg.offset_heads) + cfg.symbol_heads + cfg.number_heads + cfg.multiplier_heads > cfg.n_heads:
+        raise UserError(
+            f"ModelConfig: {len(cfg.offset_heads)} offset heads, {cfg.symbol_heads} symbol heads, "
+            f"{cfg.number_heads} number heads and {cfg.multiplier_heads} multiplier heads are more than "
+            f"n_heads={cfg.n_heads}; give fewer special heads or a larger n_heads"
+        )
+    scale = cfg.softmax_length_scale
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))
+                              or not 0 < scale < math.inf):
+        raise UserError(f"ModelConfig.softmax_length_scale={scale!r}: use a finite number > 0 "
+                        "(each head's starting s in s * ln(keys)), or null for the plain softmax")
+    if scale is not None and cfg.family != "looped":
+        raise UserError(f"softmax_length_scale is an option of the looped family's attention; "
+                        f"family={cfg.family!r}: leave it unset")
+    if cfg.multiplier_heads and cfg.rotary != "abacus":
+        raise UserError(
+            "ModelConfig.multiplier_heads tells the multiplier's digits apart by rotating their keys: "
+            "set rotary='abacus' too"
+        )
+    if cfg.rotary_base <= 1:
+        raise UserError(f"ModelConfig.rotary_base={cfg.rotary_base} must be > 1")
+    if cfg.attends_by_index and cfg.family != "looped":
+        raise UserError(
+            f"rotary, abacus_window and the head kinds are options of the looped family's attention; "
+            f"family={cfg.family!r} has none of them: leave them unset"
+        )
+
+
+def _check_offset_heads(cfg) -> None:
+    """Offset heads: integer distances, at most one number each, exclusive only with them."""
+    if not isinstance(cfg.offset_heads, (tuple, list)) or any(
+            isinstance(d, bool) or not isinstance(d, int) for d in cfg.offset_heads):
+        raise UserError(f"ModelConfig.offset_heads={cfg.offset_heads!r}: use a list of integers "
+                        "(how far below its query, on the Abacus index, each such head reads)")
+    numbers = cfg.offset_head_numbers
+    if not isinstance(numbers, (tuple, list)) or any(
+            isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in numbers) or (
+            numbers and len(numbers) != len(cfg.offset_heads)):
+        raise UserError(f"ModelConfig.offset_head_numbers={numbers!r}: use () or one integer >= 1 per offset "
+                        f"head ({len(cfg.offset_heads)} here): which number of the sequence each reads, "
+                        "1 the first operand, 2 the second, 3 the answer")
+    if cfg.multiplier_heads and 2 in numbers:
+        raise UserError(f"ModelConfig.offset_head_numbers={numbers!r}: number 2, the multiplier, is hidden from "
+                        "every head but the multiplier heads here; read it with multiplier_heads")
+    if not isinstance(cfg.offset_heads_exclusive, bool) or (cfg.offset_heads_exclusive and not cfg.offset_heads):
+        raise UserError(f"ModelConfig.offset_heads_exclusive={cfg.offset_heads_exclusive!r}: use true or false, "
+                        "and true only with offset_heads")
+
+
+def check_loops(cfg) -> int:
+    """max_loops (derived when unset: 4 x n_loops for a loop, 1 for a single pass), checked."""
+    looped = cfg.family == "looped"
+    if not looped and (cfg.n_loops != 1 or cfg.max_loops not in (None, 1)):
+        raise UserError(
+            f"family={cfg.family!r} runs once (its recurrence is over positions, not a loop); "
+            f"set n_loops=1 and leave max_loops unset (got n_loops={cfg.n_loops}, max_loops={cfg.max_loops})"
+        )
+    max_loops = cfg.max_loops if cfg.max_loops is not None else (4 * cfg.n_loops if looped else 1)
+    if max_loops < cfg.n_loops:
+        raise UserError(f"max_loops={max_loops} is below the trained depth n_loops={cfg.n_loops}")
+    if max_loops > MAX_LAYERS_AND_LOOPS:
+        raise UserError(
+            f"max_loops={max_loops}: a model runs at most {MAX_LAYERS_AND_LOOPS:,} loops (it builds a set of "
+            "hook points for every loop it can run, about a millisecond each); ask for fewer loops"
+        )
+    return max_loops
