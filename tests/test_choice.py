@@ -126,3 +126,16 @@ def test_the_answer_blind_keeps_the_margin_and_sorts_more_numbers():
     assert two.accuracy >= unwritten.accuracy - 0.1  # a pick among the numbers left
     rows = {r.label: r for r in list_rows(model, task, lengths=(), counts=(10,), n=100, seed=0)}
     assert rows["in distribution"].exact_match >= 0.95 and rows["10 numbers"].exact_match >= 0.25
+
+
+@pytest.mark.skipif(not (BLIND_RUN / "config.json").exists(), reason="checkpoints/extrap-sort-blind is not shipped here")
+def test_the_answer_blind_loses_the_stop_of_longer_numbers():
+    """The blind's cost (docs/runs/sorting.md): with the earlier labels hidden, the answer query
+    must stop when the label just written is the largest number, and on lists of 10-digit
+    numbers extrap-sort-blind stops after the last label about a third of the time (measured 34%,
+    n=100) where extrap-sort, which reads what it wrote, stops 96% of the time."""
+    stops = {}
+    for run in (SHIPPED, BLIND_RUN):
+        rows = list_rows(load_model(run), load_task(run), lengths=(10,), counts=(), n=64, seed=0)
+        stops[run.name] = next(r for r in rows if r.label == "10-digit numbers").stop_accuracy
+    assert stops["extrap-sort"] >= 0.85 and stops["extrap-sort-blind"] <= 0.6, stops
