@@ -1,6 +1,7 @@
 """`ModelConfig.answer_hides_earlier_answer`: every head at a sorting answer query sees the
-prompt and itself, not the labels written before it. Checked: the mask, that changing an earlier
-answer label leaves a later query's logits unchanged, both attention paths, and cached decoding."""
+prompt and itself, not the labels written before it (but the symbol heads, with
+`answer_blind_spares_symbol_heads`). Checked: the mask, that changing an earlier answer label
+leaves a later query's logits unchanged, both attention paths, and cached decoding."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import pytest
 import torch
 
 from abacus_interp import LoopedTransformer, ModelConfig
+from abacus_interp.core.attention import AttentionContext
 from abacus_interp.core.decoding import naive_generate
 from abacus_interp.core.masks import answer_positions, hide_earlier_answer
 from abacus_interp.core.positions import abacus_indices
+from abacus_interp.errors import UserError
 from abacus_interp.tasks import get_task
 
 TASK = get_task("sorting", max_numbers=3, max_digits=4, label_pool=8, random_labels=True)
@@ -50,9 +53,10 @@ def test_a_later_query_does_not_read_the_labels_written_before_it():
     torch.testing.assert_close(other[:, :16], logits[:, :16])  # ... and agree up to the first answer query
 
 
-@pytest.mark.parametrize("head_kinds", [{}, {"number_heads": 1}])
+@pytest.mark.parametrize("head_kinds", [{}, {"number_heads": 1},
+                                        {"symbol_heads": 1, "answer_blind_spares_symbol_heads": True}])
 def test_attention_paths_agree_with_the_blind(head_kinds):
-    # with a number head the mask is per head: the blind is laid over every head's own mask
+    # with a number or symbol head the mask is per head: the blind is laid over each head's own mask
     tokens = sorter().to_tokens(["a:21,b:3,c:654=bac", "d:7,e:1=ed"])
     explicit = sorter(attention_backend="explicit", **head_kinds)
     fast = sorter(attention_backend="sdpa", **head_kinds)
@@ -72,8 +76,9 @@ def test_a_digit_in_the_answer_starts_a_number_and_the_labels_before_it_join_the
 
 
 @pytest.mark.parametrize("n_loops", [1, 3])
-def test_cached_decoding_equals_naive_decoding_with_the_blind(n_loops):
-    model = sorter()
+@pytest.mark.parametrize("spared", [False, True])
+def test_cached_decoding_equals_naive_decoding_with_the_blind(n_loops, spared):
+    model = sorter(symbol_heads=1, answer_blind_spares_symbol_heads=True) if spared else sorter()
     prompts = ["a:21,b:3,c:654=", "d:7,e:1=", "b:9990,c:12="]  # of different lengths: decoding left-pads them
     assert model.generate(prompts, n_loops=n_loops, max_new_tokens=4) == \
         naive_generate(model, prompts, n_loops=n_loops, max_new_tokens=4)
@@ -83,3 +88,28 @@ def test_the_field_round_trips_and_is_left_out_at_its_default():
     cfg = ModelConfig(**SORTER)
     assert cfg.attends_by_index and ModelConfig.from_dict(cfg.to_dict()) == cfg
     assert "answer_hides_earlier_answer" not in ModelConfig(**{**SORTER, "answer_hides_earlier_answer": False}).to_dict()
+    spared = ModelConfig(**{**SORTER, "symbol_heads": 1, "answer_blind_spares_symbol_heads": True})
+    assert ModelConfig.from_dict(spared.to_dict()) == spared and "answer_blind_spares_symbol_heads" not in cfg.to_dict()
+
+
+def test_a_spared_symbol_head_alone_reads_the_labels_written_before():
+    # heads: windowed 0 and 1, symbol 2 (`answer_blind_spares_symbol_heads`)
+    model = sorter(symbol_heads=1, answer_blind_spares_symbol_heads=True)
+    tokens = model.to_tokens(["a:21,b:3,c:654=bac"])
+    index = abacus_indices(tokens, model.digit_ids)
+    mask = AttentionContext.build(model.cfg, 18, 18, "cpu", index=index).mask[0]  # [head query key]
+    symbols = [pos for pos in range(15) if index[0, pos] == 0]  # labels, ":" and "," and "="
+    for head in (0, 1):
+        assert mask[head, 17].nonzero().squeeze(-1).tolist() == [*range(15), 17]
+    assert mask[2, 17].nonzero().squeeze(-1).tolist() == [*symbols, 15, 16, 17]
+    # so a later query's logits now depend on the labels written before it, through that head alone
+    other = model.to_tokens(["a:21,b:3,c:654=dgc"])
+    assert not torch.allclose(model(tokens, 2)[0, 17], model(other, 2)[0, 17])
+
+
+@pytest.mark.parametrize("overrides", [dict(answer_blind_spares_symbol_heads=True),
+                                       dict(answer_blind_spares_symbol_heads=True, answer_hides_earlier_answer=False,
+                                            symbol_heads=1)])
+def test_sparing_needs_the_blind_and_a_symbol_head(overrides):
+    with pytest.raises(UserError, match="answer_blind_spares_symbol_heads"):
+        ModelConfig(**{**SORTER, **overrides})

@@ -94,9 +94,11 @@ class AttentionContext:
                 f"this model attends by Abacus index (rotary={cfg.rotary!r}, abacus_window={cfg.abacus_window}): "
                 f"pass index=model.attention_index(tokens) for all {n_key} positions (got {got})"
             )
-        mask = attention_mask(key_valid, n_query, n_key, device, index, cfg.abacus_window, HeadKinds.of(cfg))
+        heads = HeadKinds.of(cfg)
+        mask = attention_mask(key_valid, n_query, n_key, device, index, cfg.abacus_window, heads)
         if cfg.answer_hides_earlier_answer:
-            mask = hide_earlier_answer(mask, index, n_query, n_key, device)
+            spared = heads.symbol_head_range if cfg.answer_blind_spares_symbol_heads else range(0)
+            mask = hide_earlier_answer(mask, index, n_query, n_key, device, spared)
         rotary = None
         if cfg.rotary == "abacus":
             rotary = Rotary.of(index[:, -n_query:], cfg.d_head, cfg.rotary_base)

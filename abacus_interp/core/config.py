@@ -145,6 +145,12 @@ class ModelConfig:
     # it (an equal one with a later letter first): one search whatever the count, where a query
     # that must leave out every number written so far reads more of them the longer the list.
     answer_hides_earlier_answer: bool = False
+    # With the blind, the symbol heads (`symbol_heads`) still read the labels written before an
+    # answer query. The blinded query cannot tell how many labels it has written, so it must stop
+    # when the label just written is the largest number: with 10-digit numbers extrap-sort-blind
+    # stops after the last label 34% of the time, extrap-sort 96%. A head that reads only labels,
+    # separators and the answer can count them, while the other heads keep the one search.
+    answer_blind_spares_symbol_heads: bool = False
     max_seq_len: int = 64
     # Tied: the unembedding is the transpose of the token embedding (fewer parameters).
     tie_unembed: bool = False
@@ -274,4 +280,4 @@ _OMITTED_AT_DEFAULT = ("rotary", "rotary_base", "abacus_window", "halt_tol", "un
                        "unembed_bias", "multiplier_heads", "multiplier_select", "offset_heads", "offset_head_numbers",
                        "offset_heads_exclusive",
                        "symbol_heads", "number_heads", "running_sum_probe", "softmax_length_scale",
-                       "answer_hides_earlier_answer")
+                       "answer_hides_earlier_answer", "answer_blind_spares_symbol_heads")

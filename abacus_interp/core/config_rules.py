@@ -127,6 +127,10 @@ def check_attention(cfg, d_head: int) -> None:
             "ModelConfig.multiplier_heads tells the multiplier's digits apart by rotating their keys: "
             "set rotary='abacus' too"
         )
+    if not isinstance(cfg.answer_blind_spares_symbol_heads, bool) or (
+            cfg.answer_blind_spares_symbol_heads and not (cfg.answer_hides_earlier_answer and cfg.symbol_heads)):
+        raise UserError(f"ModelConfig.answer_blind_spares_symbol_heads={cfg.answer_blind_spares_symbol_heads!r}: "
+                        "use true or false, and true only with answer_hides_earlier_answer=true and symbol_heads >= 1")
     if cfg.rotary_base <= 1:
         raise UserError(f"ModelConfig.rotary_base={cfg.rotary_base} must be > 1")
     if cfg.attends_by_index and cfg.family != "looped":

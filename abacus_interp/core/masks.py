@@ -47,6 +47,12 @@ class HeadKinds:
     def windowed_heads(self) -> int:
         return self.n_heads - len(self.offsets) - self.symbol_heads - self.number_heads - self.multiplier_heads
 
+    @property
+    def symbol_head_range(self) -> range:
+        """Which heads of a layer are symbol heads (after the offset and the windowed heads)."""
+        first = len(self.offsets) + self.windowed_heads
+        return range(first, first + self.symbol_heads)
+
     def kind_of(self, head: int) -> str:
         """Head `head`'s kind in words: "offset +1" (reads the digits one index below its
         query; "offset -1": one above; "offset +1 of number 3": only the third number's digit
@@ -142,16 +148,26 @@ def hide_earlier_answer(
     n_query: int,
     n_key: int,
     device,
+    spared: range = range(0),
 ) -> Bool[Tensor, "batch head_or_1 query_pos key_pos"]:
     """`mask` (None: plain causal) with every answer query's earlier answer tokens hidden from
-    every head (`ModelConfig.answer_hides_earlier_answer`); the query still sees itself."""
+    every head but the `spared` ones (`ModelConfig.answer_hides_earlier_answer`,
+    `answer_blind_spares_symbol_heads`; sparing a head needs a per-head `mask`); the query still
+    sees itself."""
+    if spared and (mask is None or mask.shape[1] <= spared[-1]):
+        raise ValueError(f"sparing heads {list(spared)} from the blind needs a per-head mask")
     if mask is None:
         key_pos = torch.arange(n_key, device=device)
         mask = (key_pos[None, :] <= key_pos[n_key - n_query :, None])[None, None]  # [1 1 query key]
     answer = answer_positions(index)  # [batch key]
     itself = torch.arange(n_key, device=device)[None, :] == torch.arange(n_key - n_query, n_key, device=device)[:, None]
     earlier = answer[:, -n_query:, None] & answer[:, None, :] & ~itself[None]  # [batch query key]
-    return mask & ~earlier[:, None]
+    hidden = earlier[:, None]  # [batch 1 query key]
+    if spared:
+        blinded = torch.ones(mask.shape[1], dtype=torch.bool, device=device)  # [head]
+        blinded[spared.start : spared.stop] = False
+        hidden = hidden & blinded[None, :, None, None]  # [batch head query key]
+    return mask & ~hidden
 
 
 def _numbers_started(index: Int[Tensor, "batch pos"]) -> Int[Tensor, "batch pos"]:
