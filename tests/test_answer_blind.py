@@ -11,7 +11,7 @@ import torch
 from abacus_interp import LoopedTransformer, ModelConfig
 from abacus_interp.core.attention import AttentionContext
 from abacus_interp.core.decoding import naive_generate
-from abacus_interp.core.masks import answer_positions, hide_earlier_answer
+from abacus_interp.core.masks import HeadKinds, answer_positions, hide_earlier_answer
 from abacus_interp.core.positions import abacus_indices
 from abacus_interp.errors import UserError
 from abacus_interp.tasks import get_task
@@ -99,12 +99,27 @@ def test_a_spared_symbol_head_alone_reads_the_labels_written_before():
     index = abacus_indices(tokens, model.digit_ids)
     mask = AttentionContext.build(model.cfg, 18, 18, "cpu", index=index).mask[0]  # [head query key]
     symbols = [pos for pos in range(15) if index[0, pos] == 0]  # labels, ":" and "," and "="
-    for head in (0, 1):
-        assert mask[head, 17].nonzero().squeeze(-1).tolist() == [*range(15), 17]
-    assert mask[2, 17].nonzero().squeeze(-1).tolist() == [*symbols, 15, 16, 17]
-    # so a later query's logits now depend on the labels written before it, through that head alone
+    for query in (15, 16, 17):
+        for head in (0, 1):
+            assert mask[head, query].nonzero().squeeze(-1).tolist() == [*range(15), query]
+        assert mask[2, query].nonzero().squeeze(-1).tolist() == [*symbols, *range(15, query + 1)]
+    # so a later query's logits depend on the labels written before it again
     other = model.to_tokens(["a:21,b:3,c:654=dgc"])
     assert not torch.allclose(model(tokens, 2)[0, 17], model(other, 2)[0, 17])
+
+
+def test_the_symbol_heads_are_found_among_heads_of_every_kind():
+    cfg = ModelConfig(**{**SORTER, "n_heads": 6, "offset_heads": (0,), "symbol_heads": 2, "number_heads": 1,
+                         "answer_blind_spares_symbol_heads": True})
+    heads = HeadKinds.of(cfg)
+    assert list(heads.symbol_head_range) == [h for h in range(6) if heads.kind_of(h) == "symbol"] == [3, 4]
+
+
+def test_sparing_a_head_needs_a_mask_per_head():
+    index = abacus_indices(sorter().to_tokens(["a:21,b:3=ba"]), sorter().digit_ids)
+    shared = torch.ones(1, 1, 11, 11, dtype=torch.bool).tril()  # [batch 1 query key]: one row for every head
+    with pytest.raises(ValueError, match="per-head mask"):
+        hide_earlier_answer(shared, index, 11, 11, "cpu", spared=range(0, 1))
 
 
 @pytest.mark.parametrize("overrides", [dict(answer_blind_spares_symbol_heads=True),

@@ -154,8 +154,8 @@ def hide_earlier_answer(
     every head but the `spared` ones (`ModelConfig.answer_hides_earlier_answer`,
     `answer_blind_spares_symbol_heads`; sparing a head needs a per-head `mask`); the query still
     sees itself."""
-    if spared and (mask is None or mask.shape[1] <= spared[-1]):
-        raise ValueError(f"sparing heads {list(spared)} from the blind needs a per-head mask")
+    if spared and (mask is None or mask.shape[1] == 1 or mask.shape[1] <= max(spared)):
+        raise ValueError(f"sparing heads {list(spared)} from the blind needs a per-head mask, one row per head")
     if mask is None:
         key_pos = torch.arange(n_key, device=device)
         mask = (key_pos[None, :] <= key_pos[n_key - n_query :, None])[None, None]  # [1 1 query key]
@@ -165,7 +165,7 @@ def hide_earlier_answer(
     hidden = earlier[:, None]  # [batch 1 query key]
     if spared:
         blinded = torch.ones(mask.shape[1], dtype=torch.bool, device=device)  # [head]
-        blinded[spared.start : spared.stop] = False
+        blinded[list(spared)] = False
         hidden = hidden & blinded[None, :, None, None]  # [batch head query key]
     return mask & ~hidden
 
