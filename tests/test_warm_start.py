@@ -1,5 +1,5 @@
 """Warm starts (train.init_from): a new run begins from another run's weights, may add a
-lever's tensors (the running-sum readout) to them, grow (a wider MLP, more layers) while
+lever's tensors (the running-sum readout) to them, grow (a wider MLP, more layers, more heads) while
 computing the source's function, and refuses a model that would drop or resize any other."""
 
 from __future__ import annotations
@@ -202,3 +202,56 @@ def test_other_families_added_layers_start_fresh():
     assert changed == [] and set(grown) == {"blocks.0.attn.W_O"}
     grown, changed = grow_state(expected, state)
     assert changed == ["blocks.1.attn.W_O"] and not grown["blocks.1.attn.W_O"].any()
+
+
+def test_a_head_added_to_the_source_writes_nothing_and_the_others_keep_their_weights(source_run, tmp_path):
+    run_dir = tmp_path / "run"
+    train(tiny_mul("model.n_heads=3", "model.d_head=16", f"train.init_from={source_run}", "train.steps=1"),
+          run_dir, progress=False)
+    source, start = ckpt.load_tensors(ckpt.step_path(source_run, 6)), ckpt.load_tensors(ckpt.step_path(run_dir, 0))
+    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q"):
+        key = f"blocks.0.attn.{name}"
+        assert start[key].shape[0] == 3 and torch.equal(start[key][:2], source[key])
+    assert not start["blocks.0.attn.W_O"][2].any() and start["blocks.0.attn.W_Q"][2].any()
+    assert_same_function(source_run, run_dir)
+
+
+def test_heads_keep_their_kind_when_a_head_is_put_before_them():
+    from abacus_interp.training.growth import head_placement
+
+    windowed_and_number = ["windowed"] * 3 + ["number"]
+    assert head_placement(windowed_and_number, ["windowed"] * 3 + ["symbol", "number"]) == [0, 1, 2, 4]
+    assert head_placement(["offset +1", "windowed"], ["offset +1", "offset -1", "windowed", "windowed"]) == [0, 2]
+    with pytest.raises(ValueError, match="1 number head.s. per layer and this model 0"):
+        head_placement(windowed_and_number, ["windowed"] * 5)
+
+
+def test_a_model_with_more_heads_needs_the_sources_config(source_run, tmp_path):
+    bare = tmp_path / "bare" / "weights.safetensors"
+    bare.parent.mkdir()
+    shutil.copy(ckpt.step_path(source_run, 6), bare)
+    with pytest.raises(UserError, match="more heads than .*keep the run's config.json beside its checkpoints"):
+        train(tiny_mul("model.n_heads=3", "model.d_head=16", f"train.init_from={bare}"), tmp_path / "run",
+              progress=False)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_shipped_sorter_grown_by_a_spared_symbol_head_keeps_its_answers():
+    """checkpoints/extrap-sort-blind with a fifth head put before its number head, a symbol head
+    the answer blind spares (the warm start that probes the blind's lost stop): the same logits
+    at step 0, although the new head's mask differs from every head the source has."""
+    from abacus_interp.core.families import build_model
+    from abacus_interp.training.run_state import warm_start
+
+    run = Path(__file__).parents[1] / "checkpoints" / "extrap-sort-blind"
+    if not run.is_dir():
+        pytest.skip("checkpoints/extrap-sort-blind is not shipped in this checkout")
+    source = ckpt.load_model(run, device="cpu").eval()
+    grown = build_model(source.cfg.replace(n_heads=5, symbol_heads=1, answer_blind_spares_symbol_heads=True)).eval()
+    warm_start(grown, run)
+    assert torch.equal(grown.blocks[1].attn.W_V[4], source.blocks[1].attn.W_V[3])  # the number head moved
+    task = ckpt.load_task(run)
+    examples = task.sample(16, random.Random(0), max_numbers=8)
+    tokens = encode_batch(task.vocab, [e.prompt for e in examples], [e.target for e in examples]).tokens
+    with torch.no_grad():
+        torch.testing.assert_close(grown(tokens), source(tokens), rtol=0, atol=1e-5)

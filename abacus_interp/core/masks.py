@@ -69,6 +69,13 @@ class HeadKinds:
         return "windowed"
 
 
+def head_kinds(cfg: ModelConfig) -> list[str]:
+    """The kind in words (`HeadKinds.kind_of`) of each head of a layer of `cfg`'s model;
+    "windowed" for every head of a one-kind model."""
+    kinds = HeadKinds.of(cfg)
+    return ["windowed"] * cfg.n_heads if kinds is None else [kinds.kind_of(h) for h in range(cfg.n_heads)]
+
+
 def attention_mask(
     key_valid: Bool[Tensor, "batch key_pos"] | None,
     n_query: int,

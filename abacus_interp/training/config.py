@@ -98,7 +98,8 @@ class TrainConfig:
     # Start from another run's weights instead of a fresh initialisation: a run directory (its
     # latest checkpoint) or a .safetensors checkpoint. The model may add what the checkpoint
     # lacks (a lever such as model.running_sum_probe keeps its fresh initialisation) but must
-    # hold every tensor of the checkpoint at its shape. The optimizer, the schedule and the
+    # hold every tensor of the checkpoint at its shape, or grown so that step 0 computes the
+    # same (a wider MLP, more layers, more heads: growth.py). The optimizer, the schedule and the
     # step count start afresh; the data stream is train.seed's, so a different seed than the
     # source run's shows the model problems it has not drawn. config.json records the file
     # read. A resume continues from the run's own state and never reads this again. None: a

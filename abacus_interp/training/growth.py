@@ -1,5 +1,6 @@
 """Growing a trained model for a warm start (`train.init_from`) so that it still computes the
-source's function at step 0: a wider MLP (`model.d_mlp`) or more layers (`model.n_layers`).
+source's function at step 0: a wider MLP (`model.d_mlp`), more layers (`model.n_layers`) or more
+heads (`model.n_heads`, with d_head kept).
 
 Why: a run that has levelled off may lack room rather than steps. Growing it keeps what it
 learned, where a fresh wider model would have to learn it all again.
@@ -11,16 +12,23 @@ learned, where a fresh wider model would have to learn it all again.
   projections, so the pre-norm residual block is the identity, and the looped stack computes
   what the source did. Other families' blocks hold more than attention and an MLP (retran's
   recurrence) or no residual at all (lstm): their added layers start fresh.
+- More heads: each of the source's heads becomes the first head of its kind not yet taken
+  (`head_placement`: a number head stays a number head when a symbol head is put before it);
+  the new heads get fresh queries, keys and values and a zero output projection.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 import torch
 
 # the MLP tensors and the axis along which each one holds the units (d_mlp)
 MLP_UNIT_AXIS = {"mlp.W_in": 1, "mlp.W_gate": 1, "mlp.b_in": 0, "mlp.b_gate": 0, "mlp.W_out": 0}
+# a block's attention tensors: each holds the heads along its first axis
+HEAD_TENSORS = ("attn.W_Q", "attn.W_K", "attn.W_V", "attn.W_O", "attn.b_Q", "attn.b_K", "attn.b_V",
+                "attn.length_scale")
 # an added block's writes into the residual stream: zero makes the block the identity
 BLOCK_OUTPUTS = ("attn.W_O", "attn.b_O", "mlp.W_out", "mlp.b_out")
 # a block's tensor: "blocks.3" and its name inside the block, "mlp.W_in"
@@ -28,24 +36,36 @@ BLOCK_KEY = re.compile(r"(blocks\.\d+)\.(.+)")
 
 
 def grow_state(
-    expected: dict[str, torch.Tensor], state: dict[str, torch.Tensor], identity_blocks: bool = True
+    expected: dict[str, torch.Tensor],
+    state: dict[str, torch.Tensor],
+    identity_blocks: bool = True,
+    placement: Sequence[int] | None = None,
 ) -> tuple[dict[str, torch.Tensor], list[str]]:
     """`state` (a checkpoint's tensors) fitted to `expected` (the new model's freshly
     initialised state_dict) where the model is the source grown: MLP tensors with fewer units
-    are embedded in the new ones, and (`identity_blocks`: blocks that are attention and an MLP
-    on a residual stream) every tensor of an added block that writes to the residual stream is
-    zeroed. Returns the state to load and the keys grown or zeroed, in order. Tensors of any
-    other shape are left as they are, for the caller to refuse."""
+    are embedded in the new ones; with `placement` (`head_placement`), attention tensors with
+    fewer heads put source head i at head placement[i]; and (`identity_blocks`: blocks that
+    are attention and an MLP on a residual stream) every tensor of an added block that writes
+    to the residual stream is zeroed. Returns the state to load and the keys grown or zeroed,
+    in order. Tensors of any other shape are left as they are, for the caller to refuse."""
     grown = dict(state)
     changed = []
     for key, source in state.items():
         target = expected.get(key)
-        if target is None or not _widens_units(key, source, target):
+        if target is None:
             continue
-        wide = target.detach().clone()
-        wide[tuple(slice(0, n) for n in source.shape)] = source
-        if key.endswith("mlp.W_out"):  # the new units' rows: nothing written until trained
-            wide[source.shape[0]:] = 0
+        if _widens_units(key, source, target):
+            wide = target.detach().clone()
+            wide[tuple(slice(0, n) for n in source.shape)] = source
+            if key.endswith("mlp.W_out"):  # the new units' rows: nothing written until trained
+                wide[source.shape[0]:] = 0
+        elif placement is not None and _adds_heads(key, source, target, len(placement)):
+            wide = target.detach().clone()
+            if key.endswith("attn.W_O"):  # the new heads: nothing written until trained
+                wide.zero_()
+            wide[list(placement)] = source
+        else:
+            continue
         grown[key] = wide
         changed.append(key)
     added_blocks = ({_block_of(k) for k in expected} - {_block_of(k) for k in state} - {None}) if identity_blocks else set()
@@ -56,6 +76,30 @@ def grow_state(
                 grown[key] = torch.zeros_like(expected[key])
                 changed.append(key)
     return grown, changed
+
+
+def head_placement(source_kinds: Sequence[str], target_kinds: Sequence[str]) -> list[int]:
+    """For each head of the source (its kind in words, `head_kinds`), the head it becomes in a
+    model with more heads: the first head of the same kind not yet taken, so that each kind's
+    heads keep their order and their masks. A ValueError names a kind the model has fewer of."""
+    free = list(range(len(target_kinds)))
+    placement = []
+    for kind in source_kinds:
+        head = next((h for h in free if target_kinds[h] == kind), None)
+        if head is None:
+            raise ValueError(f"the source has {source_kinds.count(kind)} {kind} head(s) per layer and this model "
+                             f"{target_kinds.count(kind)}")
+        free.remove(head)
+        placement.append(head)
+    return placement
+
+
+def _adds_heads(key: str, source: torch.Tensor, target: torch.Tensor, source_heads: int) -> bool:
+    """Whether `target` is the attention tensor `source` with more heads and nothing else changed."""
+    match = BLOCK_KEY.fullmatch(key)
+    if match is None or match.group(2) not in HEAD_TENSORS or source.dim() != target.dim():
+        return False
+    return source.shape[0] == source_heads < target.shape[0] and source.shape[1:] == target.shape[1:]
 
 
 def _widens_units(key: str, source: torch.Tensor, target: torch.Tensor) -> bool:

@@ -17,9 +17,10 @@ import abacus_interp.training.distributed as dist_utils
 
 from .. import checkpoints as ckpt
 from ..core.config import ModelConfig
+from ..core.masks import head_kinds
 from ..errors import UserError
 from .config import RunConfig
-from .growth import grow_state
+from .growth import grow_state, head_placement
 
 logger = logging.getLogger(__name__)
 
@@ -126,8 +127,8 @@ def warm_start(model, source: str | Path) -> Path:
     """Load the weights of `source` (a run directory's latest checkpoint, or a .safetensors
     file) into `model`, which may hold tensors the source lacks (they keep their fresh
     initialisation, and are logged), a wider MLP or more layers (grown so that the model
-    computes the source's function: `growth.py`), but no fewer tensors and none of another
-    shape. The file read."""
+    computes the source's function: `growth.py`) or more heads (placed by kind, read from the
+    source's config.json), but no fewer tensors and none of another shape. The file read."""
     what = f"train.init_from={str(source)!r}"
     try:
         _, weights = ckpt.checkpoint_file(source)
@@ -136,13 +137,14 @@ def warm_start(model, source: str | Path) -> Path:
         raise UserError(f"{what}: {e}; name a run directory `train --out` wrote or one of its "
                         "checkpoints/step_*.safetensors, e.g. checkpoints/extrap-mul") from e
     expected = model.state_dict()
-    state, grown = grow_state(expected, state, identity_blocks=model.cfg.family == "looped")
+    placement = _head_placement(model.cfg, state, weights, what)
+    state, grown = grow_state(expected, state, identity_blocks=model.cfg.family == "looped", placement=placement)
     lost = [key for key in state if key not in expected]
     other_shapes = ckpt.shape_mismatches(expected, state)
     if lost or other_shapes:
         problems = ([f"this model has no {_some(lost)}"] if lost else []) + other_shapes[:4]
         raise UserError(f"{what}: {weights} does not fit this model ({'; '.join(problems)}); the model may add "
-                        "tensors to the checkpoint's, widen its MLP (model.d_mlp) or add layers, but must keep "
+                        "tensors to the checkpoint's, widen its MLP (model.d_mlp), add layers or heads, but must keep "
                         f"every other tensor at its shape: use the model settings of "
                         f"{ckpt.run_dir_of(weights) / 'config.json'} and add levers only")
     fresh = [key for key in expected if key not in state]
@@ -153,6 +155,22 @@ def warm_start(model, source: str | Path) -> Path:
     logger.info("started from the weights of %s%s", weights,
                 f"; freshly initialised (the checkpoint lacks them): {', '.join(fresh)}" if fresh else "")
     return weights
+
+
+def _head_placement(cfg: ModelConfig, state: dict, weights: Path, what: str) -> list[int] | None:
+    """Where the source's heads go when this model has more heads per layer than the checkpoint
+    `weights` (`growth.head_placement`), else None."""
+    source_heads = state.get("blocks.0.attn.W_Q")
+    if source_heads is None or source_heads.shape[0] >= cfg.n_heads:
+        return None
+    run_dir = ckpt.run_dir_of(weights)
+    try:
+        source_cfg = ModelConfig.from_dict(ckpt.read_run_config(run_dir)["model"])
+        return head_placement(head_kinds(source_cfg), head_kinds(cfg))
+    except (ckpt.CheckpointError, ValueError) as e:
+        raise UserError(f"{what}: this model has more heads than {weights}, and each must keep its kind: {e}; "
+                        f"give the model at least the heads of each kind that {run_dir / 'config.json'} "
+                        "names, and keep the run's config.json beside its checkpoints") from e
 
 
 def _some(keys: list[str], shown: int = 4) -> str:
