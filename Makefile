@@ -57,12 +57,13 @@ browser:
 LINTED := abacus_interp analyses tests benchmarks notebooks abacus_lab
 
 # The suite runs in TEST_WORKERS processes of one thread each (pytest-xdist), a test file to a
-# process so that its module fixtures are built once; 2 matches the 2-core CI machine.
+# process so that its module fixtures are built once; 2 matches the 2-core CI machine. The
+# slowest tests are listed at the end, so a CI log says where its minutes went.
 TEST_WORKERS ?= 2
 
 test: $(DEV_STAMP) browser
 	$(PY) -m ruff check $(LINTED)
-	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 test-fast: $(DEV_STAMP)
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow"

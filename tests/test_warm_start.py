@@ -226,13 +226,31 @@ def test_heads_keep_their_kind_when_a_head_is_put_before_them():
         head_placement(windowed_and_number, ["windowed"] * 5)
 
 
-def test_a_model_with_more_heads_needs_the_sources_config(source_run, tmp_path):
+def test_a_model_with_more_heads_needs_the_sources_own_config(source_run, tmp_path):
     bare = tmp_path / "bare" / "weights.safetensors"
     bare.parent.mkdir()
     shutil.copy(ckpt.step_path(source_run, 6), bare)
-    with pytest.raises(UserError, match="more heads than .*keep the run's config.json beside its checkpoints"):
-        train(tiny_mul("model.n_heads=3", "model.d_head=16", f"train.init_from={bare}"), tmp_path / "run",
+    three_heads = ("model.n_heads=3", "model.d_head=16")
+    with pytest.raises(UserError, match="which kind each of the source's is needs its run's config.json"):
+        train(tiny_mul(*three_heads, f"train.init_from={bare}"), tmp_path / "run", progress=False)
+    elsewhere = tmp_path / "other" / "checkpoints" / "weights.safetensors"  # beside another run's config
+    elsewhere.parent.mkdir(parents=True)
+    shutil.copy(ckpt.step_path(source_run, 6), elsewhere)
+    other = ckpt.read_run_config(source_run)
+    ckpt.write_json(elsewhere.parents[1] / "config.json", {**other, "model": {**other["model"], "n_heads": 1}})
+    with pytest.raises(UserError, match=r"describes heads other than .*\(2 of width 16\)"):
+        train(tiny_mul(*three_heads, f"train.init_from={elsewhere}"), tmp_path / "run", progress=False)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_warm_start_refuses_to_drop_heads_or_change_what_a_head_reads(source_run, tmp_path):
+    with pytest.raises(UserError, match="has 2 heads per layer and this model 1; .* set model.n_heads >= 2"):
+        train(tiny_mul("model.n_heads=1", "model.d_head=16", f"train.init_from={source_run}"), tmp_path / "run",
               progress=False)
+    # a first multiplier head hides the multiplier's digits from every other head
+    with pytest.raises(UserError, match="must keep the keys it reads, but the source has 2 windowed head.s."):
+        train(tiny_mul("model.n_heads=3", "model.d_head=16", "model.multiplier_heads=1", "model.rotary=abacus", "model.multiplier_select=learned",
+                       f"train.init_from={source_run}"), tmp_path / "run", progress=False)
     assert not (tmp_path / "run").exists()
 
 

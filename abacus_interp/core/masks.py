@@ -70,10 +70,15 @@ class HeadKinds:
 
 
 def head_kinds(cfg: ModelConfig) -> list[str]:
-    """The kind in words (`HeadKinds.kind_of`) of each head of a layer of `cfg`'s model;
-    "windowed" for every head of a one-kind model."""
+    """The keys each head of a layer of `cfg`'s model reads, in words: its kind
+    (`HeadKinds.kind_of`; "windowed" for every head of a one-kind model), and ", multiplier
+    hidden" for every other head where the model has multiplier heads, as they then hide the
+    multiplier's digits from the rest. Two heads of equal words see the same keys."""
     kinds = HeadKinds.of(cfg)
-    return ["windowed"] * cfg.n_heads if kinds is None else [kinds.kind_of(h) for h in range(cfg.n_heads)]
+    if kinds is None:
+        return ["windowed"] * cfg.n_heads
+    hidden = ", multiplier hidden" if kinds.multiplier_heads else ""
+    return [kind if kind == "multiplier" else kind + hidden for kind in map(kinds.kind_of, range(cfg.n_heads))]
 
 
 def attention_mask(

@@ -159,18 +159,29 @@ def warm_start(model, source: str | Path) -> Path:
 
 def _head_placement(cfg: ModelConfig, state: dict, weights: Path, what: str) -> list[int] | None:
     """Where the source's heads go when this model has more heads per layer than the checkpoint
-    `weights` (`growth.head_placement`), else None."""
-    source_heads = state.get("blocks.0.attn.W_Q")
-    if source_heads is None or source_heads.shape[0] >= cfg.n_heads:
+    `weights` (`growth.head_placement`), else None. The heads' kinds are read from the source's
+    config.json, checked against the weights' head count and width."""
+    source_heads = state.get("blocks.0.attn.W_Q")  # [head d_model d_head]
+    if source_heads is None or source_heads.shape[0] == cfg.n_heads:
         return None
-    run_dir = ckpt.run_dir_of(weights)
+    n_heads, d_head = source_heads.shape[0], source_heads.shape[2]
+    if n_heads > cfg.n_heads:
+        raise UserError(f"{what}: {weights} has {n_heads} heads per layer and this model {cfg.n_heads}; a warm "
+                        f"start may add heads but not drop them: set model.n_heads >= {n_heads}")
+    config_file = ckpt.run_dir_of(weights) / "config.json"
     try:
-        source_cfg = ModelConfig.from_dict(ckpt.read_run_config(run_dir)["model"])
+        source_cfg = ModelConfig.from_dict(ckpt.read_run_config(config_file.parent)["model"])
+    except UserError as e:
+        raise UserError(f"{what}: this model adds heads, and which kind each of the source's is needs its "
+                        f"run's config.json ({e}); name the run directory or a checkpoint inside it") from e
+    if (source_cfg.n_heads, source_cfg.d_head) != (n_heads, d_head):
+        raise UserError(f"{what}: {config_file} describes heads other than {weights}'s ({n_heads} of width "
+                        f"{d_head}); is the file in another run's folder? Name the run directory it was saved in")
+    try:
         return head_placement(head_kinds(source_cfg), head_kinds(cfg))
-    except (ckpt.CheckpointError, ValueError) as e:
-        raise UserError(f"{what}: this model has more heads than {weights}, and each must keep its kind: {e}; "
-                        f"give the model at least the heads of each kind that {run_dir / 'config.json'} "
-                        "names, and keep the run's config.json beside its checkpoints") from e
+    except ValueError as e:
+        raise UserError(f"{what}: each of the source's heads must keep the keys it reads, but {e}; give the "
+                        f"model at least the heads of each kind that {config_file} names") from e
 
 
 def _some(keys: list[str], shown: int = 4) -> str:
