@@ -171,11 +171,11 @@ def test_the_spared_head_run_trained_on_sorts_more_numbers():
     """extrap-sort-spare-ft starts at extrap-sort-spare's last weights (its step 0 is that file,
     tensor for tensor, though its config.json names the scratch copy it was trained from) and
     trains 5,000 steps more: lists of 10 numbers 64-69% on 400 lists against extrap-sort-blind's
-    40-43% (docs/runs/sorting.md)."""
+    40-43% (docs/runs/sorting.md); on these 64 lists 53% and 36%."""
     start, end = load_tensors(step_path(SPARE_FT_RUN, 0)), load_tensors(step_path(SPARE_RUN, 2500))
     assert start.keys() == end.keys() and all(torch.equal(start[k], end[k]) for k in end)
     exact = {}
     for run in (SPARE_FT_RUN, BLIND_RUN):
         rows = list_rows(load_model(run), load_task(run), lengths=(), counts=(10,), n=64, seed=0)
         exact[run.name] = next(r for r in rows if r.label == "10 numbers").exact_match
-    assert exact["extrap-sort-spare-ft"] >= 0.5 and exact["extrap-sort-spare-ft"] >= exact["extrap-sort-blind"] + 0.1, exact
+    assert exact["extrap-sort-spare-ft"] >= 0.45 and exact["extrap-sort-spare-ft"] >= exact["extrap-sort-blind"] + 0.1, exact
