@@ -160,7 +160,7 @@ against the same growth with that head blind (n=400 per row): 10 numbers 55% vs 
 lists equal but the units 55% vs 3%, of 20-digit lists 32% vs 16%; 10-digit numbers 11% vs 12%, the
 stop 33% vs 27%. The head that reads the labels written gives back the stop where the numbers are
 alike, not the labels of long numbers. Trained on 5,000 steps at lr 3e-4 (checkpoints/extrap-sort-spare-ft):
-99% in distribution, 10 numbers 69% (extrap-sort-blind 40%, n=400), 10- and 20-digit numbers 10-12%.
+98.75% in distribution, 10 numbers 69% (extrap-sort-blind 40%, n=400), 10- and 20-digit numbers 10-12%.
 """
 
 from __future__ import annotations
