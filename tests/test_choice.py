@@ -22,6 +22,19 @@ SHIPPED = Path(__file__).resolve().parents[1] / "checkpoints" / "extrap-sort"
 NOTHING, WRITTEN, TWO_LEFT = BLINDS
 
 
+def row_of(run: Path, label: str, *, lengths: tuple[int, ...] = (), counts: tuple[int, ...] = ()):
+    """The row labelled `label` of `run`'s list eval on 64 held-out lists (seed 0)."""
+    rows = list_rows(load_model(run), load_task(run), lengths=lengths, counts=counts, n=64, seed=0)
+    return next(r for r in rows if r.label == label)
+
+
+def needs(*runs: Path):
+    """Skip unless every one of `runs` is shipped here."""
+    names = ", ".join(run.name for run in runs)
+    return pytest.mark.skipif(not all((run / "config.json").exists() for run in runs),
+                              reason=f"checkpoints/{{{names}}} are not all shipped here")
+
+
 @pytest.fixture
 def task():
     return get_task("sorting", max_numbers=4, max_digits=3, label_pool=8, random_labels=True)
@@ -112,7 +125,7 @@ def test_the_shipped_sorter_reads_the_whole_list_to_choose():
 BLIND_RUN = SHIPPED.parent / "extrap-sort-blind"
 
 
-@pytest.mark.skipif(not (BLIND_RUN / "config.json").exists(), reason="checkpoints/extrap-sort-blind is not shipped here")
+@needs(BLIND_RUN)
 def test_the_answer_blind_keeps_the_margin_and_sorts_more_numbers():
     """checkpoints/extrap-sort-blind (the number head and `answer_hides_earlier_answer`, 14,000
     steps): on held-out lists of 10 numbers the margin with 5 numbers left stays several logits
@@ -128,26 +141,21 @@ def test_the_answer_blind_keeps_the_margin_and_sorts_more_numbers():
     assert rows["in distribution"].exact_match >= 0.95 and rows["10 numbers"].exact_match >= 0.25
 
 
-@pytest.mark.skipif(not ((BLIND_RUN / "config.json").exists() and (SHIPPED / "config.json").exists()),
-                    reason="checkpoints/extrap-sort and extrap-sort-blind are not both shipped here")
+@needs(SHIPPED, BLIND_RUN)
 def test_the_answer_blind_loses_the_stop_of_longer_numbers():
     """The blind's cost (docs/runs/sorting.md): with the earlier labels hidden, the answer query
     must stop when the label just written is the largest number, and on lists of 10-digit
     numbers extrap-sort-blind writes the EOS after the last label (teacher-forced) less than half
     the time where extrap-sort, which reads what it wrote, nearly always does (measured on these
     64 lists 42% and 94%; `eval --lengths 10 --n 100` 34% and 96%)."""
-    stops = {}
-    for run in (SHIPPED, BLIND_RUN):
-        rows = list_rows(load_model(run), load_task(run), lengths=(10,), counts=(), n=64, seed=0)
-        stops[run.name] = next(r for r in rows if r.label == "10-digit numbers").stop_accuracy
+    stops = {run.name: row_of(run, "10-digit numbers", lengths=(10,)).stop_accuracy for run in (SHIPPED, BLIND_RUN)}
     assert stops["extrap-sort"] >= 0.85 and stops["extrap-sort-blind"] <= 0.6, stops
 
 
 SPARE_RUN = SHIPPED.parent / "extrap-sort-spare"
 
 
-@pytest.mark.skipif(not ((SPARE_RUN / "config.json").exists() and (BLIND_RUN / "config.json").exists()),
-                    reason="checkpoints/extrap-sort-spare and extrap-sort-blind are not both shipped here")
+@needs(SPARE_RUN, BLIND_RUN)
 def test_a_symbol_head_spared_by_the_blind_gives_back_the_stop_of_hard_lists():
     """extrap-sort-spare is extrap-sort-blind grown by a symbol head that the answer blind spares
     (it reads the labels written, so it can tell when all are), 2,500 steps on. On lists of 5
@@ -155,18 +163,14 @@ def test_a_symbol_head_spared_by_the_blind_gives_back_the_stop_of_hard_lists():
     about half the time, where its source, whose every answer head is blind, rarely does
     (measured on these 64 lists 53% and 16%; `eval --n 400 --seed 1`: 55% and 14%, the same
     growth without the sparing 3%: docs/runs/sorting.md)."""
-    stops = {}
-    for run in (SPARE_RUN, BLIND_RUN):
-        rows = list_rows(load_model(run), load_task(run), lengths=(), counts=(), n=64, seed=0)
-        stops[run.name] = next(r for r in rows if r.label.startswith("hard: 5 numbers of 5 digits")).stop_accuracy
+    stops = {run.name: row_of(run, "hard: 5 numbers of 5 digits, equal but the units").stop_accuracy for run in (SPARE_RUN, BLIND_RUN)}
     assert stops["extrap-sort-spare"] >= 0.35 and stops["extrap-sort-blind"] <= 0.3, stops
 
 
 SPARE_FT_RUN = SHIPPED.parent / "extrap-sort-spare-ft"
 
 
-@pytest.mark.skipif(not all((run / "config.json").exists() for run in (SPARE_FT_RUN, SPARE_RUN, BLIND_RUN)),
-                    reason="checkpoints/extrap-sort-spare-ft, extrap-sort-spare and extrap-sort-blind are not all shipped")
+@needs(SPARE_FT_RUN, SPARE_RUN, BLIND_RUN)
 def test_the_spared_head_run_trained_on_sorts_more_numbers():
     """extrap-sort-spare-ft starts at extrap-sort-spare's last weights (its step 0 is that file,
     tensor for tensor, though its config.json names the scratch copy it was trained from) and
@@ -175,8 +179,5 @@ def test_the_spared_head_run_trained_on_sorts_more_numbers():
     (44% on these lists) the gap is too small for 64 lists, and is not asserted."""
     start, end = load_tensors(step_path(SPARE_FT_RUN, 0)), load_tensors(step_path(SPARE_RUN, 2500))
     assert start.keys() == end.keys() and all(torch.equal(start[k], end[k]) for k in end)
-    exact = {}
-    for run in (SPARE_FT_RUN, BLIND_RUN):
-        rows = list_rows(load_model(run), load_task(run), lengths=(), counts=(10,), n=64, seed=0)
-        exact[run.name] = next(r for r in rows if r.label == "10 numbers").exact_match
+    exact = {run.name: row_of(run, "10 numbers", counts=(10,)).exact_match for run in (SPARE_FT_RUN, BLIND_RUN)}
     assert exact["extrap-sort-spare-ft"] >= 0.45 and exact["extrap-sort-spare-ft"] >= exact["extrap-sort-blind"] + 0.1, exact

@@ -1,8 +1,9 @@
 """The HTML + JSON report: sections, findings, omission and failure handling, escaping, CLI.
 
 Most tests build the report of a tiny freshly trained run with `ReportSizes.quick()`; the
-shipped runs (checkpoints/small-add, checkpoints/grok-mod113[-fast]) are checked in slow tests that
-also measure the time budget (<= 3 minutes for small-add).
+shipped runs (checkpoints/small-add, extrap-add, grok-mod113[-fast]) are checked in slow tests at
+`ReportSizes.fast()`, the sizes of `make demo`. Their time against the 3-minute budget of the
+default sizes is measured by benchmarks/bench_report.py, not asserted here.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import dataclasses
 import json
 import re
 import shutil
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -450,9 +450,7 @@ def shipped(name: str) -> Path:
 @pytest.mark.parametrize("name", ["small-add", "extrap-add", "grok-mod113", "grok-mod113-fast"])
 def test_report_of_shipped_run(name, tmp_path):
     run = shipped(name)
-    t0 = time.perf_counter()
-    html_path = build_report(run, tmp_path / "report", progress=False)
-    elapsed = time.perf_counter() - t0
+    html_path = build_report(run, tmp_path / "report", sizes=ReportSizes.fast(), progress=False)
     report = load_report_json(tmp_path / "report")
     assert report["failed_sections"] == [], {k: report["sections"][k]["error"] for k in report["failed_sections"]}
     assert_well_formed(html_path, report)
@@ -465,10 +463,8 @@ def test_report_of_shipped_run(name, tmp_path):
     for key, sec in report["sections"].items():
         if sec["status"] == "ok":
             assert 2 <= len(sec["findings"]) <= MAX_FINDINGS, (key, sec["findings"])
-    print(f"report of {run}: {elapsed:.1f} s; per section: "
+    print(f"report of {run}: {report['timing']['total_s']:.1f} s; per section: "
           + ", ".join(f"{k} {v:.1f}" for k, v in report["timing"]["sections"].items()))
-    if name == "small-add":
-        assert elapsed <= 180, f"the report of {run} took {elapsed:.0f} s, over the 3-minute budget"
 
 
 def test_the_summary_opens_with_how_far_past_its_training_a_model_goes():
