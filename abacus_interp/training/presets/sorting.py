@@ -162,7 +162,7 @@ stop 33% vs 27%. The head that reads the labels written gives back the stop wher
 alike, not the labels of long numbers. Trained on 5,000 steps at lr 3e-4 (checkpoints/extrap-sort-spare-ft):
 98.75% in distribution, 10 numbers 69% (extrap-sort-blind 40%, n=400), 10- and 20-digit numbers 10-12%.
 The control arm trained on alike (checkpoints/extrap-sort-control-ft) reaches 55.5% with 10 numbers on
-the same lists: at equal steps the spared head carries about 12 points of the count.
+the same lists: at equal steps the spared head carries about 12 points of the count (one seed per arm).
 """
 
 from __future__ import annotations
