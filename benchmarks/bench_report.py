@@ -5,10 +5,11 @@ by section, side by side.
     python benchmarks/bench_report.py --run checkpoints/extrap-add --threads 2
 
 Goal: the default report of checkpoints/small-add in <= 180 s on this project's 2-core CPU at
-one torch thread, as `abacus-interp report` runs it (`ReportSizes` is sized for that budget; `abacus-interp report --fast` and `make demo` use the
-fast sizes). A report takes minutes, so each side runs once, default first: compare sections
-whose times differ by more than the machine's noise, and rerun on an idle machine before
-concluding anything from the total against the goal.
+one torch thread, as `abacus-interp report` runs it (`ReportSizes` is sized for that budget;
+`abacus-interp report --fast` and `make demo` use the fast sizes). A report takes minutes, so
+each side runs once, default first: compare sections whose times differ by more than the
+machine's noise, and rerun on an idle machine before concluding anything from the total
+against the goal.
 """
 
 from __future__ import annotations

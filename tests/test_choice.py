@@ -170,7 +170,8 @@ def test_a_symbol_head_spared_by_the_blind_gives_back_the_stop_of_hard_lists():
     about half the time, where its source, whose every answer head is blind, rarely does
     (measured on these 64 lists 53% and 16%; `eval --n 400 --seed 1`: 55% and 14%, the same
     growth without the sparing 3%: docs/runs/sorting.md)."""
-    stops = {run.name: row_of(run, "hard: 5 numbers of 5 digits, equal but the units").stop_accuracy for run in (SPARE_RUN, BLIND_RUN)}
+    hard = "hard: 5 numbers of 5 digits, equal but the units"
+    stops = {run.name: row_of(run, hard).stop_accuracy for run in (SPARE_RUN, BLIND_RUN)}
     assert stops["extrap-sort-spare"] >= 0.35 and stops["extrap-sort-blind"] <= 0.3, stops
 
 
