@@ -121,8 +121,12 @@ def test_run_on_a_tiny_sorter_reports_mass_that_sums_to_one_and_every_row(task):
     above = d.flipped[PATCH_GROUPS.index("digits above them")][0]
     assert (above is None) == (d.n_told_apart == 0)
     assert set(result.figures()) == {"accuracy_rows", "answer_places", "answer_reading",
-                                     "digit_reading", "knockout", "lock_in", "patching", "choice_margin", "blinds"}
+                                     "digit_reading", "knockout", "lock_in", "patching", "choice_margin", "blinds",
+                                     "summary_digits", "summary_order"}
     assert result.to_dict()["deciding"]["digits"] == 3
+    summary = result.summary  # a probe per place of the 3-digit numbers, at the embedding and after each loop
+    assert summary.sites == ("embedding", "loop 1", "loop 2") and summary.n_lists == 12
+    assert np.asarray(summary.digit_accuracy).shape == (3, 3) and len(summary.n_pairs) == 3
 
 
 def test_the_findings_say_what_the_wrong_labels_of_more_numbers_named(task):

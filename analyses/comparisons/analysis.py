@@ -1,5 +1,6 @@
 """Sorting read from the inside: accuracy rows past the training, the heads' reading of the
-list, knockouts, and the deciding digit (`decide.py`).
+list, knockouts, the deciding digit (`decide.py`), the choice (`choice.py`) and what each item's
+summary holds (`summary.py`).
 
 A sorting answer is a list of labels (`a:05898,b:1,c:372012=` -> `bac`): answer label k is the
 label of the k-th smallest number. Two places can hold the comparison: the digits of a number,
@@ -28,6 +29,7 @@ from .config import ComparisonsConfig
 from .decide import deciding_digit
 from .layout import ANSWER_GROUPS, DIGIT_GROUPS, ListLayout, answer_masks, digit_masks
 from .result import ComparisonsResult
+from .summary import item_summary
 
 BATCH = 64
 KNOCKOUT_GROUPS = ("the answer's label", "the answer's digits", "digits still to write")
@@ -108,4 +110,5 @@ def run(model_or_run, task=None, *, config: ComparisonsConfig | None = None, **o
         trained_numbers=(task.min_numbers, task.max_numbers), trained_digits=(task.min_digits, task.max_digits),
         n_loops=model.cfg.n_loops, rows=rows, answer_reading=answer_reading, digit_reading=digit_reading,
         knockout=knocked, deciding=deciding_digit(model, task, cfg),
-        choice=choice(model, task, choice_counts(task, cfg), cfg.n_choice, cfg.seed))
+        choice=choice(model, task, choice_counts(task, cfg), cfg.n_choice, cfg.seed),
+        summary=item_summary(model, task, cfg.n_summary, cfg.seed))

@@ -16,7 +16,8 @@ def comparisons_figures(result) -> dict[str, go.Figure]:
     return {"accuracy_rows": accuracy_rows(result), "answer_places": answer_places(result), "answer_reading": group_reading(result.answer_reading),
             "digit_reading": group_reading(result.digit_reading), "knockout": knockout(result.knockout),
             "lock_in": lock_in(result.deciding), "patching": patching(result.deciding),
-            "choice_margin": choice_margin(result.choice), "blinds": blinds(result.choice)}
+            "choice_margin": choice_margin(result.choice), "blinds": blinds(result.choice),
+            "summary_digits": summary_digits(result.summary), "summary_order": summary_order(result.summary)}
 
 
 def accuracy_rows(result) -> go.Figure:
@@ -102,4 +103,29 @@ def blinds(c) -> go.Figure:
     fig.update_yaxes(title_text="answer labels right (teacher-forced)", range=[0, 1], tickformat=".0%")
     fig.update_layout(barmode="group", title=f"What the answer query must see to choose<br><sup>{c.label}; every head, "
                                              f"every loop, at each answer query; n={c.n_lists} lists per count</sup>")
+    return fig
+
+
+def summary_digits(s) -> go.Figure:
+    """The digit probes at each item's closing separator: [place, site]."""
+    z = np.array(s.digit_accuracy).T  # [place site]
+    fig = go.Figure(go.Heatmap(z=z, x=list(s.sites), y=[f"{p} below the leading digit" if p else "the leading digit"
+                                                       for p in range(s.digits)],
+                               zmin=0, zmax=1, colorscale="Viridis", colorbar={"title": "probe accuracy"},
+                               text=[[f"{v:.0%}" for v in row] for row in z], texttemplate="%{text}"))
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(title=f"Which digit each item's closing separator holds ({s.n_lists} lists, held-out items; "
+                            "chance 10%)", height=160 + 40 * s.digits)
+    return fig
+
+
+def summary_order(s) -> go.Figure:
+    """The order readout's held-out pairs put right, per site, by the leading digits they share."""
+    fig = go.Figure()
+    for k, name in enumerate(("differ in the leading digit", "share the leading digit", "share two")):
+        fig.add_trace(go.Scatter(x=list(s.sites), y=[row[k] for row in s.ordered], mode="lines+markers",
+                                 name=f"{name} (n={s.n_pairs[k]})"))
+    fig.update_yaxes(title_text="pairs ordered right", range=[0.4, 1.02], tickformat=".0%")
+    fig.update_layout(title="Pairs of one list ordered by one linear readout of the separator's state "
+                            "(chance 50%)", height=360)
     return fig

@@ -11,6 +11,7 @@ from analyses._head_groups import GroupReading, Knockout
 
 from .choice import Choice
 from .decide import DecidingDigit
+from .summary import ItemSummary
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,7 @@ class ComparisonsResult:
     knockout: Knockout
     deciding: DecidingDigit
     choice: Choice
+    summary: ItemSummary
 
     def row(self, label: str) -> ListRow:
         return next(r for r in self.rows if r.label == label)
