@@ -208,9 +208,9 @@ def test_at_equal_steps_the_spared_head_carries_the_stop_and_part_of_the_count()
 
 
 @needs(SPARE_FT_RUN)
-def test_the_sorters_state_drifts_past_its_trained_loops():
-    """The adders' answers settle and stay as loops are added; this sorter's do not, so more loops
-    at test time are no lever for its close comparisons (docs/runs/sorting.md: 98.75 / 93.5 / 62.5%
+def test_the_sorters_accuracy_falls_past_its_trained_loops():
+    """loop-add's answers settle and stay as loops are added; this sorter's fall, so more loops at
+    test time are no lever for its close comparisons (docs/runs/sorting.md: 98.75 / 93.5 / 62.5%
     in distribution at 4 / 6 / 8 loops on 400 lists of `--seed 1`). Measured on these 128 held-out
     lists: 97.7 / 94.5 / 54.7%."""
     model, task = load_model(SPARE_FT_RUN, max_loops=8), load_task(SPARE_FT_RUN)

@@ -122,10 +122,13 @@ def summary_digits(s) -> go.Figure:
 def summary_order(s) -> go.Figure:
     """The order readout's held-out pairs put right, per site, by the leading digits they share."""
     fig = go.Figure()
+    colors = ("#1f77b4", "#ff7f0e", "#2ca02c")
     for k, name in enumerate(("differ in the leading digit", "share the leading digit", "share two")):
         fig.add_trace(go.Scatter(x=list(s.sites), y=[row[k] for row in s.ordered], mode="lines+markers",
-                                 name=f"{name} (n={s.n_pairs[k]})"))
-    fig.update_yaxes(title_text="pairs ordered right", range=[0.4, 1.02], tickformat=".0%")
-    fig.update_layout(title="Pairs of one list ordered by one linear readout of the separator's state "
-                            "(chance 50%)", height=360)
+                                 line={"color": colors[k]}, name=f"{name} (n={s.n_pairs[k]}): the value readout"))
+        fig.add_trace(go.Scatter(x=list(s.sites), y=[row[k] for row in s.pair_probe], mode="lines+markers",
+                                 line={"color": colors[k], "dash": "dash"}, name=f"{name}: a comparator of its own"))
+    fig.update_yaxes(title_text="held-out pairs ordered right", range=[0.4, 1.02], tickformat=".0%")
+    fig.update_layout(title="Pairs of one list ordered by linear readouts of the separator's state (chance 50%)",
+                      height=400)
     return fig

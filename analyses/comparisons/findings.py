@@ -5,6 +5,7 @@ from __future__ import annotations
 from analyses.prose import limit, pct
 
 from .choice import BLINDS
+from .summary import TEST_FRACTION
 
 
 def comparisons_findings(result) -> list[str]:
@@ -102,21 +103,26 @@ def _how_the_choice_is_made(c, trained_max: int) -> str | None:
 
 
 def _what_the_summary_holds(s) -> str:
-    """The digit probes and the order readout at each item's closing separator after the last loop."""
+    """The digit probes, the order readout and the pair probes at each item's closing separator
+    after the last loop, and what they say together about the pairs that share two leading digits."""
     places = s.digit_accuracy[s.last]
     named = ("its leading digit", "the next", "the one after")[: len(places)]
     digits = ", ".join(f"{name} {pct(a)}" for name, a in zip(named, places, strict=False))
-    ordered = s.ordered[s.last]
-    pairs = ", ".join(f"{pct(o)} of those {phrase} (n={n})"
-                      for o, n, phrase in zip(ordered, s.n_pairs, ("that differ in the leading digit", "that share it",
-                                                                  "that share two"), strict=True) if o is not None)
+    kinds = ("that differ in the leading digit", "that share it", "that share two")
+    ordered, paired = s.ordered[s.last], s.pair_probe[s.last]
+    readout = ", ".join(f"{pct(o)} of those {kind} (n={n})"
+                        for o, n, kind in zip(ordered, s.n_pairs, kinds, strict=True) if o is not None)
+    fitted = ", ".join(f"{pct(p)} of those {kind}" for p, kind in zip(paired, kinds, strict=True) if p is not None)
     sentence = (f"What each item's closing separator holds ({s.label}, n={s.n_lists} lists; linear readouts fitted "
-                f"on 70% of them, scored on the rest): after the last loop a probe reads {digits} (chance 10%); "
-                f"one ridge readout of its value puts the held-out pairs of a list in order: {pairs}")
-    one, two = ordered[1] if len(ordered) > 1 else None, ordered[2] if len(ordered) > 2 else None
-    if one is not None and two is not None and one >= 0.9 and two < 0.8:
-        sentence += (": the summary orders numbers one place below the leading digit, not two, so a pick by "
-                     "attention over the separators has little to go on where two leading digits are shared")
+                f"on {pct(1 - TEST_FRACTION)} of them, scored on the rest): after the last loop a class probe reads "
+                f"{digits} (chance 10%); one ridge readout of its value puts the held-out pairs of a list in order: "
+                f"{readout}; a comparator fitted to each kind of pair alone: {fitted} (chance 50%)")
+    two, two_fitted = ordered[-1], paired[-1]
+    if two is not None and two_fitted is not None and two_fitted >= 0.8 and two < two_fitted - 0.15:
+        sentence += (": the summary holds the order two places below the leading digit, but along a direction of "
+                     "its own, which the one value readout that orders the other pairs misses")
+    elif two_fitted is not None and two_fitted < 0.7:
+        sentence += ": no linear readout of the summary orders numbers that share two leading digits"
     return sentence + "."
 
 

@@ -1,13 +1,18 @@
 """What each list item's summary holds: the state at its closing separator (the "," after its
 number, where a number head reads the whole item), after every loop.
 
-Two linear readouts of the same states, fitted on some lists and scored on the others:
+Three linear readouts of the same states, fitted on some lists and scored on the others:
 * a digit probe per place (logistic regression; place 0 is the leading digit, chance 10%): is
   that digit there, as one of ten classes?
 * an order readout (one ridge regression of the number's value): the share of held-out pairs of
-  one list it puts in the right order, by how many leading digits the pair shares. An answer
-  query scores a separator through a linear key: a value this readout cannot recover gives such
-  a score little to go on (a readout fitted to the close pairs alone might do better).
+  one list it puts in the right order, by how many leading digits the pair shares;
+* a pair probe per count of shared leading digits: a linear comparator (logistic regression on
+  the difference of two items' states) fitted to such pairs alone. An answer query scores each
+  separator through a linear key, so it compares two items by such a difference: pairs this
+  probe cannot order, a score of that form cannot either (up to what the fit can find).
+
+A class probe understates a digit the state holds as a magnitude, which the order readouts read;
+so a low class probe with a high order readout says how the digit is held, not that it is missing.
 
 The lists hold the trained maximum of numbers, all of the trained maximum length; a third share
 their leading digit and a third their two leading digits (`SortingTask.shared_prefix_values`),
@@ -39,7 +44,7 @@ BATCH = 64
 
 @dataclass(frozen=True)
 class ItemSummary:
-    label: str  # the sample
+    label: str  # the lists read, in words
     n_lists: int
     n_items: int  # items read: every number of a list but the last (whose closer is "=")
     digits: int
@@ -48,7 +53,10 @@ class ItemSummary:
     digit_accuracy: tuple[tuple[float, ...], ...]
     # [site][shared]: held-out pairs of one list the order readout puts right, per SHARED
     ordered: tuple[tuple[float | None, ...], ...]
-    n_pairs: tuple[int, ...]  # held-out pairs per SHARED
+    # [site][shared]: held-out pairs the pair probe fitted to that SHARED alone puts right
+    pair_probe: tuple[tuple[float | None, ...], ...]
+    # held-out pairs of distinct numbers per SHARED (pairs that share more digits are not read)
+    n_pairs: tuple[int, ...]
 
     @property
     def last(self) -> int:
@@ -81,7 +89,7 @@ def item_states(model, task, lists) -> tuple[np.ndarray, np.ndarray, np.ndarray]
         chunk = lists[start : start + BATCH]
         tokens = encode_batch(task.vocab, [e.prompt for e in chunk], [e.target for e in chunk]).tokens
         items = [(row, number.digit_pos[-1] + 1, value) for row, e in enumerate(chunk)
-                 for number, value in zip(ListLayout.of(e.prompt).numbers[:-1], e.operands, strict=False)]
+                 for number, value in zip(ListLayout.of(e.prompt).numbers[:-1], e.operands[:-1], strict=True)]
         rows, positions = torch.tensor([i[0] for i in items]), torch.tensor([i[1] for i in items])
         kept = {}
 
@@ -122,36 +130,71 @@ def shared_digits(x: int, y: int) -> int:
     return next((i for i, (p, q) in enumerate(zip(a, b, strict=True)) if p != q), len(a))
 
 
-def pairs_ordered(predicted: np.ndarray, values: np.ndarray, owners: np.ndarray) -> dict[int, list[bool]]:
-    """Per count of shared leading digits (`SHARED`), whether each pair of distinct numbers of one
-    list is in the same order by `predicted` as by value."""
-    out: dict[int, list[bool]] = {s: [] for s in SHARED}
+def list_pairs(values: np.ndarray, owners: np.ndarray) -> list[tuple[int, int, int]]:
+    """(a, b, shared leading digits) for every pair of distinct numbers of one list whose shared
+    count is one of `SHARED`."""
+    pairs = []
     for owner in np.unique(owners):
         idx = np.nonzero(owners == owner)[0]
         for i, a in enumerate(idx):
             for b in idx[i + 1:]:
                 shared = shared_digits(int(values[a]), int(values[b]))
-                if values[a] != values[b] and shared in out:
-                    out[shared].append(bool((predicted[a] < predicted[b]) == (values[a] < values[b])))
+                if values[a] != values[b] and shared in SHARED:
+                    pairs.append((int(a), int(b), shared))
+    return pairs
+
+
+def pairs_ordered(predicted: np.ndarray, values: np.ndarray, owners: np.ndarray) -> dict[int, list[bool]]:
+    """Per count of shared leading digits (`SHARED`), whether each pair of distinct numbers of one
+    list is in the same order by `predicted` as by value."""
+    out: dict[int, list[bool]] = {s: [] for s in SHARED}
+    for a, b, shared in list_pairs(values, owners):
+        out[shared].append(bool((predicted[a] < predicted[b]) == (values[a] < values[b])))
+    return out
+
+
+def pair_probe(X: np.ndarray, values: np.ndarray, owners: np.ndarray, test: np.ndarray) -> dict[int, float | None]:
+    """Per `SHARED`: held-out accuracy of a logistic regression of [x < y] on the difference of the
+    two states, fitted to the training lists' pairs that share that many leading digits (each pair
+    in both orders, no intercept: swapping the pair flips the answer)."""
+    fit, scored = list_pairs(values[~test], owners[~test]), list_pairs(values[test], owners[test])
+    Xf, vf, Xs, vs = X[~test], values[~test], X[test], values[test]
+    out: dict[int, float | None] = {}
+    for shared in SHARED:
+        train = [(a, b) for a, b, s in fit if s == shared]
+        score = [(a, b) for a, b, s in scored if s == shared]
+        if len(train) < 4 or not score:
+            out[shared] = None
+            continue
+        diffs = np.concatenate([[Xf[a] - Xf[b] for a, b in train], [Xf[b] - Xf[a] for a, b in train]])
+        below = np.array([vf[a] < vf[b] for a, b in train] + [vf[b] < vf[a] for a, b in train])
+        probe = make_pipeline(StandardScaler(with_mean=False), LogisticRegression(fit_intercept=False, max_iter=3000))
+        with threadpool_limits(limits=1):
+            probe.fit(diffs, below)
+            out[shared] = float(probe.score(np.array([Xs[a] - Xs[b] for a, b in score]),
+                                            np.array([vs[a] < vs[b] for a, b in score])))
     return out
 
 
 def item_summary(model, task, n_lists: int, seed: int) -> ItemSummary:
+    """The digit probes, the order readout and the pair probes at each item's closing separator,
+    at the embedding and after every loop, on `summary_lists(task, n_lists, seed)`."""
     lists = summary_lists(task, n_lists, seed)
     states, values, owners = item_states(model, task, lists)
     test = owners >= round(len(lists) * (1 - TEST_FRACTION))  # the last lists: every share of planting
     digits = task.max_digits
     places = np.array([[int(c) for c in str(v)] for v in values])  # [item place], the leading digit first
-    accuracy, ordered, n_pairs = [], [], ()
+    accuracy, ordered, paired = [], [], []
     for X in states:
         accuracy.append(tuple(round(digit_probe(X, places[:, p], test), 4) for p in range(digits)))
-        predicted = order_readout(X, values, test)
-        pairs = pairs_ordered(predicted[test], values[test], owners[test])
+        pairs = pairs_ordered(order_readout(X, values, test)[test], values[test], owners[test])
         ordered.append(tuple(round(float(np.mean(pairs[s])), 4) if pairs[s] else None for s in SHARED))
-        n_pairs = tuple(len(pairs[s]) for s in SHARED)
+        probed = pair_probe(X, values, owners, test)
+        paired.append(tuple(None if probed[s] is None else round(probed[s], 4) for s in SHARED))
+    held_out = pairs_ordered(values[test], values[test], owners[test])  # only the counts are read
     sites = ("embedding",) + tuple(f"loop {t + 1}" for t in range(model.cfg.n_loops))
     return ItemSummary(
         label=(f"lists of {task.max_numbers} numbers of {digits} digits, a third sharing the leading "
                "digit and a third the two leading digits"),
-        n_lists=len(lists), n_items=len(values), digits=digits, sites=sites,
-        digit_accuracy=tuple(accuracy), ordered=tuple(ordered), n_pairs=n_pairs)
+        n_lists=len(lists), n_items=len(values), digits=digits, sites=sites, digit_accuracy=tuple(accuracy),
+        ordered=tuple(ordered), pair_probe=tuple(paired), n_pairs=tuple(len(held_out[s]) for s in SHARED))
