@@ -31,7 +31,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
-from abacus_interp.core.hooks import hook_name
+from abacus_interp.core.hooks import hook_name, loop_label
 from abacus_interp.core.tokens import encode_batch
 from abacus_interp.tasks.base import random_with_digits
 
@@ -192,7 +192,7 @@ def item_summary(model, task, n_lists: int, seed: int) -> ItemSummary:
         probed = pair_probe(X, values, owners, test)
         paired.append(tuple(None if probed[s] is None else round(probed[s], 4) for s in SHARED))
     held_out = pairs_ordered(values[test], values[test], owners[test])  # only the counts are read
-    sites = ("embedding",) + tuple(f"loop {t + 1}" for t in range(model.cfg.n_loops))
+    sites = ("embedding",) + tuple(loop_label(t) for t in range(model.cfg.n_loops))
     return ItemSummary(
         label=(f"lists of {task.max_numbers} numbers of {digits} digits, a third sharing the leading "
                "digit and a third the two leading digits"),
