@@ -191,10 +191,10 @@ def item_summary(model, task, n_lists: int, seed: int) -> ItemSummary:
         ordered.append(tuple(round(float(np.mean(pairs[s])), 4) if pairs[s] else None for s in SHARED))
         probed = pair_probe(X, values, owners, test)
         paired.append(tuple(None if probed[s] is None else round(probed[s], 4) for s in SHARED))
-    held_out = pairs_ordered(values[test], values[test], owners[test])  # only the counts are read
+    held_out = [shared for *_, shared in list_pairs(values[test], owners[test])]
     sites = ("embedding",) + tuple(loop_label(t) for t in range(model.cfg.n_loops))
     return ItemSummary(
         label=(f"lists of {task.max_numbers} numbers of {digits} digits, a third sharing the leading "
                "digit and a third the two leading digits"),
         n_lists=len(lists), n_items=len(values), digits=digits, sites=sites, digit_accuracy=tuple(accuracy),
-        ordered=tuple(ordered), pair_probe=tuple(paired), n_pairs=tuple(len(held_out[s]) for s in SHARED))
+        ordered=tuple(ordered), pair_probe=tuple(paired), n_pairs=tuple(held_out.count(s) for s in SHARED))
