@@ -37,6 +37,7 @@ from _flops import Peak, device_peak, forward_flops, synchronize, throughput
 from torch import Tensor, nn
 
 from abacus_interp import LoopedTransformer, ModelConfig, Vocab
+from abacus_interp.core.attention import AttentionContext
 from abacus_interp.core.devices import resolve_device
 from abacus_interp.core.positions import abacus_indices
 
@@ -226,11 +227,14 @@ def train_step(model: nn.Module, tokens: Tensor, setup: Setup) -> Callable[[], N
 def attention_layer_step(model: LoopedTransformer, states: Tensor, setup: Setup) -> Callable[[], None]:
     """Forward and backward through the first attention layer of loop 0 only."""
     attention, hooks = model.blocks[0].attn, model.loops[0].blocks[0].attn
+    length = states.shape[1]
+    # plain causal attention: no window, no rotary (the benchmark's model attends by neither)
+    context = AttentionContext.build(model.cfg, length, length, states.device)
 
     def run():
         attention.zero_grad(set_to_none=True)
         with setup.autocast():
-            output, _ = attention(states, hooks)
+            output, _ = attention(states, hooks, context)
         output.float().square().mean().backward()
 
     return run
