@@ -1,11 +1,14 @@
 """The benchmarks assert nothing, so nothing else notices when a change to the model breaks one
 of them (`bench_model.py` once called an attention layer without its context and crashed at its
-third row). Each is run here end to end at a toy size: it must finish, check its parity, and print
-every row of its table."""
+third row, found on a GPU machine). The model benchmark is run here end to end at a toy size: it
+must finish, pass its own parity check, and print every row of its table."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -14,12 +17,13 @@ def run_benchmark(script: str, *args: str) -> str:
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / script), *args],
         capture_output=True, text=True, cwd=ROOT, timeout=300,
-        env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)},
     )
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
 
 
+@pytest.mark.slow  # a subprocess
 def test_the_model_benchmark_runs_every_row_at_a_toy_size():
     out = run_benchmark("bench_model.py", "--threads", "1", "--batch", "2", "--d-model", "32", "--reps", "1",
                         "--warmup", "0")
