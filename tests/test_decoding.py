@@ -65,6 +65,11 @@ POSITION_SCHEMES = {
     "abacus": dict(positional="abacus"),
     "learned": dict(positional="learned"),
     "rotary-window": dict(positional="none", rotary="abacus", abacus_window=1),
+    # "+" and "=" close a number: their rotation is the index past its last digit
+    "rotary-closers": dict(positional="none", rotary="abacus_closers", abacus_window=1),
+    # digits and closers see only the digits within +-1 of them, over the window of +-2 that
+    # keeps a random model's completions varied past the trained loops
+    "digit-window": dict(positional="none", rotary="abacus_closers", abacus_window=2, digit_window=1),
     # scores scaled by ln(keys seen): a left-padded row must count its real keys only (the window
     # keeps a random model's completions varied past the trained loops)
     "scalable-softmax": dict(positional="none", rotary="abacus", abacus_window=2, softmax_length_scale=0.3),

@@ -29,8 +29,8 @@ from torch import Tensor, nn
 from transformer_lens.hook_points import HookPoint
 
 from .config import ModelConfig
-from .masks import HeadKinds, attention_mask, hide_earlier_answer
-from .positions import Rotary
+from .masks import HeadKinds, attention_mask, hide_earlier_answer, hide_far_digits
+from .positions import Rotary, closer_indices
 
 try:  # optional CUDA kernel
     from flash_attn import flash_attn_func
@@ -99,9 +99,12 @@ class AttentionContext:
         if cfg.answer_hides_earlier_answer:
             spared = heads.symbol_head_range if cfg.answer_blind_spares_symbol_heads else range(0)
             mask = hide_earlier_answer(mask, index, n_query, n_key, device, spared)
+        if cfg.digit_window is not None:
+            mask = hide_far_digits(mask, index, n_query, n_key, device, cfg.digit_window)
         rotary = None
-        if cfg.rotary == "abacus":
-            rotary = Rotary.of(index[:, -n_query:], cfg.d_head, cfg.rotary_base)
+        if cfg.rotary != "none":
+            turned = closer_indices(index) if cfg.rotary == "abacus_closers" else index  # [batch key_pos]
+            rotary = Rotary.of(turned[:, -n_query:], cfg.d_head, cfg.rotary_base)
         log_keys = None if cfg.softmax_length_scale is None else log_visible_keys(mask, n_query, n_key, device)
         return cls(mask=mask, rotary=rotary, unrotated_query_heads=cfg.multiplier_heads, log_keys=log_keys)
 

@@ -72,7 +72,11 @@ class ModelConfig:
     # "abacus": queries and keys rotated by each token's Abacus index (RoPE on the digit's
     # index inside its number). Attention then depends on index differences only, so the
     # aligned digits of operands and answer meet at offset 0 whatever the number's length,
-    # and no random offset is needed to train high indices. "none": no rotation.
+    # and no random offset is needed to train high indices. "abacus_closers": the same, and
+    # the token that closes a number (the separator or "=" right after its last digit) turns
+    # as the digit past its last, index L + 1, so it reads the number's leading digits at
+    # distances 1, 2, ... at any length L; masks still see it as a non-digit (index 0).
+    # "none": no rotation.
     rotary: str = "none"
     # RoPE's base: channel pair i turns by index * base^(-2i/d_head). 1000 gives the slowest
     # pair a period of thousands of digits, far beyond any number this model meets.
@@ -82,6 +86,12 @@ class ModelConfig:
     # more loops, and a longer number needs no attention offset it never saw in training:
     # the model extrapolates by running more loops. None: no window.
     abacus_window: int | None = None
+    # Sorting's window: a digit, or the token that closes a number (at the index past its last
+    # digit), sees only the digits within +-w of its index, and every token that is not a digit;
+    # labels and the answer see everything. Comparing numbers needs digits of one height to
+    # meet; a query that could read digits far below it meets distances that longer numbers
+    # than any in training put there. None: no such window.
+    digit_window: int | None = None
     # Heads of two kinds, for a*b with a short multiplier b: the last `multiplier_heads`
     # heads of every layer see only the digits of the second number of the prompt (the
     # multiplier), at any distance, so every answer digit reads b_0..b_(k-1) the same way at
@@ -225,7 +235,8 @@ class ModelConfig:
     @property
     def attends_by_index(self) -> bool:
         """True when attention reads each token's Abacus index (rotary positions or a window)."""
-        return (self.rotary != "none" or self.abacus_window is not None or self.multiplier_heads > 0
+        return (self.rotary != "none" or self.abacus_window is not None or self.digit_window is not None
+                or self.multiplier_heads > 0
                 or bool(self.offset_heads) or self.symbol_heads > 0 or self.number_heads > 0
                 or self.answer_hides_earlier_answer)
 
@@ -277,7 +288,7 @@ class ModelConfig:
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
 # Fields added after runs were saved: left out of to_dict at their defaults, so those runs'
 # configs read (and resume) as the same model.
-_OMITTED_AT_DEFAULT = ("rotary", "rotary_base", "abacus_window", "halt_tol", "unembed_init_std", "attn_bias",
+_OMITTED_AT_DEFAULT = ("rotary", "rotary_base", "abacus_window", "digit_window", "halt_tol", "unembed_init_std", "attn_bias",
                        "unembed_bias", "multiplier_heads", "multiplier_select", "offset_heads", "offset_head_numbers",
                        "offset_heads_exclusive",
                        "symbol_heads", "number_heads", "running_sum_probe", "softmax_length_scale",

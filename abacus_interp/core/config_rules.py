@@ -15,7 +15,7 @@ ACTIVATIONS = ("gelu", "relu", "swiglu")
 NORMS = ("pre", "none")
 INJECTIONS = ("add", "norm_add", "none")
 POSITIONALS = ("abacus", "learned", "none")
-ROTARIES = ("none", "abacus")
+ROTARIES = ("none", "abacus", "abacus_closers")
 OFFSET_MODES = ("batch", "example")
 MULTIPLIER_SELECTS = ("fixed", "learned")
 BACKENDS = ("auto", "explicit", "sdpa", "flash")
@@ -94,8 +94,10 @@ def check_widths(cfg) -> int:
 def check_attention(cfg, d_head: int) -> None:
     """Rotary positions, the window and the heads of several kinds: consistent, and only
     where the family has them."""
-    if cfg.abacus_window is not None and (isinstance(cfg.abacus_window, bool) or cfg.abacus_window < 0):
-        raise UserError(f"ModelConfig.abacus_window={cfg.abacus_window!r}; use an integer >= 0, or null for no window")
+    for name in ("abacus_window", "digit_window"):
+        window = getattr(cfg, name)
+        if window is not None and (isinstance(window, bool) or window < 0):
+            raise UserError(f"ModelConfig.{name}={window!r}; use an integer >= 0, or null for no window")
     if cfg.rotary != "none" and d_head % 2:
         raise UserError(f"rotary positions turn pairs of channels: d_head={d_head} must be even")
     if isinstance(cfg.multiplier_heads, bool) or not 0 <= cfg.multiplier_heads < cfg.n_heads:
@@ -122,7 +124,7 @@ def check_attention(cfg, d_head: int) -> None:
     if scale is not None and cfg.family != "looped":
         raise UserError(f"softmax_length_scale is an option of the looped family's attention; "
                         f"family={cfg.family!r}: leave it unset")
-    if cfg.multiplier_heads and cfg.rotary != "abacus":
+    if cfg.multiplier_heads and cfg.rotary == "none":
         raise UserError(
             "ModelConfig.multiplier_heads tells the multiplier's digits apart by rotating their keys: "
             "set rotary='abacus' too"
@@ -135,7 +137,7 @@ def check_attention(cfg, d_head: int) -> None:
         raise UserError(f"ModelConfig.rotary_base={cfg.rotary_base} must be > 1")
     if cfg.attends_by_index and cfg.family != "looped":
         raise UserError(
-            f"rotary, abacus_window and the head kinds are options of the looped family's attention; "
+            f"rotary, abacus_window, digit_window and the head kinds are options of the looped family's attention; "
             f"family={cfg.family!r} has none of them: leave them unset"
         )
 

@@ -1,6 +1,7 @@
 """Which keys each query may see: the causal mask with padding, the window on the Abacus index,
 heads of several kinds (`HeadKinds`: offset, windowed, symbol, number and multiplier heads), and
-the sorting answer's blind to the labels written before it (`hide_earlier_answer`). Each is
+the sorting answer's blind to the labels written before it (`hide_earlier_answer`) and the
+window that keeps digits and closers to nearby digits (`hide_far_digits`). Each is
 read off the Abacus index alone, so cached decoding rebuilds the same rows from the index of
 every position. `AttentionContext.build` (attention.py) applies them once per forward pass.
 """
@@ -14,6 +15,7 @@ from jaxtyping import Bool, Int
 from torch import Tensor
 
 from .config import ModelConfig
+from .positions import closer_indices
 
 
 @dataclass(frozen=True)
@@ -246,3 +248,26 @@ def _multiplier_mask(visible, multiplier, itself, index, heads: HeadKinds):
     else:
         fallback = itself[:, None]
     return (reads_multiplier | fallback).expand(index.shape[0], heads.multiplier_heads, -1, -1)
+
+
+def hide_far_digits(
+    mask: Bool[Tensor, "batch head_or_1 query_pos key_pos"] | None,
+    index: Int[Tensor, "batch key_pos"],
+    n_query: int,
+    n_key: int,
+    device,
+    window: int,
+) -> Bool[Tensor, "batch head_or_1 query_pos key_pos"]:
+    """`mask` (None: plain causal) with every digit more than `window` away on the Abacus index
+    hidden from each digit query and each number's closer (`ModelConfig.digit_window`). A closer
+    counts at the index past its number's last digit (`closer_indices`), so it reads its
+    number's leading digits and the digits of other numbers at the same height. Labels, "=" of
+    a list that ends in no number, the answer, and every key that is not a digit are untouched,
+    so no relative distance grows with the numbers' length where digits meet digits."""
+    if mask is None:
+        key_pos = torch.arange(n_key, device=device)
+        mask = (key_pos[None, :] <= key_pos[n_key - n_query :, None])[None, None]  # [1 1 query key]
+    query = closer_indices(index)[:, -n_query:, None]  # [batch query 1]
+    key = index[:, None, :]  # [batch 1 key]
+    far = (query > 0) & (key > 0) & ((query - key).abs() > window)  # [batch query key]
+    return mask & ~far[:, None]

@@ -94,7 +94,7 @@ def _abacus_offsets(model_cfg, batch_size: int, generator, rows: slice):
     distance from them to a digit of index j is offset + j, and a random offset trains the
     distances that numbers longer than any in training put there. Drawn in host memory: the
     model bounds its position indices from them without a device read."""
-    uses_abacus = model_cfg.positional == "abacus" or model_cfg.rotary == "abacus"
+    uses_abacus = model_cfg.positional == "abacus" or model_cfg.rotary != "none"
     if not (uses_abacus and model_cfg.abacus_max_offset > 0):
         return 0
     return sample_offsets(batch_size, model_cfg.abacus_max_offset, model_cfg.abacus_offset_mode, generator)[rows]
