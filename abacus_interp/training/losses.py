@@ -90,9 +90,10 @@ def training_losses(model, batch, generator, cfg, device, autocast, allowed=None
 
 def _abacus_offsets(model_cfg, batch_size: int, generator, rows: slice):
     """This rank's rows of the step's random Abacus offsets (0 when the run draws none).
-    Rotary positions read the offset too: labels and separators stay at index 0, so the
-    distance from them to a digit of index j is offset + j, and a random offset trains the
-    distances that numbers longer than any in training put there. Drawn in host memory: the
+    Rotary positions read the offset too: labels (and separators, but for closers under
+    rotary="abacus_closers") stay at index 0, so the distance from them to a digit of index j
+    is offset + j, and a random offset trains the distances that numbers longer than any in
+    training put there. Drawn in host memory: the
     model bounds its position indices from them without a device read."""
     uses_abacus = model_cfg.positional == "abacus" or model_cfg.rotary != "none"
     if not (uses_abacus and model_cfg.abacus_max_offset > 0):
