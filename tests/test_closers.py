@@ -49,7 +49,7 @@ def test_the_leading_digit_is_one_below_its_closer_at_any_length(digits):
 
 def test_only_scores_that_touch_a_closer_change():
     """The same weights under plain Abacus rotary and under closers: a score between two
-    tokens that are not closers is the same; one with a closer as query or key is not."""
+    tokens that are not closers is the same; scores with a closer on one side change."""
     closers = LoopedTransformer(ModelConfig(**SORTER)).eval()
     plain = LoopedTransformer(ModelConfig(**{**SORTER, "rotary": "abacus"})).eval()
     plain.load_state_dict(closers.state_dict())
@@ -100,9 +100,23 @@ def test_the_digit_window_keeps_digits_and_closers_to_nearby_digits():
         assert sees[16] == [0, 1, 4, 5, 6, 7, 8, 10, 11, 12, 15, 16]  # "=" of 653 (index 4)
         assert sees[7] == list(range(8)) and sees[17] == list(range(18))  # a label, the answer: everything
     # heads of several kinds keep their own rows: the window only hides more
-    kinds = torch.rand(1, 3, 18, 18) > 0.3
+    kinds = torch.rand(1, 3, 18, 18, generator=torch.Generator().manual_seed(0)) > 0.3
+    kinds |= torch.eye(18, dtype=torch.bool)  # a query sees itself
     narrowed = hide_far_digits(kinds, index, 18, 18, "cpu", window=1)
     assert (narrowed <= kinds).all() and (narrowed < kinds).any()
+
+
+def test_a_row_the_window_empties_reads_itself():
+    """A head that reads one far digit and not itself (an exclusive offset head) keeps a key."""
+    index = torch.tensor([[1, 2, 3, 4, 0, 1]])  # "1234," then a digit of index 1
+    only_far_digit = torch.zeros(1, 1, 6, 6, dtype=torch.bool)
+    only_far_digit[0, 0, 5, 3] = True  # the last digit (index 1) reads index 4 only
+    only_far_digit[0, 0, :5] = torch.eye(6, dtype=torch.bool)[:5]
+    narrowed = hide_far_digits(only_far_digit, index, 6, 6, "cpu", window=1)[0, 0]
+    assert narrowed[5].nonzero().squeeze(-1).tolist() == [5]
+    model = LoopedTransformer(ModelConfig(**{**SORTER, "offset_heads": (1,), "offset_heads_exclusive": True,
+                                             "digit_window": 0})).eval()
+    assert model(model.to_tokens(["b:1204,d:7,g:653=db"])).isfinite().all()
 
 
 def test_a_windowed_model_reads_nothing_from_far_digits():

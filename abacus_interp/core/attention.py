@@ -91,7 +91,8 @@ class AttentionContext:
         if cfg.attends_by_index and (index is None or index.shape[1] != n_key):
             got = None if index is None else tuple(index.shape)
             raise ValueError(
-                f"this model attends by Abacus index (rotary={cfg.rotary!r}, abacus_window={cfg.abacus_window}): "
+                f"this model attends by Abacus index (rotary={cfg.rotary!r}, abacus_window={cfg.abacus_window}, "
+                f"digit_window={cfg.digit_window}): "
                 f"pass index=model.attention_index(tokens) for all {n_key} positions (got {got})"
             )
         heads = HeadKinds.of(cfg)

@@ -87,8 +87,8 @@ class ModelConfig:
     # the model extrapolates by running more loops. None: no window.
     abacus_window: int | None = None
     # Sorting's window: a digit, or the token that closes a number (at the index past its last
-    # digit), sees only the digits within +-w of its index, and every token that is not a digit;
-    # labels and the answer see everything. Comparing numbers needs digits of one height to
+    # digit, whatever `rotary`), sees only the digits within +-w of its index, and every token
+    # that is not a digit; other tokens (a list's labels, a sorting answer) see everything. Comparing numbers needs digits of one height to
     # meet; a query that could read digits far below it meets distances that longer numbers
     # than any in training put there. None: no such window.
     digit_window: int | None = None

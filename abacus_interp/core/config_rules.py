@@ -127,7 +127,7 @@ def check_attention(cfg, d_head: int) -> None:
     if cfg.multiplier_heads and cfg.rotary == "none":
         raise UserError(
             "ModelConfig.multiplier_heads tells the multiplier's digits apart by rotating their keys: "
-            "set rotary='abacus' too"
+            "set rotary='abacus' (or 'abacus_closers') too"
         )
     if not isinstance(cfg.answer_blind_spares_symbol_heads, bool) or (
             cfg.answer_blind_spares_symbol_heads and not (cfg.answer_hides_earlier_answer and cfg.symbol_heads)):

@@ -261,13 +261,19 @@ def hide_far_digits(
     """`mask` (None: plain causal) with every digit more than `window` away on the Abacus index
     hidden from each digit query and each number's closer (`ModelConfig.digit_window`). A closer
     counts at the index past its number's last digit (`closer_indices`), so it reads its
-    number's leading digits and the digits of other numbers at the same height. Labels, "=" of
-    a list that ends in no number, the answer, and every key that is not a digit are untouched,
-    so no relative distance grows with the numbers' length where digits meet digits."""
+    number's leading digits and the digits of other numbers at the same height, whatever the
+    model's rotary. Tokens that are neither digits nor closers (a list's labels, a sorting
+    answer) and every key that is not a digit are untouched, so no relative distance grows
+    with the numbers' length where digits meet digits. No row is left empty."""
     if mask is None:
         key_pos = torch.arange(n_key, device=device)
         mask = (key_pos[None, :] <= key_pos[n_key - n_query :, None])[None, None]  # [1 1 query key]
+    # a closer measures from the index past its number's last digit, where its rotation puts it
     query = closer_indices(index)[:, -n_query:, None]  # [batch query 1]
     key = index[:, None, :]  # [batch 1 key]
     far = (query > 0) & (key > 0) & ((query - key).abs() > window)  # [batch query key]
-    return mask & ~far[:, None]
+    narrowed = mask & ~far[:, None]
+    # a head that reads one digit and not itself (exclusive offset heads, a fixed multiplier
+    # head) is left with nothing where that digit is far: it reads itself, as where none exists
+    itself = torch.arange(n_key, device=device)[None, :] == torch.arange(n_key - n_query, n_key, device=device)[:, None]
+    return narrowed | (itself & ~narrowed.any(-1, keepdim=True))

@@ -68,8 +68,9 @@ def closer_indices(index: Int[Tensor, "batch pos"]) -> Int[Tensor, "batch pos"]:
     """The Abacus `index` with each number's closing token (the non-digit right after its
     last digit: a separator, "=") given the index one past that digit, so the closer of an
     L-digit number sits at offset + L + 1 and its leading digits at distances 1, 2, ...
-    whatever L is. Every other token keeps its index. Read off the index alone (a digit is
-    an index > 0), so cached decoding rebuilds it from the index of all positions."""
+    whatever L is. Any non-digit right after a digit counts, EOS and padding included. Every
+    other token keeps its index. Read off the index alone (a digit is an index > 0), so cached
+    decoding rebuilds it from the index of all positions."""
     left = torch.nn.functional.pad(index[:, :-1], (1, 0), value=0)  # [batch pos]
     closes = (index == 0) & (left > 0)
     return torch.where(closes, left + 1, index)
