@@ -88,15 +88,16 @@ class ModelConfig:
     abacus_window: int | None = None
     # Sorting's window: a digit, or the token that closes a number (at the index past its last
     # digit, whatever `rotary`), sees only the digits within +-w of its index, and every token
-    # that is not a digit; other tokens (a list's labels, a sorting answer) see everything. Comparing numbers needs digits of one height to
-    # meet; a query that could read digits far below it meets distances that longer numbers
-    # than any in training put there. None: no such window.
+    # that is not a digit; other tokens (a list's labels, a sorting answer) see everything.
+    # Comparing numbers needs digits of one height to meet; a query that could read digits far
+    # below it meets distances that longer numbers than any in training put there. None: no
+    # such window.
     digit_window: int | None = None
     # Heads of two kinds, for a*b with a short multiplier b: the last `multiplier_heads`
     # heads of every layer see only the digits of the second number of the prompt (the
     # multiplier), at any distance, so every answer digit reads b_0..b_(k-1) the same way at
     # any length. The other heads keep the window and do not see the multiplier, so the
-    # carry stays local. Needs rotary="abacus". 0: every head is of the one kind.
+    # carry stays local. Needs rotary="abacus" (or "abacus_closers"). 0: every head is of the one kind.
     multiplier_heads: int = 0
     # How a multiplier head picks its digit. "fixed": multiplier head j sees only the
     # multiplier's digit j (units = 0), so each head hands the MLP one clean digit; a run then
