@@ -102,10 +102,7 @@ def attention_mask(
     multiplier heads), offset, symbol and multiplier heads see only their own keys."""
     if heads is None and key_valid is None and window is None and n_query == n_key:
         return None
-    key_pos = torch.arange(n_key, device=device)
-    query_pos = torch.arange(n_key - n_query, n_key, device=device)
-    itself = key_pos[None, :] == query_pos[:, None]  # [query key]
-    causal = key_pos[None, :] <= query_pos[:, None]  # [query key]
+    itself, causal = _itself_and_causal(n_query, n_key, device)
     visible = causal[None]  # [1 or batch, query key]
     if key_valid is not None:
         visible = visible & key_valid[:, None, :]
@@ -170,11 +167,10 @@ def hide_earlier_answer(
     sees itself."""
     if spared and (mask is None or mask.shape[1] == 1 or mask.shape[1] <= max(spared)):
         raise ValueError(f"sparing heads {list(spared)} from the blind needs a per-head mask, one row per head")
+    itself, causal = _itself_and_causal(n_query, n_key, device)
     if mask is None:
-        key_pos = torch.arange(n_key, device=device)
-        mask = (key_pos[None, :] <= key_pos[n_key - n_query :, None])[None, None]  # [1 1 query key]
+        mask = causal[None, None]  # [1 1 query key]
     answer = answer_positions(index)  # [batch key]
-    itself = torch.arange(n_key, device=device)[None, :] == torch.arange(n_key - n_query, n_key, device=device)[:, None]
     earlier = answer[:, -n_query:, None] & answer[:, None, :] & ~itself[None]  # [batch query key]
     hidden = earlier[:, None]  # [batch 1 query key]
     if spared:
@@ -265,9 +261,9 @@ def hide_far_digits(
     model's rotary. Tokens that are neither digits nor closers (a list's labels, a sorting
     answer) and every key that is not a digit are untouched, so no relative distance grows
     with the numbers' length where digits meet digits. No row is left empty."""
+    itself, causal = _itself_and_causal(n_query, n_key, device)
     if mask is None:
-        key_pos = torch.arange(n_key, device=device)
-        mask = (key_pos[None, :] <= key_pos[n_key - n_query :, None])[None, None]  # [1 1 query key]
+        mask = causal[None, None]  # [1 1 query key]
     # a closer measures from the index past its number's last digit, where its rotation puts it
     query = closer_indices(index)[:, -n_query:, None]  # [batch query 1]
     key = index[:, None, :]  # [batch 1 key]
@@ -275,5 +271,12 @@ def hide_far_digits(
     narrowed = mask & ~far[:, None]
     # a head that reads one digit and not itself (exclusive offset heads, a fixed multiplier
     # head) is left with nothing where that digit is far: it reads itself, as where none exists
-    itself = torch.arange(n_key, device=device)[None, :] == torch.arange(n_key - n_query, n_key, device=device)[:, None]
-    return narrowed | (itself & ~narrowed.any(-1, keepdim=True))
+    return narrowed | _itself_where_nothing_else(narrowed, itself)
+
+
+def _itself_and_causal(n_query: int, n_key: int, device) -> tuple[Tensor, Tensor]:
+    """For queries that are the last `n_query` of `n_key` positions: where each key is the query
+    itself, and where it is at or before it (causal). Both [query key]."""
+    key_pos = torch.arange(n_key, device=device)
+    query_pos = torch.arange(n_key - n_query, n_key, device=device)
+    return key_pos[None, :] == query_pos[:, None], key_pos[None, :] <= query_pos[:, None]

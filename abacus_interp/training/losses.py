@@ -93,8 +93,8 @@ def _abacus_offsets(model_cfg, batch_size: int, generator, rows: slice):
     Rotary positions read the offset too: labels (and separators, but for closers under
     rotary="abacus_closers") stay at index 0, so the distance from them to a digit of index j
     is offset + j, and a random offset trains the distances that numbers longer than any in
-    training put there. Drawn in host memory: the
-    model bounds its position indices from them without a device read."""
+    training put there. Drawn in host memory: the model bounds its position indices from them
+    without a device read."""
     uses_abacus = model_cfg.positional == "abacus" or model_cfg.rotary != "none"
     if not (uses_abacus and model_cfg.abacus_max_offset > 0):
         return 0
