@@ -10,10 +10,10 @@ from .addition import demo_add, extrap_add, loop_add, paper_add, plain_add, smal
 from .expressions import expressions
 from .grokking import grok_mod113, grok_mod113_fast
 from .multiplication import extrap_mul, mul
-from .sorting import extrap_sort
+from .sorting import extrap_sort, extrap_sort_window
 
 __all__ = ["PRESETS", "get_preset", "demo_add", "plain_add", "small_add", "loop_add", "extrap_add", "extrap_mul",
-           "mul", "extrap_sort", "grok_mod113", "grok_mod113_fast", "expressions"]
+           "mul", "extrap_sort", "extrap_sort_window", "grok_mod113", "grok_mod113_fast", "expressions"]
 
 
 PRESETS: dict[str, Callable[[], RunConfig]] = {
@@ -24,6 +24,7 @@ PRESETS: dict[str, Callable[[], RunConfig]] = {
     "extrap-add": extrap_add,
     "extrap-mul": extrap_mul,
     "extrap-sort": extrap_sort,
+    "extrap-sort-window": extrap_sort_window,
     "mul": mul,
     "grok-mod113": grok_mod113,
     "grok-mod113-fast": grok_mod113_fast,
