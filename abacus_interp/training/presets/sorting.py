@@ -236,7 +236,8 @@ def extrap_sort_window() -> RunConfig:
     (`rotary="abacus_closers"`), so it meets its number's leading digit at distance 1 at any
     length; and a digit or closer reads only the digits within +-2 of its Abacus index
     (`digit_window=2`), so the distances between two digits are those training showed, whatever
-    the numbers' length. The seed is the shipped run's.
+    the numbers' length. Half extrap-sort's steps (7,000, over which its cosine runs its course); the
+    seed is the shipped run's.
 
     Measured on the shipped run (checkpoints/extrap-sort-window: trained as `train --preset
     extrap-sort` with these settings as `--set` flags and `train.checkpoint_every=500`, 7,000
@@ -246,7 +247,7 @@ def extrap_sort_window() -> RunConfig:
     66.75% (extrap-sort 13% at 20 digits); 5 to 10 numbers of 1-5 digits 97.5 / 88.5 / 72.5 / 53.25
     / 24.75 / 11%; 10 numbers of 20 digits 0%; lists equal but the units 0-0.25%. It does not count:
     with 10 numbers a step is wrong 21% of the time even where the two smallest numbers left differ
-    in length, against 0% with 5. docs/runs/sorting.md has the tables.
+    in length, against 1 in 941 with 5. docs/runs/sorting.md has the tables.
     """
     run = extrap_sort()
     model = dict(run.model.to_dict(), n_heads=5, d_head=32, symbol_heads=1, number_heads=1,
