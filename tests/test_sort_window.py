@@ -2,8 +2,8 @@
 digit_window=2; docs/runs/sorting.md): `checkpoints/extrap-sort-window`, the preset of that name
 trained from nothing, and `checkpoints/extrap-sort-window-ft`, the same levers added to
 extrap-sort-spare-ft and trained on. Against extrap-sort-spare-ft2 on the same held-out lists:
-length moves, the count pays. And `checkpoints/extrap-sort-window-scaled`, the first trained on with
-the scalable softmax."""
+length moves, the count pays. And `checkpoints/extrap-sort-window-scaled`, extrap-sort-window trained
+2,000 steps more with the scalable softmax."""
 
 from __future__ import annotations
 

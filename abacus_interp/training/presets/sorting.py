@@ -171,7 +171,7 @@ on extrap-sort-spare-ft, 2,500 + 4,000 steps at lr 3e-4: checkpoints/extrap-sort
 lever that moved length: 10- and 20-digit numbers 50.75% and 39% (every run above 7-13%), 10 numbers
 48.25%, in distribution 97.75% (n=400). The closer turned alone: 14% and 10%. The same levers trained
 from nothing are the preset extrap-sort-window (below): 83.5% and 66.75% at 10 and 20 digits, 11% with
-10 numbers. Trained on 2,000 steps with the scalable softmax (checkpoints/extrap-sort-window-scaled):
+10 numbers. Trained 2,000 steps more with the scalable softmax (checkpoints/extrap-sort-window-scaled):
 99.5% in distribution, 88% and 83.75% at 10 and 20 digits (75.5% at 20 without the scale), 10 numbers 27.75%.
 """
 
@@ -226,7 +226,8 @@ def extrap_sort() -> RunConfig:
 
 def extrap_sort_window() -> RunConfig:
     """extrap-sort whose digits meet only the digits near them, trained from nothing: the best
-    length extrapolation of any sorter here, in about an hour on the 2-core CPU.
+    length extrapolation of any sorter trained from nothing here, in about an hour on the 2-core CPU
+    (checkpoints/extrap-sort-window-scaled, trained on from it, goes further).
 
     On top of extrap-sort, the levers of the lineage that learned to count (the module
     docstring): the answer blind to the labels written (`answer_hides_earlier_answer`) but for
