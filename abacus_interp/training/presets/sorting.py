@@ -179,7 +179,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ...core.config import ModelConfig
 from ..config import RunConfig, TrainConfig
 from .recipe import recipe
 
@@ -252,8 +251,8 @@ def extrap_sort_window() -> RunConfig:
     in length, against 1 in 941 with 5. docs/runs/sorting.md has the tables.
     """
     run = extrap_sort()
-    model = dict(run.model.to_dict(), n_heads=5, d_head=32, symbol_heads=1, number_heads=1,
-                 answer_hides_earlier_answer=True, answer_blind_spares_symbol_heads=True,
-                 rotary="abacus_closers", digit_window=2)
+    model = replace(run.model, n_heads=5, d_head=32, symbol_heads=1, number_heads=1,
+                    answer_hides_earlier_answer=True, answer_blind_spares_symbol_heads=True,
+                    rotary="abacus_closers", digit_window=2)
     train = replace(run.train, steps=7000, seed=3, checkpoint_every=1000)
-    return replace(run, model=ModelConfig.from_dict(model), train=train, preset="extrap-sort-window")
+    return replace(run, model=model, train=train, preset="extrap-sort-window")
