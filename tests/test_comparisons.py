@@ -4,11 +4,13 @@ whose deciding digit is known, and a run of the analysis on a tiny sorter."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import random
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from abacus_interp.checkpoints import load_model, load_task
 from abacus_interp.core.scoring import score_examples
@@ -32,9 +34,24 @@ from tests.conftest import tiny_sorter
 SHIPPED = Path(__file__).resolve().parents[1] / "checkpoints" / "extrap-sort"
 
 
+def small_sorting_task():
+    return get_task("sorting", max_numbers=3, max_digits=3, label_pool=8, random_labels=True)
+
+
 @pytest.fixture
 def task():
-    return get_task("sorting", max_numbers=3, max_digits=3, label_pool=8, random_labels=True)
+    return small_sorting_task()
+
+
+@functools.cache
+def quick_run_on_a_tiny_sorter():
+    """`comparisons.run` at its quick sizes on a random tiny sorter over the `task` fixture's task,
+    seeded as every test is (the analysis seeds its own draws), computed once for the tests that
+    read it."""
+    torch.manual_seed(0)
+    random.seed(0)
+    task = small_sorting_task()
+    return comparisons.run(tiny_sorter(task), task, config=comparisons.ComparisonsConfig.quick())
 
 
 def test_random_labels_come_from_the_whole_pool_in_letter_order(task):
@@ -106,8 +123,7 @@ def test_hard_lists_differ_only_in_the_units(task):
 
 
 def test_run_on_a_tiny_sorter_reports_mass_that_sums_to_one_and_every_row(task):
-    model = tiny_sorter(task)
-    result = comparisons.run(model, task, config=comparisons.ComparisonsConfig.quick())
+    result = quick_run_on_a_tiny_sorter()
     assert [r.label for r in result.rows][:6] == ["in distribution", f"{task.max_digits}-digit numbers", "8-digit numbers",
                                                   "6 numbers", f"6 numbers of {task.max_digits} digits",
                                                   "6 numbers of 8 digits"]
@@ -129,8 +145,8 @@ def test_run_on_a_tiny_sorter_reports_mass_that_sums_to_one_and_every_row(task):
     assert np.asarray(summary.digit_accuracy).shape == (3, 3) and len(summary.n_pairs) == 3
 
 
-def test_the_findings_say_what_the_wrong_labels_of_more_numbers_named(task):
-    result = comparisons.run(tiny_sorter(task), task, config=comparisons.ComparisonsConfig.quick())
+def test_the_findings_say_what_the_wrong_labels_of_more_numbers_named():
+    result = quick_run_on_a_tiny_sorter()
     picks = result.row("6 numbers").wrong_picks  # a random model gets most of them wrong
     named = pct((picks.runner_up + picks.later) / picks.wrong)
     assert f"With 6 numbers, {named} of the wrong labels (n={picks.wrong}) name a number not yet written" \
@@ -159,8 +175,8 @@ def test_answer_places_agree_with_the_exact_match_and_count_every_list(task):
     assert min(*row.label_accuracy, row.stop_accuracy) >= row.exact_match
 
 
-def test_a_knockout_worth_stating_keeps_its_finding_beside_failing_rows(task):
-    result = comparisons.run(tiny_sorter(task), task, config=comparisons.ComparisonsConfig.quick())
+def test_a_knockout_worth_stating_keeps_its_finding_beside_failing_rows():
+    result = quick_run_on_a_tiny_sorter()
     assert any(r.exact_match < 0.95 for r in result.rows)  # a random model: every far row fails
     strong = dataclasses.replace(result, knockout=dataclasses.replace(result.knockout, baseline=0.97))
     findings = strong.findings()

@@ -8,6 +8,7 @@ ft5, ft14 with ft13)."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -54,10 +55,19 @@ def exact_match(run: str, lengths: list[int], k: int) -> list[float]:
     """Exact match of `run` on held-out uniform N x k products, the eval's problems (seed 0),
     adaptive loops, n=48. A planted run's task draws the same uniform problems as the plain one
     (`sample_cell` ignores the plant), so every run of the chain is scored on the same products."""
+    return [row_exact_match(run, digits, k) for digits in lengths]
+
+
+@functools.cache
+def row_exact_match(run: str, digits: int, k: int) -> float:
+    """One row of `exact_match`, kept for the tests after it that score the same row: each row's
+    problems come from a stream keyed by (seed, digits, k) and are decoded as a batch of their own,
+    so a row scored alone reads what it reads beside other rows."""
     from abacus_interp.evaluation.extrapolation import length_extrapolation
 
     model, task = ckpt.load_model(CHECKPOINTS / run, device="cpu"), ckpt.load_task(CHECKPOINTS / run)
-    return [row.exact_match for row in length_extrapolation(model, task, lengths, multipliers=[k], n=48, seed=0).rows]
+    (row,) = length_extrapolation(model, task, [digits], multipliers=[k], n=48, seed=0).rows
+    return row.exact_match
 
 
 def test_the_first_continuation_beats_extrap_mul_in_and_beyond_the_trained_length():
@@ -151,6 +161,17 @@ def test_three_digit_products_are_lost_by_a_large_leading_multiplier_digit():
     assert abs(b0.small_exact_match - b0.large_exact_match) <= 0.2, b0
 
 
+@functools.cache
+def five_by_three_digits(run: str, n: int):
+    """`digit_accuracy` of `run` on the report's uniform 5 x 3 problems (seed 0, n of them, logit
+    lens after 48 loops), drawn from ft2's plain task as docs/runs/multiplication.md's rows are;
+    kept for the tests that read the same run on the same problems."""
+    from analyses.multiplication.analysis import _uniform, digit_accuracy
+
+    model, task = ckpt.load_model(CHECKPOINTS / run, device="cpu"), ckpt.load_task(CHECKPOINTS / "extrap-mul-ft2")
+    return digit_accuracy(model, _uniform(task, 5, 3, n, 0), 5, 3, 48)
+
+
 def test_three_digit_columns_are_lost_where_the_leading_digits_product_is_large():
     """ft5 at 5 x 3 digits (the report's uniform problems, n=48, logit lens after 48 loops), in
     the columns that add all three partial products: the answer digits are right 92% of the time
@@ -158,12 +179,9 @@ def test_three_digit_columns_are_lost_where_the_leading_digits_product_is_large(
     65 / 61%. The same products enter the same sums, so the model adds the leading digit's
     product badly (docs/runs/multiplication.md's n=400: 96 / 88 / 46 / 16% against
     77 / 70 / 75 / 72% by size)."""
-    from analyses.multiplication.analysis import _uniform, digit_accuracy
-
     if not shipped("extrap-mul-ft5", "extrap-mul-ft2"):
         pytest.skip("checkpoints/extrap-mul-ft5 and extrap-mul-ft2 are not shipped in this checkout")
-    model, task = ckpt.load_model(CHECKPOINTS / "extrap-mul-ft5", device="cpu"), ckpt.load_task(CHECKPOINTS / "extrap-mul-ft2")
-    b0, _, b2 = digit_accuracy(model, _uniform(task, 5, 3, 48, 0), 5, 3, 48).by_partial_product
+    b0, _, b2 = five_by_three_digits("extrap-mul-ft5", 48).by_partial_product
 
     def below_and_from_30(split):
         sides = ([b for b in split.bins if b.hi < 30], [b for b in split.bins if b.lo >= 30])
@@ -210,12 +228,9 @@ def test_the_leading_digits_product_fails_by_its_size_not_by_missed_facts():
     or more; 9 x 9 12%, 9 x 1 and 1 x 9 100%), by (a_i, b_0) hardly (rho -0.15): the times-table
     facts are all there, the large products are what fails (docs/runs/multiplication.md's n=1,500:
     -0.87 against +0.02)."""
-    from analyses.multiplication.analysis import _uniform, digit_accuracy
-
     if not shipped("extrap-mul-ft10", "extrap-mul-ft2"):
         pytest.skip("checkpoints/extrap-mul-ft10 and extrap-mul-ft2 are not shipped in this checkout")
-    model, task = ckpt.load_model(CHECKPOINTS / "extrap-mul-ft10", device="cpu"), ckpt.load_task(CHECKPOINTS / "extrap-mul-ft2")
-    b0, _, b2 = digit_accuracy(model, _uniform(task, 5, 3, 300, 0), 5, 3, 48).by_factor_pair
+    b0, _, b2 = five_by_three_digits("extrap-mul-ft10", 300).by_factor_pair
     assert b2.size_correlation <= -0.6 and b0.size_correlation >= -0.4, (b2.size_correlation, b0.size_correlation)
     assert b2.right[9][9] <= 0.3 and min(b2.right[9][1], b2.right[1][9]) >= 0.9, b2.right
 
@@ -281,13 +296,9 @@ def test_the_low_lr_cycles_lift_the_large_products():
     loops), the columns that add all three products: where a_(i-2) * b_2 is 50 or more the digit
     is right 26% against 47% (111 digits), and on both accuracy still falls in the order of the
     product's size (Spearman rho over the cells -0.83 and -0.82)."""
-    from analyses.multiplication.analysis import _uniform, digit_accuracy
-
     if not shipped("extrap-mul-ft16", "extrap-mul-ft10", "extrap-mul-ft2"):
         pytest.skip("checkpoints/extrap-mul-ft16, ft10 and ft2 are not shipped in this checkout")
-    task = ckpt.load_task(CHECKPOINTS / "extrap-mul-ft2")
-    readings = [digit_accuracy(ckpt.load_model(CHECKPOINTS / run, device="cpu"), _uniform(task, 5, 3, 300, 0), 5, 3, 48)
-                for run in ("extrap-mul-ft10", "extrap-mul-ft16")]
+    readings = [five_by_three_digits(run, 300) for run in ("extrap-mul-ft10", "extrap-mul-ft16")]
     (old_top, new_top) = (r.by_partial_product[2].bins[-1] for r in readings)
     assert old_top.span == new_top.span == "50-81" and old_top.n == new_top.n >= 100
     assert new_top.right >= old_top.right + 0.12, (old_top.right, new_top.right)

@@ -33,6 +33,17 @@ RUNS = {
 }
 
 
+# notebook -> what the execution test sets after the notebook's cell tagged `parameters` (as
+# papermill injects parameters): the same code on fewer problems. The shipped outputs are made
+# at the notebook's own sizes (`python notebooks/execute.py`).
+SMALLER = {
+    "06_extrapolation.ipynb": "n_per_row = 8\nn_chains = 8\nn_problems = 16",
+    "07_multiplication.ipynb": "n_problems = 16\nn_per_multiplier = 48\nn_far = 12",
+    "08_circuits.ipynb": "n_pairs = 16\nn_patch_pairs = 8\nn_held_out = 16",
+    "09_sorting.ipynb": "n_per_row = 16\nn_reading = 16\nn_pairs = 8\nn_choice = 32\nn_summary = 120",
+}
+
+
 def _present(name: str) -> Path | None:
     run = ROOT / "checkpoints" / name
     return run if (run / "config.json").exists() and list((run / "checkpoints").glob("step_*.safetensors")) else None
@@ -119,6 +130,8 @@ def test_notebook_executes(name, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     monkeypatch.setenv("MKL_NUM_THREADS", "1")
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    if name in SMALLER:
+        _set_parameters(nb, SMALLER[name])
     client = NotebookClient(nb, timeout=300, kernel_name="python3",
                             resources={"metadata": {"path": str(NOTEBOOKS)}})
     t0 = time.perf_counter()
@@ -130,6 +143,18 @@ def test_notebook_executes(name, monkeypatch):
     assert any("application/vnd.plotly.v1+json" in o.get("data", {}) or "text/html" in o.get("data", {})
                for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     print(f"{name}: executed in {elapsed:.1f} s")
+
+
+def _set_parameters(nb, assignments: str) -> None:
+    """Insert a cell of `assignments` after the notebook's cell tagged `parameters`, each of which
+    must assign a name that cell defines (papermill's injected parameters)."""
+    tagged = [i for i, cell in enumerate(nb.cells) if "parameters" in cell.metadata.get("tags", [])]
+    assert len(tagged) == 1, "one cell tagged `parameters` is needed to run the notebook smaller"
+    defined = {line.split("=")[0].strip() for line in nb.cells[tagged[0]].source.splitlines()
+               if "=" in line and not line.lstrip().startswith("#")}
+    for line in assignments.splitlines():
+        assert line.split("=")[0].strip() in defined, f"{line!r}: the parameters cell defines {sorted(defined)}"
+    nb.cells.insert(tagged[0] + 1, nbformat.v4.new_code_cell(assignments))
 
 
 def test_the_quickstart_shows_a_figure_within_its_first_five_cells_and_reads_the_loop_that_decides():

@@ -7,6 +7,7 @@ length moves, the count pays. And `checkpoints/extrap-sort-window-scaled`, extra
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from abacus_interp.checkpoints import load_model, load_task, read_run_config
@@ -20,8 +21,10 @@ WINDOW_RUN = SHIPPED.parent / "extrap-sort-window"
 WINDOW_FT_RUN = SHIPPED.parent / "extrap-sort-window-ft"
 
 
+@functools.cache
 def exact_match(run: Path, label: str, numbers: tuple[int, int], digits: tuple[int, int], n: int = 200) -> float:
-    """`run`'s exact match on the lists of the eval's row `label` (seed 0), that row alone."""
+    """`run`'s exact match on the lists of the eval's row `label` (seed 0), that row alone (kept:
+    two tests read extrap-sort-window's rows)."""
     task = load_task(run)
     examples = task.sample(n, section_rng(0, "comparisons rows", label), min_numbers=numbers[0],
                            max_numbers=numbers[1], min_digits=digits[0], max_digits=digits[1])
