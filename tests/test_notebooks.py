@@ -157,6 +157,24 @@ def _set_parameters(nb, assignments: str) -> None:
     nb.cells.insert(tagged[0] + 1, nbformat.v4.new_code_cell(assignments))
 
 
+@pytest.mark.parametrize("name", sorted(SMALLER))
+def test_the_smaller_sizes_set_parameters_that_later_cells_read(name):
+    """What the execution test sets after a notebook's `parameters` cell: a listed notebook, names
+    that cell defines (`_set_parameters` checks), each read by a later code cell, so a size written
+    back into the code as a number would not leave the execution test at full size unnoticed."""
+    import re
+
+    assert name in RUNS
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    _set_parameters(nb, SMALLER[name])
+    injected = next(i for i, cell in enumerate(nb.cells) if "parameters" in cell.metadata.get("tags", [])) + 1
+    later = " ".join(cell.source for cell in nb.cells[injected + 1 :] if cell.cell_type == "code")
+    for line in SMALLER[name].splitlines():
+        parameter = line.split("=")[0].strip()
+        read = re.search(rf"\b{parameter}\b(?!\s*=[^=])", later)  # the value, not a keyword of that name
+        assert read, f"{name}: no code cell after the parameters reads {parameter}"
+
+
 def test_the_quickstart_shows_a_figure_within_its_first_five_cells_and_reads_the_loop_that_decides():
     """Notebook 01 reached its first figure in cell 8, and that figure showed loop 3 while small-add
     computes the sum in loop 0 (its logit lens says so)."""
