@@ -24,7 +24,7 @@ WINDOW_FT_RUN = SHIPPED.parent / "extrap-sort-window-ft"
 @functools.cache
 def exact_match(run: Path, label: str, numbers: tuple[int, int], digits: tuple[int, int], n: int = 200) -> float:
     """`run`'s exact match on the lists of the eval's row `label` (seed 0), that row alone (kept:
-    two tests read extrap-sort-window's rows)."""
+    the tests below read some runs' rows twice)."""
     task = load_task(run)
     examples = task.sample(n, section_rng(0, "comparisons rows", label), min_numbers=numbers[0],
                            max_numbers=numbers[1], min_digits=digits[0], max_digits=digits[1])
@@ -61,15 +61,20 @@ def test_the_digit_window_sorts_longer_numbers_and_costs_the_count():
 SCALED_RUN = SHIPPED.parent / "extrap-sort-window-scaled"
 
 
+def started_from(run: Path, source_step: Path) -> dict:
+    """`run`'s saved config, once its `init_from` (relative to the repository) is `source_step`."""
+    saved = read_run_config(run)
+    assert (SHIPPED.parent.parent / saved["train"]["init_from"]).resolve() == source_step.resolve()
+    return saved
+
+
 @needs(SCALED_RUN, WINDOW_RUN)
 def test_the_scaled_continuation_starts_at_the_window_run_and_sorts_longer_and_more_numbers():
     """checkpoints/extrap-sort-window-scaled is extrap-sort-window's step 7,000 trained 2,000 steps more
     (lr 3e-4) with the scalable softmax (`softmax_length_scale=0.3`, its s_h new). On 200 held-out lists
     per row (seed 0): 20-digit lists 86.5% against 70.5%, 10 numbers 28% against 9%, in distribution
     98.5%."""
-    saved = read_run_config(SCALED_RUN)
-    assert (SHIPPED.parent.parent / saved["train"]["init_from"]).resolve() == \
-        (WINDOW_RUN / "checkpoints" / "step_0007000.safetensors").resolve()
+    saved = started_from(SCALED_RUN, WINDOW_RUN / "checkpoints" / "step_0007000.safetensors")
     assert saved["model"]["softmax_length_scale"] == 0.3
     runs = (SCALED_RUN, WINDOW_RUN)
     long_numbers = {run.name: exact_match(run, "20-digit numbers", (2, 5), (20, 20)) for run in runs}
@@ -88,9 +93,7 @@ def test_more_steps_with_the_scale_add_count_and_keep_length():
     steps more (lr 3e-4, the scale kept). On 200 held-out lists per row (seed 0): 10 numbers
     39% against 28%, 20-digit lists 88.5% against 86.5%, in distribution 99% (the eval's
     400 lists of seed 1: 10 numbers 38.25% against 27.75%, 20-digit lists 84.75% against 83.75%)."""
-    saved = read_run_config(SCALED2_RUN)
-    assert (SHIPPED.parent.parent / saved["train"]["init_from"]).resolve() == \
-        (SCALED_RUN / "checkpoints" / "step_0002000.safetensors").resolve()
+    saved = started_from(SCALED2_RUN, SCALED_RUN / "checkpoints" / "step_0002000.safetensors")
     assert saved["model"]["softmax_length_scale"] == 0.3 and saved["train"]["steps"] == 2500
     runs = (SCALED2_RUN, SCALED_RUN)
     count = {run.name: exact_match(run, "10 numbers", (10, 10), (1, 5)) for run in runs}
