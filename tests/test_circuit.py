@@ -247,6 +247,7 @@ GRAPH_CONFIGS = [
     dict(positional="learned", input_injection="none", norm="none", activation="relu"),
     dict(positional="none", rotary="abacus", multiplier_heads=1, input_injection="norm_add"),
     dict(positional="none", rotary="abacus", softmax_length_scale=0.3, input_injection="norm_add"),
+    dict(positional="none", rotary="abacus", attention_sink=1.0, input_injection="norm_add"),
 ]
 
 

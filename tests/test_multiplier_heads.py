@@ -91,7 +91,8 @@ HEAD_LAYOUTS = {"two kinds": TWO_KINDS,
                 "four kinds": {**TWO_KINDS, "n_heads": 6, "d_head": 8, "offset_heads": (0, 1), "symbol_heads": 1},
                 "five kinds": {**TWO_KINDS, "n_heads": 6, "d_head": 8, "offset_heads": (0,), "symbol_heads": 1,
                                "number_heads": 1},
-                "scalable softmax": {**TWO_KINDS, "softmax_length_scale": 0.5}}
+                "scalable softmax": {**TWO_KINDS, "softmax_length_scale": 0.5},
+                "attention sink": {**TWO_KINDS, "attention_sink": 0.5}}
 
 
 @pytest.mark.parametrize("layout", list(HEAD_LAYOUTS))

@@ -14,6 +14,8 @@ on its sequence position), and a local window on that index (a query sees only k
 index is within +-w of its own). Both are worked out once per forward pass into an
 `AttentionContext` that every layer of every loop shares. So is the log of how many keys each
 query may see: the scalable softmax (`softmax_length_scale`) multiplies each head's scores by it.
+With `attention_sink` each head's softmax also counts a key of zeros at a learned logit (`attend`
+on the fast path, an extra column on the explicit one), so its pattern's rows sum to less than 1.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ class AttentionHooks(nn.Module):
         self.hook_k = HookPoint()  # [batch pos head d_head]
         self.hook_v = HookPoint()  # [batch pos head d_head]
         self.hook_attn_scores = HookPoint()  # [batch head query_pos key_pos]
-        self.hook_pattern = HookPoint()  # [batch head query_pos key_pos]
+        self.hook_pattern = HookPoint()  # [batch head query_pos key_pos]: rows sum to 1 less a sink's share
         self.hook_z = HookPoint()  # [batch pos head d_head]
 
     def needs_explicit(self) -> bool:
@@ -133,6 +135,32 @@ def bias_or_zero(module: nn.Module, name: str, zeros: Tensor, trainable: bool) -
         module.register_buffer(name, zeros, persistent=False)
 
 
+def attend(
+    q: Float[Tensor, "batch query head d_head"],
+    k: Float[Tensor, "batch key head d_head"],
+    v: Float[Tensor, "batch key head d_head"],
+    mask: Bool[Tensor, "batch_or_1 head_or_1 query key"] | None,
+    sink: Float[Tensor, " head"] | None = None,
+) -> Float[Tensor, "batch query head d_head"]:
+    """SDPA over the keys `mask` lets each query see (None: causal, the queries being the last
+    of the keys). With `sink`, every query also sees a key of zeros whose score is sink_h (an
+    additive bias on a zero key) and whose value is zero: it takes its share of the softmax and
+    adds nothing, as the explicit path's extra column does."""
+    q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # [batch head pos d_head]
+    if sink is None:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None).transpose(1, 2)
+    n_query, n_key = q.shape[2], k.shape[2]
+    if mask is None:  # causal, aligned to the last key: a cached query sees every key before it
+        mask = torch.ones(n_query, n_key, dtype=torch.bool, device=q.device).tril(n_key - n_query)[None, None]
+    bias = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill(~mask, float("-inf"))
+    bias = bias.expand(q.shape[0], q.shape[1], n_query, n_key)  # [batch head query key]
+    sink_column = sink.to(q.dtype)[None, :, None, None].expand(q.shape[0], -1, n_query, 1)
+    zero = q.new_zeros(q.shape[0], q.shape[1], 1, q.shape[3])  # [batch head 1 d_head]
+    z = F.scaled_dot_product_attention(q, torch.cat([zero, k], dim=2), torch.cat([zero, v], dim=2),
+                                       attn_mask=torch.cat([sink_column, bias], dim=-1))
+    return z.transpose(1, 2)
+
+
 class Attention(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -148,6 +176,8 @@ class Attention(nn.Module):
             nn.init.normal_(w, std=cfg.init_std)
         if cfg.softmax_length_scale is not None:  # s_h of the scalable softmax, one per head
             self.length_scale = nn.Parameter(torch.full((h, 1), float(cfg.softmax_length_scale)))  # [head 1]
+        sink = None if cfg.attention_sink is None else nn.Parameter(torch.full((h,), float(cfg.attention_sink)))
+        self.register_parameter("sink", sink)  # [head]: each head's logit for a key that holds nothing
 
     def forward(
         self,
@@ -170,13 +200,7 @@ class Attention(nn.Module):
         elif self._can_use_flash(q, mask, backend):
             z = flash_attn_func(q, k, v, causal=True)  # [batch pos head d_head]
         else:
-            z = F.scaled_dot_product_attention(
-                q.transpose(1, 2),
-                k.transpose(1, 2),
-                v.transpose(1, 2),
-                attn_mask=mask,
-                is_causal=mask is None,
-            ).transpose(1, 2)  # [batch pos head d_head]
+            z = attend(q, k, v, mask, self.sink)  # [batch pos head d_head]
         z = hooks.hook_z(z)
         # the heads' outputs summed by one matmul over (head, d_head): W_O viewed as [head*d_head d_model]
         out = torch.addmm(self.b_O, z.flatten(-2).flatten(0, -2), self.W_O.flatten(0, 1))  # [batch*pos d_model]
@@ -211,7 +235,12 @@ class Attention(nn.Module):
             n = q.shape[1]
             mask = torch.ones(n, n, dtype=torch.bool, device=q.device).tril()[None, None]
         scores = hooks.hook_attn_scores(scores.masked_fill(~mask, float("-inf")))
-        pattern = hooks.hook_pattern(torch.softmax(scores, dim=-1))
+        if self.sink is None:
+            pattern = torch.softmax(scores, dim=-1)
+        else:  # the sink's column joins the softmax and is dropped: a row sums to 1 less the sink's share
+            sink = self.sink.to(scores.dtype)[None, :, None, None].expand(*scores.shape[:-1], 1)
+            pattern = torch.softmax(torch.cat([scores, sink], dim=-1), dim=-1)[..., :-1]
+        pattern = hooks.hook_pattern(pattern)
         return einops.einsum(pattern, v, "b h q k, b k h e -> b q h e")
 
     def _can_use_flash(self, q: Tensor, mask, backend: str) -> bool:
@@ -220,10 +249,11 @@ class Attention(nn.Module):
             and q.is_cuda
             and q.dtype in (torch.float16, torch.bfloat16)
             and mask is None  # the kernel's causal flag covers unpadded full sequences only
+            and self.sink is None  # the kernel has no sink
         )
         if backend == "flash" and not usable:
             raise RuntimeError(
                 "attention_backend='flash' needs flash-attn installed (pip install '.[flash]'), "
-                "a CUDA device, fp16/bf16 activations and unpadded inputs; use 'auto' to fall back"
+                "a CUDA device, fp16/bf16 activations, unpadded inputs and no attention_sink; use 'auto' to fall back"
             )
         return usable and backend in ("auto", "flash")

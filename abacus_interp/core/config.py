@@ -150,6 +150,14 @@ class ModelConfig:
     # one digit) starts with its scores scaled down (0.3 * ln 2 = 0.2) and learns s_h up.
     # None: the plain softmax.
     softmax_length_scale: float | None = None
+    # Attention sink (softmax off by one, as in Miller 2023 and gpt-oss's learned sinks): every
+    # query of head h also sees a key that holds nothing at a learned logit started at this value,
+    # so a head can put less than all its weight on real keys. Then a head that reads many keys
+    # weakly gets each at e^score / (e^sink + ...), about e^(score - sink) while the sink dominates:
+    # a sum that does not thin as the keys grow in number, where a plain softmax averages them.
+    # Why: the sorter's symbol head reads every label written, and in a list of 10 each written
+    # label gets half the weight it gets in a list of 5 (docs/runs/sorting.md). None: no sink.
+    attention_sink: float | None = None
     # Sorting: no head at an answer query (a label after the list) reads the labels written
     # before it; each still reads what its kind allows of the list (a number head: itself only).
     # The label at the query is the one just written, so the next is the smallest number above
@@ -292,5 +300,5 @@ _DEFAULTS = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
 _OMITTED_AT_DEFAULT = ("rotary", "rotary_base", "abacus_window", "digit_window", "halt_tol", "unembed_init_std", "attn_bias",
                        "unembed_bias", "multiplier_heads", "multiplier_select", "offset_heads", "offset_head_numbers",
                        "offset_heads_exclusive",
-                       "symbol_heads", "number_heads", "running_sum_probe", "softmax_length_scale",
+                       "symbol_heads", "number_heads", "running_sum_probe", "softmax_length_scale", "attention_sink",
                        "answer_hides_earlier_answer", "answer_blind_spares_symbol_heads")

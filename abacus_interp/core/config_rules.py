@@ -124,6 +124,13 @@ def check_attention(cfg, d_head: int) -> None:
     if scale is not None and cfg.family != "looped":
         raise UserError(f"softmax_length_scale is an option of the looped family's attention; "
                         f"family={cfg.family!r}: leave it unset")
+    sink = cfg.attention_sink
+    if sink is not None and (isinstance(sink, bool) or not isinstance(sink, (int, float)) or not math.isfinite(sink)):
+        raise UserError(f"ModelConfig.attention_sink={sink!r}: use a finite number (each head's starting sink "
+                        "logit, e.g. 0.0), or null for no sink")
+    if sink is not None and cfg.family != "looped":
+        raise UserError(f"attention_sink is an option of the looped family's attention; family={cfg.family!r}: "
+                        "leave it unset")
     if cfg.multiplier_heads and cfg.rotary == "none":
         raise UserError(
             "ModelConfig.multiplier_heads tells the multiplier's digits apart by rotating their keys: "

@@ -28,7 +28,7 @@ import torch
 MLP_UNIT_AXIS = {"mlp.W_in": 1, "mlp.W_gate": 1, "mlp.b_in": 0, "mlp.b_gate": 0, "mlp.W_out": 0}
 # a block's attention tensors: each holds the heads along its first axis
 HEAD_TENSORS = ("attn.W_Q", "attn.W_K", "attn.W_V", "attn.W_O", "attn.b_Q", "attn.b_K", "attn.b_V",
-                "attn.length_scale")
+                "attn.length_scale", "attn.sink")
 # an added block's writes into the residual stream: zero makes the block the identity
 BLOCK_OUTPUTS = ("attn.W_O", "attn.b_O", "mlp.W_out", "mlp.b_out")
 # a block's tensor: "blocks.3" and its name inside the block, "mlp.W_in"

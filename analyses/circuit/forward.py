@@ -7,7 +7,7 @@ residual, for its queries, keys and values, as TransformerLens' split q/k/v inpu
 tests check it on every configuration the looped family has: positions, rotary, windows,
 multiplier heads, the scalable softmax, the three injections, norm or none). The head
 computation repeats `Attention.forward` with per-head inputs: the same weights, rotation, scale
-(`Attention.place`) and mask (`AttentionContext`), through SDPA.
+(`Attention.place`), mask (`AttentionContext`) and sink, through `attention.attend`.
 """
 
 from __future__ import annotations
@@ -17,10 +17,9 @@ from dataclasses import dataclass
 
 import einops
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
-from abacus_interp.core.attention import AttentionContext
+from abacus_interp.core.attention import AttentionContext, attend
 
 from .graph import LoopGraph
 
@@ -44,9 +43,8 @@ def _heads(block, x: dict[str, Tensor], context: AttentionContext) -> Tensor:
     q, k, v = (einops.einsum(block.ln1(x[c]), w, "b p h d, h d e -> b p h e") + b
                for c, w, b in (("q", attn.W_Q, attn.b_Q), ("k", attn.W_K, attn.b_K), ("v", attn.W_V, attn.b_V)))
     q, k = attn.place(q, k, context)
-    z = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                       attn_mask=context.mask, is_causal=context.mask is None)  # [b h p e]
-    return einops.einsum(z, attn.W_O, "b h p e, h e d -> b h p d") + attn.b_O / attn.W_O.shape[0]
+    z = attend(q, k, v, context.mask, attn.sink)  # [b p h e]
+    return einops.einsum(z, attn.W_O, "b p h e, h e d -> b h p d") + attn.b_O / attn.W_O.shape[0]
 
 
 def run_graph(
