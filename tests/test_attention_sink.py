@@ -2,7 +2,7 @@
 zeros at a learned logit. Both attention paths and cached decoding are checked with it in
 tests/test_decoding.py ("attention-sink"), tests/test_multiplier_heads.py ("attention sink") and
 the circuit graph's forward pass in tests/test_circuit.py; here the planted weights it gives, a
-sink too low to matter, a warm start that adds it, and the config."""
+sink too low to matter, a checkpoint without a sink loaded into a model with one, and the config."""
 
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ from abacus_interp.errors import UserError
 from tests.conftest import TINY_MODEL_DEFAULTS
 
 
-def flat_pattern(tiny_model, sink: float | None, n_keys: int, backend: str = "explicit") -> torch.Tensor:
+def flat_pattern(tiny_model, sink: float | None, n_keys: int) -> torch.Tensor:
     """The last query's weights over `n_keys` tokens when every score is 0 (queries zeroed)."""
     model = tiny_model(n_heads=1, d_head=8, n_layers=1, n_loops=1, positional="none", max_seq_len=64,
-                       attention_sink=sink, attention_backend=backend)
+                       attention_sink=sink, attention_backend="explicit")
     with torch.no_grad():
         model.blocks[0].attn.W_Q.zero_()
     stored = {}
@@ -42,24 +42,30 @@ def test_a_sink_turns_the_average_of_equal_keys_into_a_sum(tiny_model):
     assert ratio == pytest.approx(110 / 120)  # against 1/2 for the plain softmax
 
 
-def test_the_fast_path_gives_the_explicit_paths_output_with_a_sink():
-    """attend() (SDPA with a zero key) against the softmax with the sink's column, masked and not,
-    and with a query that sees no real key (all its weight on the sink: a zero output)."""
+def test_the_fast_path_gives_the_explicit_paths_output_and_gradient_with_a_sink():
+    """attend() (SDPA with the sink as one more key) against the softmax with the sink's column:
+    per-head and shared masks, no mask with fewer queries than keys (a cached step), a query that
+    sees no real key (all its weight on the sink: a zero output), and the sink's gradient."""
     torch.manual_seed(0)
     q, k, v = torch.randn(2, 5, 3, 4), torch.randn(2, 7, 3, 4), torch.randn(2, 7, 3, 4)
-    sink = torch.tensor([-1.0, 0.0, 2.0])
-    mask = torch.rand(2, 3, 5, 7) > 0.3
-    mask[0, 1, 2] = False  # this query sees no real key
-    for m in (mask, None):
-        causal = torch.ones(5, 7, dtype=torch.bool).tril(2)[None, None]
-        seen = causal if m is None else m
+    per_head = torch.rand(2, 3, 5, 7) > 0.3
+    per_head[0, 1, 2] = False  # this query sees no real key
+    causal = torch.ones(5, 7, dtype=torch.bool).tril(2)[None, None]
+    for mask in (per_head, per_head[:1, :1], None):
+        sink = torch.tensor([-1.0, 0.0, 2.0], requires_grad=True)
+        reference_sink = torch.tensor([-1.0, 0.0, 2.0], requires_grad=True)
         scores = torch.einsum("bqhe,bkhe->bhqk", q, k) / 2.0
-        scores = scores.masked_fill(~seen, float("-inf"))
-        column = sink[None, :, None, None].expand(2, 3, 5, 1)
+        scores = scores.masked_fill(~(causal if mask is None else mask), float("-inf"))
+        column = reference_sink[None, :, None, None].expand(2, 3, 5, 1)
         pattern = torch.softmax(torch.cat([scores, column], -1), -1)[..., :-1]
         expected = torch.einsum("bhqk,bkhe->bqhe", pattern, v)
-        torch.testing.assert_close(attend(q, k, v, m, sink), expected, atol=1e-5, rtol=1e-5)
-    assert attend(q, k, v, mask, sink)[0, 2, 1].abs().max() == 0
+        got = attend(q, k, v, mask, sink)
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+        (got * v[:, :5]).sum().backward()
+        (expected * v[:, :5]).sum().backward()
+        torch.testing.assert_close(sink.grad, reference_sink.grad, atol=1e-5, rtol=1e-5)
+        assert sink.grad.abs().min() > 1e-4  # a gradient that is not zero
+    assert attend(q, k, v, per_head, torch.zeros(3))[0, 2, 1].abs().max() == 0
 
 
 def test_a_sink_far_below_the_scores_leaves_the_model_as_it_was(tiny_model):
@@ -98,3 +104,15 @@ def test_attends_signature_is_checked():
         checked(q, torch.randn(2, 5, 4, 6), k, None, torch.zeros(4))  # keys of another d_head
     with pytest.raises(SHAPE_ERRORS):
         checked(q, k, k, None, torch.zeros(3))  # a sink for 3 heads of 4
+
+
+def test_a_head_added_to_a_model_with_a_sink_keeps_each_heads_sink():
+    """grow_state puts each source head's sink logit at the head it becomes; the new head keeps
+    the fresh value."""
+    from abacus_interp.training.growth import grow_state
+
+    source = {"blocks.0.attn.sink": torch.tensor([1.0, 2.0, 3.0])}
+    expected = {"blocks.0.attn.sink": torch.full((4,), -0.5)}
+    grown, changed = grow_state(expected, source, placement=[0, 1, 3])
+    assert changed == ["blocks.0.attn.sink"]
+    assert grown["blocks.0.attn.sink"].tolist() == [1.0, 2.0, -0.5, 3.0]

@@ -73,8 +73,8 @@ POSITION_SCHEMES = {
     # scores scaled by ln(keys seen): a left-padded row must count its real keys only (the window
     # keeps a random model's completions varied past the trained loops)
     "scalable-softmax": dict(positional="none", rotary="abacus", abacus_window=2, softmax_length_scale=0.3),
-    # a key of zeros at a learned logit: without a mask (one prompt) the sink's causal mask is built
-    # aligned to the last key, which a cached query needs
+    # one more key per head, at a learned logit and with a zero value, on the cached and the
+    # padded path alike (the window gives every pass a mask)
     "attention-sink": dict(positional="none", rotary="abacus", abacus_window=2, attention_sink=0.5),
 }
 

@@ -143,21 +143,26 @@ def attend(
     sink: Float[Tensor, " head"] | None = None,
 ) -> Float[Tensor, "batch query head d_head"]:
     """SDPA over the keys `mask` lets each query see (None: causal, the queries being the last
-    of the keys). With `sink`, every query also sees a key of zeros whose score is sink_h (an
-    additive bias on a zero key) and whose value is zero: it takes its share of the softmax and
-    adds nothing, as the explicit path's extra column does."""
+    of the keys). With `sink`, every query also sees one more key, whose score is sink_h and whose
+    value is zero: it takes its share of the softmax and adds nothing, as the explicit path's
+    extra column does. The sink rides in the keys, not in a float mask: queries get one more
+    channel of ones, real keys a zero there and the sink key sink_h * sqrt(d_head), so the mask
+    stays boolean and the sink's gradient flows through a key, which every SDPA kernel supports."""
     q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # [batch head pos d_head]
     if sink is None:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None).transpose(1, 2)
-    n_query, n_key = q.shape[2], k.shape[2]
+    batch, n_heads, n_query, d_head = q.shape
+    n_key = k.shape[2]
     if mask is None:  # causal, aligned to the last key: a cached query sees every key before it
         mask = torch.ones(n_query, n_key, dtype=torch.bool, device=q.device).tril(n_key - n_query)[None, None]
-    bias = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill(~mask, float("-inf"))
-    bias = bias.expand(q.shape[0], q.shape[1], n_query, n_key)  # [batch head query key]
-    sink_column = sink.to(q.dtype)[None, :, None, None].expand(q.shape[0], -1, n_query, 1)
-    zero = q.new_zeros(q.shape[0], q.shape[1], 1, q.shape[3])  # [batch head 1 d_head]
-    z = F.scaled_dot_product_attention(q, torch.cat([zero, k], dim=2), torch.cat([zero, v], dim=2),
-                                       attn_mask=torch.cat([sink_column, bias], dim=-1))
+    sees_sink = torch.ones(*mask.shape[:-1], 1, dtype=torch.bool, device=q.device)
+    mask = torch.cat([sees_sink, mask], dim=-1)  # [batch_or_1 head_or_1 query 1+key]
+    q = torch.cat([q, q.new_ones(batch, n_heads, n_query, 1)], dim=-1)  # [batch head query d_head+1]
+    sink_score = (sink.to(k.dtype) * math.sqrt(d_head))[None, :, None, None].expand(batch, n_heads, 1, 1)
+    sink_key = torch.cat([k.new_zeros(batch, n_heads, 1, d_head), sink_score], dim=-1)  # [batch head 1 d_head+1]
+    k = torch.cat([sink_key, torch.cat([k, k.new_zeros(batch, n_heads, n_key, 1)], dim=-1)], dim=2)
+    v = torch.cat([v.new_zeros(batch, n_heads, 1, v.shape[-1]), v], dim=2)  # [batch head 1+key d_head]
+    z = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=1 / math.sqrt(d_head))
     return z.transpose(1, 2)
 
 
