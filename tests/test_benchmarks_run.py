@@ -30,3 +30,12 @@ def test_the_model_benchmark_runs_every_row_at_a_toy_size():
     assert "plain vs hooked logits: max |difference|" in out
     rows = [line for line in out.splitlines() if line.startswith(("forward,", "train step,", "attention layer"))]
     assert len(rows) == 4, out
+
+
+@pytest.mark.slow  # a subprocess
+def test_the_attention_sink_benchmark_runs_every_row_at_a_toy_size():
+    out = run_benchmark("bench_attention_sink.py", "--threads", "1", "--batch", "2", "--reps", "1", "--warmup", "0")
+    gap = float(out.split("sink on SDPA vs explicit logits: max |difference| ")[1].split()[0])
+    assert gap < 1e-4, out
+    rows = [line for line in out.splitlines() if line.startswith("train step")]
+    assert len(rows) == 2, out

@@ -1,0 +1,82 @@
+"""What the attention sink (`model.attention_sink`) costs; prints one table of ratios, asserts nothing.
+
+The model of the preset `extrap-sort-window` with the scalable softmax (the sorter the sink was
+tried on), a train step on held-out sorting lists (their masks: windows, head kinds, the answer
+blind), timed against itself:
+(a) with the sink against without it, both on SDPA: what one more key per head costs. Goal:
+    <= 1.15x.
+(b) with the sink on the explicit path against SDPA: what `attend` buys over materialising the
+    scores with the sink's column (context only).
+
+Repetitions alternate (A, B, A, B, ...) after a warmup and the table reports medians.
+
+    python benchmarks/bench_attention_sink.py [--threads N] [--reps 20] [--warmup 3] [--batch 64] [--device cpu|cuda]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+
+import torch
+from _flops import device_peak
+from bench_model import Comparison, Setup, at_most, print_table, time_interleaved, train_step
+
+from abacus_interp import LoopedTransformer
+from abacus_interp.core.devices import resolve_device
+from abacus_interp.core.tokens import encode_batch
+from abacus_interp.training.presets import get_preset
+
+
+def sorting_tokens(batch: int, seed: int, device) -> tuple[object, torch.Tensor]:
+    """The preset's model config (with the scalable softmax) and a batch of its task's lists."""
+    run = get_preset("extrap-sort-window")
+    task = run.make_task()
+    examples = task.sample_held_out(batch, random.Random(seed))
+    tokens = encode_batch(task.vocab, [e.prompt for e in examples], [e.target for e in examples]).tokens
+    return run.model.replace(softmax_length_scale=0.3, attention_backend="sdpa"), tokens.to(device)
+
+
+def sink_cost(batch: int, reps: int, warmup: int, seed: int, setup: Setup) -> list[Comparison]:
+    cfg, tokens = sorting_tokens(batch, seed, setup.device)
+    torch.manual_seed(seed)
+    plain = LoopedTransformer(cfg).to(setup.device)
+    sink = LoopedTransformer(cfg.replace(attention_sink=0.0)).to(setup.device)
+    sink_explicit = LoopedTransformer(cfg.replace(attention_sink=0.0, attention_backend="explicit")).to(setup.device)
+    sink.load_state_dict(plain.state_dict(), strict=False)  # the same weights; the sink at 0
+    sink_explicit.load_state_dict(sink.state_dict(), strict=True)
+    with torch.no_grad():
+        gap = (sink(tokens) - sink_explicit(tokens)).abs().max().item()
+    print(f"sink on SDPA vs explicit logits: max |difference| {gap:.2e}")
+    shape = f"sorter d{cfg.d_model} {cfg.n_layers}Lx{cfg.n_loops}R b{batch} s{tokens.shape[1]}"
+    with_and_without = time_interleaved(train_step(sink, tokens, setup), train_step(plain, tokens, setup),
+                                        reps, warmup, setup.device)
+    paths = time_interleaved(train_step(sink_explicit, tokens, setup), train_step(sink, tokens, setup),
+                             reps, warmup, setup.device)
+    return [Comparison(f"train step, {shape}", "sink", "no sink", *with_and_without, "<= 1.15", at_most(1.15)),
+            Comparison(f"train step with the sink, {shape}", "explicit", "sdpa", *paths)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch intra-op threads (default: all cores)")
+    parser.add_argument("--reps", type=int, default=20, help="timed repetitions of each side (median reported)")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed repetitions of each side first")
+    parser.add_argument("--batch", type=int, default=64, help="lists per batch (the preset trains on 64)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+
+    device = resolve_device(args.device)
+    setup = Setup(device=device, bf16=False, peak=device_peak(device, False))
+    torch.set_num_threads(args.threads)
+    print(f"torch {torch.__version__}, device {device}, {torch.get_num_threads()} threads, "
+          f"{args.reps} reps after {args.warmup} warmup, interleaved, medians")
+    comparisons = sink_cost(args.batch, args.reps, args.warmup, args.seed, setup)
+    print()
+    print_table(comparisons, setup)
+
+
+if __name__ == "__main__":
+    main()
