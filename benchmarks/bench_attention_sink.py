@@ -44,7 +44,9 @@ def sink_cost(batch: int, reps: int, warmup: int, seed: int, setup: Setup) -> li
     plain = LoopedTransformer(cfg).to(setup.device)
     sink = LoopedTransformer(cfg.replace(attention_sink=0.0)).to(setup.device)
     sink_explicit = LoopedTransformer(cfg.replace(attention_sink=0.0, attention_backend="explicit")).to(setup.device)
-    sink.load_state_dict(plain.state_dict(), strict=False)  # the same weights; the sink at 0
+    loaded = sink.load_state_dict(plain.state_dict(), strict=False)  # the same weights; the sink at 0
+    if loaded.unexpected_keys or any(not key.endswith("attn.sink") for key in loaded.missing_keys):
+        raise RuntimeError(f"the two models differ beyond the sink: {loaded}")
     sink_explicit.load_state_dict(sink.state_dict(), strict=True)
     with torch.no_grad():
         gap = (sink(tokens) - sink_explicit(tokens)).abs().max().item()

@@ -146,8 +146,9 @@ def attend(
     of the keys). With `sink`, every query also sees one more key, whose score is sink_h and whose
     value is zero: it takes its share of the softmax and adds nothing, as the explicit path's
     extra column does. The sink rides in the keys, not in a float mask: queries get one more
-    channel of ones, real keys a zero there and the sink key sink_h * sqrt(d_head), so the mask
-    stays boolean and the sink's gradient flows through a key, which every SDPA kernel supports."""
+    channel of ones, real keys a zero there and the sink key sink_h * sqrt(d_head) (values a zero
+    channel too, so that q, k and v keep one width, as the fused CPU kernel needs), so the mask
+    stays boolean and the sink's gradient flows through a key, not through the mask."""
     q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # [batch head pos d_head]
     if sink is None:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None).transpose(1, 2)
@@ -161,9 +162,10 @@ def attend(
     sink_score = (sink.to(k.dtype) * math.sqrt(d_head))[None, :, None, None].expand(batch, n_heads, 1, 1)
     sink_key = torch.cat([k.new_zeros(batch, n_heads, 1, d_head), sink_score], dim=-1)  # [batch head 1 d_head+1]
     k = torch.cat([sink_key, torch.cat([k, k.new_zeros(batch, n_heads, n_key, 1)], dim=-1)], dim=2)
-    v = torch.cat([v.new_zeros(batch, n_heads, 1, v.shape[-1]), v], dim=2)  # [batch head 1+key d_head]
+    v = torch.cat([v, v.new_zeros(batch, n_heads, n_key, 1)], dim=-1)
+    v = torch.cat([v.new_zeros(batch, n_heads, 1, d_head + 1), v], dim=2)  # [batch head 1+key d_head+1]
     z = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=1 / math.sqrt(d_head))
-    return z.transpose(1, 2)
+    return z[..., :d_head].transpose(1, 2)
 
 
 class Attention(nn.Module):

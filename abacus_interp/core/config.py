@@ -155,8 +155,8 @@ class ModelConfig:
     # so a head can put less than all its weight on real keys. Then a head that reads many keys
     # weakly gets each at e^score / (e^sink + ...), about e^(score - sink) while the sink dominates:
     # a sum that does not thin as the keys grow in number, where a plain softmax averages them.
-    # Why: the sorter's symbol head spreads its weight over every symbol of the list, twice as many
-    # in a list of 10, and the answers after the first need what it reads (docs/runs/sorting.md).
+    # Why: the sorter's symbol heads spread their weight over every symbol of the list, twice as
+    # many in a list of 10, and the answers after the first need what they read (docs/runs/sorting.md).
     # A warm start from a run without a sink starts it at this value: 0 (the softmax off by one)
     # moves a trained model's output at step 0; far below the scores (-20) keeps it but gets next
     # to no gradient, its gradient being its own weight's size. None: no sink.
