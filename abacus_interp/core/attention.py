@@ -158,12 +158,10 @@ def attend(
         mask = torch.ones(n_query, n_key, dtype=torch.bool, device=q.device).tril(n_key - n_query)[None, None]
     sees_sink = torch.ones(*mask.shape[:-1], 1, dtype=torch.bool, device=q.device)
     mask = torch.cat([sees_sink, mask], dim=-1)  # [batch_or_1 head_or_1 query 1+key]
-    q = torch.cat([q, q.new_ones(batch, n_heads, n_query, 1)], dim=-1)  # [batch head query d_head+1]
+    q = F.pad(q, (0, 1), value=1.0)  # [batch head query d_head+1]
     sink_score = (sink.to(k.dtype) * math.sqrt(d_head))[None, :, None, None].expand(batch, n_heads, 1, 1)
-    sink_key = torch.cat([k.new_zeros(batch, n_heads, 1, d_head), sink_score], dim=-1)  # [batch head 1 d_head+1]
-    k = torch.cat([sink_key, torch.cat([k, k.new_zeros(batch, n_heads, n_key, 1)], dim=-1)], dim=2)
-    v = torch.cat([v, v.new_zeros(batch, n_heads, n_key, 1)], dim=-1)
-    v = torch.cat([v.new_zeros(batch, n_heads, 1, d_head + 1), v], dim=2)  # [batch head 1+key d_head+1]
+    k = torch.cat([F.pad(sink_score, (d_head, 0)), F.pad(k, (0, 1))], dim=2)  # [batch head 1+key d_head+1]
+    v = F.pad(v, (0, 1, 1, 0))  # [batch head 1+key d_head+1]: the sink's value row and channel are zeros
     z = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=1 / math.sqrt(d_head))
     return z[..., :d_head].transpose(1, 2)
 
