@@ -31,7 +31,13 @@ from torch import Tensor, nn
 from transformer_lens.hook_points import HookPoint
 
 from .config import ModelConfig
-from .masks import HeadKinds, attention_mask, hide_earlier_answer, hide_far_digits
+from .masks import (
+    HeadKinds,
+    attention_mask,
+    hide_earlier_answer,
+    hide_far_digits,
+    symbol_heads_read_only_answer,
+)
 from .positions import Rotary, closer_indices
 
 try:  # optional CUDA kernel
@@ -102,6 +108,8 @@ class AttentionContext:
         if cfg.answer_hides_earlier_answer:
             spared = heads.symbol_head_range if cfg.answer_blind_spares_symbol_heads else range(0)
             mask = hide_earlier_answer(mask, index, n_query, n_key, device, spared)
+        if cfg.answer_symbol_heads_read_only_answer:
+            mask = symbol_heads_read_only_answer(mask, index, n_query, device, heads.symbol_head_range)
         if cfg.digit_window is not None:
             mask = hide_far_digits(mask, index, n_query, n_key, device, cfg.digit_window)
         rotary = None

@@ -174,6 +174,12 @@ class ModelConfig:
     # head that reads only labels, separators and the answer can count them, while the other
     # heads keep the one search.
     answer_blind_spares_symbol_heads: bool = False
+    # At an answer query the symbol heads read only the answer: the labels written and the query
+    # itself, not the list's labels, separators and colons. extrap-sort-window-scaled2's symbol
+    # head spreads its weight over every symbol of the list in about the same shares with 5 or 10
+    # numbers, so each label written gets half the weight in a list of 10 that it gets in a list
+    # of 5; read this way, a label written weighs what it weighs however long the list.
+    answer_symbol_heads_read_only_answer: bool = False
     max_seq_len: int = 64
     # Tied: the unembedding is the transpose of the token embedding (fewer parameters).
     tie_unembed: bool = False
@@ -250,7 +256,7 @@ class ModelConfig:
         return (self.rotary != "none" or self.abacus_window is not None or self.digit_window is not None
                 or self.multiplier_heads > 0
                 or bool(self.offset_heads) or self.symbol_heads > 0 or self.number_heads > 0
-                or self.answer_hides_earlier_answer)
+                or self.answer_hides_earlier_answer or self.answer_symbol_heads_read_only_answer)
 
     @property
     def d_vocab(self) -> int:
@@ -304,4 +310,5 @@ _OMITTED_AT_DEFAULT = ("rotary", "rotary_base", "abacus_window", "digit_window",
                        "unembed_bias", "multiplier_heads", "multiplier_select", "offset_heads", "offset_head_numbers",
                        "offset_heads_exclusive",
                        "symbol_heads", "number_heads", "running_sum_probe", "softmax_length_scale", "attention_sink",
-                       "answer_hides_earlier_answer", "answer_blind_spares_symbol_heads")
+                       "answer_hides_earlier_answer", "answer_blind_spares_symbol_heads",
+                       "answer_symbol_heads_read_only_answer")

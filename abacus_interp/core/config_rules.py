@@ -136,10 +136,7 @@ def check_attention(cfg, d_head: int) -> None:
             "ModelConfig.multiplier_heads tells the multiplier's digits apart by rotating their keys: "
             "set rotary='abacus' (or 'abacus_closers') too"
         )
-    if not isinstance(cfg.answer_blind_spares_symbol_heads, bool) or (
-            cfg.answer_blind_spares_symbol_heads and not (cfg.answer_hides_earlier_answer and cfg.symbol_heads)):
-        raise UserError(f"ModelConfig.answer_blind_spares_symbol_heads={cfg.answer_blind_spares_symbol_heads!r}: "
-                        "use true or false, and true only with answer_hides_earlier_answer=true and symbol_heads >= 1")
+    _check_answer_masks(cfg)
     if cfg.rotary_base <= 1:
         raise UserError(f"ModelConfig.rotary_base={cfg.rotary_base} must be > 1")
     if cfg.attends_by_index and cfg.family != "looped":
@@ -147,6 +144,24 @@ def check_attention(cfg, d_head: int) -> None:
             f"rotary, abacus_window, digit_window and the head kinds are options of the looped family's attention; "
             f"family={cfg.family!r} has none of them: leave them unset"
         )
+
+
+def _check_answer_masks(cfg) -> None:
+    """The sorting answer's masks: the blind's spared symbol heads and the symbol heads that read
+    only the answer, each a bool that needs the heads it acts on."""
+    for name in ("answer_blind_spares_symbol_heads", "answer_symbol_heads_read_only_answer"):
+        if not isinstance(getattr(cfg, name), bool):
+            raise UserError(f"ModelConfig.{name}={getattr(cfg, name)!r}: use true or false")
+    if cfg.answer_blind_spares_symbol_heads and not (cfg.answer_hides_earlier_answer and cfg.symbol_heads):
+        raise UserError("ModelConfig.answer_blind_spares_symbol_heads=true spares the symbol heads from the blind: "
+                        "it needs answer_hides_earlier_answer=true and symbol_heads >= 1")
+    if cfg.answer_symbol_heads_read_only_answer and not cfg.symbol_heads:
+        raise UserError("ModelConfig.answer_symbol_heads_read_only_answer=true narrows the symbol heads: "
+                        "it needs symbol_heads >= 1")
+    if cfg.answer_symbol_heads_read_only_answer and cfg.answer_hides_earlier_answer \
+            and not cfg.answer_blind_spares_symbol_heads:
+        raise UserError("ModelConfig.answer_symbol_heads_read_only_answer=true with answer_hides_earlier_answer=true "
+                        "needs answer_blind_spares_symbol_heads=true: a blinded symbol head would read only itself")
 
 
 def _check_offset_heads(cfg) -> None:

@@ -1,6 +1,7 @@
 """Which keys each query may see: the causal mask with padding, the window on the Abacus index,
 heads of several kinds (`HeadKinds`: offset, windowed, symbol, number and multiplier heads), and
-the sorting answer's blind to the labels written before it (`hide_earlier_answer`) and the
+the sorting answer's blind to the labels written before it (`hide_earlier_answer`), its symbol
+heads narrowed to the answer (`symbol_heads_read_only_answer`) and the
 window that keeps digits and closers to nearby digits (`hide_far_digits`). Each is
 read off the Abacus index alone, so cached decoding rebuilds the same rows from the index of
 every position. `AttentionContext.build` (attention.py) applies them once per forward pass.
@@ -75,7 +76,8 @@ def head_kinds(cfg: ModelConfig) -> list[str]:
     """The keys each head of a layer of `cfg`'s model reads, in words: its kind
     (`HeadKinds.kind_of`; "windowed" for every head of a one-kind model), and ", multiplier
     hidden" for every other head where the model has multiplier heads, as they then hide the
-    multiplier's digits from the rest. Two heads of equal words see the same keys."""
+    multiplier's digits from the rest. Two heads of equal words in one config see the same keys
+    (the sorting answer's masks, `answer_hides_earlier_answer` and its kin, are not in the words)."""
     kinds = HeadKinds.of(cfg)
     if kinds is None:
         return ["windowed"] * cfg.n_heads
@@ -178,6 +180,27 @@ def hide_earlier_answer(
         blinded[list(spared)] = False
         hidden = hidden & blinded[None, :, None, None]  # [batch head query key]
     return mask & ~hidden
+
+
+def symbol_heads_read_only_answer(
+    mask: Bool[Tensor, "batch head query_pos key_pos"],
+    index: Int[Tensor, "batch key_pos"],
+    n_query: int,
+    device,
+    symbol_heads: range,
+) -> Bool[Tensor, "batch head query_pos key_pos"]:
+    """`mask` (per head) with the `symbol_heads` of every answer query narrowed to the answer's
+    tokens before it and itself (`ModelConfig.answer_symbol_heads_read_only_answer`): the labels
+    written, not the list's symbols. Queries before the answer (the list, its closing "=") keep
+    what their kind reads."""
+    if not symbol_heads or mask.shape[1] == 1 or mask.shape[1] <= max(symbol_heads):
+        raise ValueError(f"narrowing symbol heads {list(symbol_heads)} needs some and a per-head mask, one row per head")
+    answer = answer_positions(index)  # [batch key]
+    # an answer query is an answer position itself, so it keeps itself
+    outside = answer[:, -n_query:, None] & ~answer[:, None, :]  # [batch query key]
+    narrowed = torch.zeros(mask.shape[1], dtype=torch.bool, device=device)  # [head]
+    narrowed[symbol_heads.start:symbol_heads.stop] = True
+    return mask & ~(outside[:, None] & narrowed[None, :, None, None])
 
 
 def _numbers_started(index: Int[Tensor, "batch pos"]) -> Int[Tensor, "batch pos"]:

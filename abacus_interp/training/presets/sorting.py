@@ -174,8 +174,9 @@ from nothing are the preset extrap-sort-window (below): 83.5% and 66.75% at 10 a
 10 numbers. Trained 2,000 steps more with the scalable softmax (checkpoints/extrap-sort-window-scaled):
 99.5% in distribution, 88% and 83.75% at 10 and 20 digits (75.5% at 20 without the scale), 10 numbers 27.75%.
 2,500 steps more again (checkpoints/extrap-sort-window-scaled2): 10 numbers 38.25%, 20 digits 84.75%;
-2,500 more after that leave the count level (37.75%); a second symbol head or an attention sink do not
-lift it (35%, 31.25%): docs/runs/sorting.md.
+2,500 more after that leave the count level (37.75%); a second symbol head, an attention sink or symbol
+heads that read only the answer (`model.answer_symbol_heads_read_only_answer`) do not lift it (35%, 31.25%,
+0.5%): docs/runs/sorting.md.
 """
 
 from __future__ import annotations
