@@ -176,9 +176,10 @@ class ModelConfig:
     answer_blind_spares_symbol_heads: bool = False
     # At an answer query the symbol heads read only the answer: the labels written and the query
     # itself, not the list's labels, separators and colons. extrap-sort-window-scaled2's symbol
-    # head spreads its weight over every symbol of the list in about the same shares with 5 or 10
-    # numbers, so each label written gets half the weight in a list of 10 that it gets in a list
-    # of 5; read this way, a label written weighs what it weighs however long the list.
+    # head spreads its weight over the list's symbols in about the same shares with 5 or 10
+    # numbers, so its read of the labels written shares the softmax with a list twice as long;
+    # read this way, a label written weighs what it weighs however long the list. Trained on from
+    # scaled2 (which the narrowing breaks at step 0) it did not count: docs/runs/sorting.md.
     answer_symbol_heads_read_only_answer: bool = False
     max_seq_len: int = 64
     # Tied: the unembedding is the transpose of the token embedding (fewer parameters).
