@@ -230,9 +230,10 @@ def extrap_sort() -> RunConfig:
 
 
 def extrap_sort_window() -> RunConfig:
-    """extrap-sort whose digits meet only the digits near them, trained from nothing: the best
-    length extrapolation of any sorter trained from nothing here, in about an hour on the 2-core CPU
-    (checkpoints/extrap-sort-window-scaled and -scaled2, trained on from it, go further).
+    """extrap-sort whose digits meet only the digits near them, trained from nothing, in about an
+    hour on the 2-core CPU: the best length from nothing here but for this preset with
+    `answer_symbol_heads_read_only_answer` (checkpoints/extrap-sort-window-answer);
+    checkpoints/extrap-sort-window-scaled and -scaled2, trained on from it, go further.
 
     On top of extrap-sort, the levers of the lineage that learned to count (the module
     docstring): the answer blind to the labels written (`answer_hides_earlier_answer`) but for
