@@ -180,7 +180,7 @@ class ModelConfig:
     # numbers, so its read of the labels written shares the softmax with a list twice as long;
     # read this way, a label written weighs what it weighs however long the list. It did not help
     # the count; trained from nothing it sorts longer numbers (extrap-sort-window-answer: 20-digit
-    # lists 84.75% against 66.75%) and counts less (one seed): docs/runs/sorting.md.
+    # lists 84.75% against 66.75%; a second seed 70.75%) and counts less: docs/runs/sorting.md.
     answer_symbol_heads_read_only_answer: bool = False
     max_seq_len: int = 64
     # Tied: the unembedding is the transpose of the token embedding (fewer parameters).

@@ -178,7 +178,8 @@ from nothing are the preset extrap-sort-window (below): 83.5% and 66.75% at 10 a
 heads that read only the answer (`model.answer_symbol_heads_read_only_answer`) do not lift it (35%, 31.25%,
 0.5% from a broken start). Trained from nothing with that last option
 (`--set model.answer_symbol_heads_read_only_answer=true`, checkpoints/extrap-sort-window-answer, 36 minutes
-on a machine about 1.6x as fast): 20-digit numbers 84.75%, 10 numbers 5.5%: docs/runs/sorting.md.
+on a machine about 1.6x as fast): 20-digit numbers 84.75% (a second seed 70.75%), 10 numbers 5.5%:
+docs/runs/sorting.md.
 """
 
 from __future__ import annotations
