@@ -241,8 +241,9 @@ def extrap_sort_window() -> RunConfig:
     docstring): the answer blind to the labels written (`answer_hides_earlier_answer`) but for
     one symbol head that reads labels, separators and the answer (`symbol_heads=1`,
     `answer_blind_spares_symbol_heads`), and one number head that reads its own list item
-    (`number_heads=1`); five heads of 32 dimensions. And the two that move length: each number's
-    closer, the separator or "=" after its last digit, is turned as the digit past the last one
+    (`number_heads=1`); five heads of 32 dimensions. And the two added for length (on
+    extrap-sort-spare-ft the window alone moved it as far): each number's closer, the separator
+    or "=" after its last digit, is turned as the digit past the last one
     (`rotary="abacus_closers"`), so it meets its number's leading digit at distance 1 at any
     length; and a digit or closer reads only the digits within +-2 of its Abacus index
     (`digit_window=2`), so the distances between two digits are those training showed, whatever
