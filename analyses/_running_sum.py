@@ -40,6 +40,21 @@ class ReadoutScore:
 
 
 @dataclass(frozen=True)
+class ProductDigits:
+    """How often a ten-way linear classifier, fitted per loop, reads one partial product's units
+    and tens digit, in the columns that add all the products. Index 0 is the input alone (the
+    injected embedding), then loops 1, 2, ...: a product held as one magnitude gives its tens
+    more readily than its units, which repeat every ten."""
+
+    units: tuple[float, ...]
+    tens: tuple[float, ...]
+
+    def best_units_loop(self) -> int:
+        """The loop (1 = loop 1) at which the units are read most often."""
+        return max(range(1, len(self.units)), key=self.units.__getitem__)
+
+
+@dataclass(frozen=True)
 class RunningSumReading:
     """Per loop, how well linear readouts of the state give each column's running sum."""
 
@@ -54,6 +69,9 @@ class RunningSumReading:
     # products: whether the state holds each product, linearly, before the sum is formed
     partial_products: tuple[ReadoutScore, ...] = ()
     partial_products_baseline: tuple[ReadoutScore, ...] = ()  # the same fits on the input alone
+    # per product, its two digits read as ten classes each: whether the state holds the
+    # products as digits, which the answer digit (the units of their sum) needs
+    product_digits: tuple[ProductDigits, ...] = ()
 
     def best_partial_product_loop(self, j: int) -> int:
         """The loop index (0 = loop 1) at which product j is read with the highest R²."""
@@ -98,7 +116,8 @@ def score_readout(predicted: torch.Tensor, sums: torch.Tensor) -> ReadoutScore:
 
 def fitted_readout(fit_states: torch.Tensor, fit_sums: torch.Tensor, states: torch.Tensor) -> torch.Tensor:
     """Per loop, a ridge least-squares readout (with a constant) fitted on `fit_states`
-    [loop column d_model] to `fit_sums`, applied to `states` [loop column' d_model]: [loop column']."""
+    [loop column d_model] to `fit_sums` [column] (or several targets, [column target]), applied
+    to `states` [loop column' d_model]: [loop column'] (or [loop column' target])."""
 
     def with_constant(x):
         return torch.cat([x.double(), torch.ones(*x.shape[:-1], 1, dtype=torch.float64)], dim=-1)
@@ -108,8 +127,19 @@ def fitted_readout(fit_states: torch.Tensor, fit_sums: torch.Tensor, states: tor
     unpenalised_constant = torch.ones(gram.shape[-1], dtype=torch.float64)
     unpenalised_constant[-1] = 0
     ridge = RIDGE * gram.diagonal(dim1=1, dim2=2).mean(1)[:, None, None] * torch.diag(unpenalised_constant)
-    weights = torch.linalg.solve(gram + ridge, a.transpose(1, 2) @ fit_sums.double()[None, :, None])  # [loop d+1 1]
-    return (with_constant(states) @ weights)[..., 0]
+    targets = fit_sums.double().reshape(len(fit_sums), -1)  # [column target]: one target, or several
+    weights = torch.linalg.solve(gram + ridge, a.transpose(1, 2) @ targets[None])  # [loop d+1 target]
+    predicted = with_constant(states) @ weights  # [loop column' target]
+    return predicted[..., 0] if fit_sums.dim() == 1 else predicted
+
+
+def fitted_classes(fit_states: torch.Tensor, fit_labels: torch.Tensor, states: torch.Tensor,
+                   n_classes: int = 10) -> torch.Tensor:
+    """Per loop, a ridge least-squares classifier (one-hot targets, with a constant) fitted on
+    `fit_states` [loop column d_model] to `fit_labels` [column] (0..n_classes-1), applied to
+    `states` [loop column' d_model]: the class it scores highest, [loop column']."""
+    one_hot = torch.nn.functional.one_hot(fit_labels.long(), n_classes).double()  # [column class]
+    return fitted_readout(fit_states, one_hot, states).argmax(-1)
 
 
 def partial_products(examples, k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -144,23 +174,36 @@ def running_sum_reading(model, examples, fit_examples, loops: int, label: str,
     if model.cfg.running_sum_probe:
         w, b = model.W_sum.detach().float().cpu(), float(model.b_sum)
         trained = score_readout(10 * (states[1:] @ w + b), sums)  # the readout gives tens
-    products = baselines = ()
+    products = baselines = digits = ()
     if products_of is not None and products_of >= 2:
         (full, values), (fit_full, fit_values) = (partial_products(e, products_of) for e in (examples, fit_examples))
         if full.any() and fit_full.any():  # none where the multiplicand is shorter than the multiplier
-            scores = [_product_scores(fit_states[:, fit_full], fit_values[j, fit_full], states[:, full],
-                                      values[j, full]) for j in range(products_of)]
+            fit_in, held_in = fit_states[:, fit_full], states[:, full]
+            scores = [_product_scores(fit_in, fit_values[j, fit_full], held_in, values[j, full])
+                      for j in range(products_of)]
             products, baselines = zip(*scores, strict=True)
+            digits = tuple(_product_digits(fit_in, fit_values[j, fit_full], held_in, values[j, full])
+                           for j in range(products_of))
     return RunningSumReading(label=label, n_problems=len(examples), n_fit_problems=len(fit_examples),
                              n_columns=len(sums), fitted=score_readout(predicted[1:], sums),
                              baseline=score_readout(predicted[:1], sums), trained=trained,
-                             partial_products=products, partial_products_baseline=baselines)
+                             partial_products=products, partial_products_baseline=baselines, product_digits=digits)
 
 
 def _product_scores(fit_states, fit_values, states, values) -> tuple[ReadoutScore, ReadoutScore]:
     """(per loop, the input alone): one product's fitted readouts, [1+loop column d_model] states."""
     predicted = fitted_readout(fit_states, fit_values, states)  # [1+loop column]
     return score_readout(predicted[1:], values), score_readout(predicted[:1], values)
+
+
+def _product_digits(fit_states, fit_values, states, values) -> ProductDigits:
+    """One product's units and tens read as classes, per loop (index 0: the input alone)."""
+
+    def share_read(digit_of) -> tuple[float, ...]:
+        read = fitted_classes(fit_states, digit_of(fit_values), states) == digit_of(values).long()  # [1+loop column]
+        return tuple(round(float(x), 4) for x in read.double().mean(1))
+
+    return ProductDigits(units=share_read(lambda v: v % 10), tens=share_read(lambda v: v // 10))
 
 
 def running_sum_sentence(readings) -> str:
@@ -186,7 +229,20 @@ def running_sum_sentence(readings) -> str:
         sentence += (" Each partial product, read the same way in the columns that add all of them (R² at the loop "
                      "it reads best, then after the last loop, and from the input alone): "
                      + "; ".join(product_parts) + ".")
+    if digit_parts := [_product_digits_text(r) for r in readings if r.product_digits]:
+        sentence += (" Each product's two digits, read as ten classes by a least-squares classifier fitted per loop "
+                     "the same way (units, then tens, at the loop that reads the units best; the input alone in "
+                     "brackets): " + "; ".join(digit_parts) + ".")
     return sentence
+
+
+def _product_digits_text(reading: RunningSumReading) -> str:
+    parts = []
+    for j, d in enumerate(reading.product_digits):
+        best = d.best_units_loop()
+        parts.append(f"{partial_product_name(j)} {d.units[best]:.0%} / {d.tens[best]:.0%} ({loop_label(best - 1)}; "
+                     f"{d.units[0]:.0%} / {d.tens[0]:.0%})")
+    return f"{reading.label}: " + ", ".join(parts)
 
 
 def _partial_products_text(reading: RunningSumReading) -> str:

@@ -59,3 +59,30 @@ def partial_products_by_loop(readings) -> go.Figure:
         "Each partial product read linearly from the state, in the columns that add all of them",
         f"{rows[0].n_problems} problems per sample, readouts fitted per loop on {rows[0].n_fit_problems} others"))
     return fig
+
+
+def product_digits_by_loop(readings) -> go.Figure:
+    """Per loop, how often each partial product's units (solid) and tens (dashed) are read as
+    classes, one colour per product; the readings that hold partial products only, one
+    sample's products per colour shade (loop 0: the input alone)."""
+    fig = go.Figure()
+    colors = qualitative.Plotly
+    rows = [r for r in readings if r.product_digits]
+    n_points = len(rows[0].product_digits[0].units)
+    loops = list(range(n_points))
+    for i, r in enumerate(rows):
+        for j, digits in enumerate(r.product_digits):
+            color = colors[(i * len(r.product_digits) + j) % len(colors)]
+            for which, values, dash in (("units", digits.units, "solid"), ("tens", digits.tens, "dash")):
+                fig.add_trace(go.Scatter(x=loops, y=list(values), mode="lines+markers" if n_points < 9 else "lines",
+                                         name=f"{r.label}: {partial_product_name(j)}, {which}",
+                                         line={"color": color, "dash": dash},
+                                         hovertemplate=f"loop %{{x}}: {which} read %{{y:.0%}}"))
+    fig.add_hline(y=0.1, line={"color": "grey", "dash": "dot"}, annotation_text="chance (one in ten)")
+    fig.update_xaxes(title_text="loop (0: the input alone)", dtick=1 if n_points < 9 else None)
+    fig.update_yaxes(title_text="columns whose digit is read", range=[0, 1.02], tickformat=".0%")
+    fig.update_layout(**title_with_detail(
+        "Each partial product's units and tens read as ten classes, in the columns that add all of them",
+        f"a least-squares classifier per loop, fitted on {rows[0].n_fit_problems} other problems; "
+        f"{rows[0].n_problems} problems per sample; solid: units, dashed: tens"))
+    return fig

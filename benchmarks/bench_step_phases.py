@@ -76,7 +76,8 @@ def main() -> None:
         batch = encode_batch(task.vocab, [e.prompt for e in examples], [e.target for e in examples],
                              max_len=cfg.model.max_seq_len)
         lap()
-        loss, full, _, _ = training_losses(model, batch, source.generator(step), cfg, device, autocast)
+        losses = training_losses(model, batch, source.generator(step), cfg, device, autocast)
+        loss, full = losses.loss, losses.full
         lap()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

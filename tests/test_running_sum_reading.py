@@ -14,9 +14,11 @@ from abacus_interp.core.model import LoopedTransformer
 from abacus_interp.tasks import get_task
 from abacus_interp.tasks.product_carries import running_sums
 from analyses._running_sum import (
+    ProductDigits,
     ReadoutScore,
     RunningSumReading,
     column_states,
+    fitted_classes,
     fitted_readout,
     partial_products,
     running_sum_reading,
@@ -172,3 +174,49 @@ def test_a_partial_product_planted_from_loop_2_is_read_and_the_other_is_not(task
     no_full = running_sum_reading(tiny_slots(short), short.sample_cell(40, random.Random(11), 1, 3),
                                   short.sample_cell(60, random.Random(12), 2, 3), loops=2, label="x", products_of=3)
     assert no_full.partial_products == () and no_full.partial_products_baseline == ()
+
+
+def digit_states(products: torch.Tensor, as_digits: bool, seed: int, d: int = 24) -> torch.Tensor:
+    """[2 column d] states, the input (noise) then one loop that holds `products` either as the
+    one-hot of their units and tens (20 dimensions) or as one magnitude along a direction."""
+    g = torch.Generator().manual_seed(seed)
+    states = 0.05 * torch.randn(2, len(products), d, generator=g)
+    if as_digits:
+        states[1, torch.arange(len(products)), (products % 10).long()] += 1.0
+        states[1, torch.arange(len(products)), 10 + (products // 10).long()] += 1.0
+    else:
+        states[1, :, 0] += products / 10
+    return states
+
+
+def test_a_classifier_reads_digits_held_as_classes_and_not_the_units_of_a_magnitude():
+    """Units and tens planted as classes are read at every column; a product held as one
+    magnitude gives its units no better than about chance, as they repeat every ten."""
+    rng = random.Random(0)
+    fit = torch.tensor([float(rng.randint(0, 9) * rng.randint(0, 9)) for _ in range(800)])
+    held_out = torch.tensor([float(rng.randint(0, 9) * rng.randint(0, 9)) for _ in range(400)])
+    for as_digits in (True, False):
+        fit_states, states = digit_states(fit, as_digits, seed=1), digit_states(held_out, as_digits, seed=2)
+        units = (fitted_classes(fit_states, fit % 10, states) == (held_out % 10).long()).double().mean(1)
+        tens = (fitted_classes(fit_states, fit // 10, states) == (held_out // 10).long()).double().mean(1)
+        # what a constant reads: the commonest digit (units 0, a fifth of one-digit products; tens 0, two fifths)
+        commonest_units, commonest_tens = (max((digit_of(held_out) == c).double().mean().item() for c in range(10))
+                                           for digit_of in (lambda v: v % 10, lambda v: v // 10))
+        if as_digits:
+            assert units[1] == 1.0 and tens[1] == 1.0
+        else:
+            assert units[1] <= commonest_units + 0.05
+        assert units[0] <= commonest_units + 0.05 and tens[0] <= commonest_tens + 0.05  # the input's noise
+
+
+def test_the_sentence_gives_each_products_digits_where_its_units_are_read_best():
+    reading = RunningSumReading(label="uniform 5 x 2 digits", n_problems=48, n_fit_problems=190, n_columns=326,
+                                fitted=ReadoutScore(read=(0.5, 0.9), r2=(0.9, 0.99)),
+                                baseline=ReadoutScore(read=(0.02,), r2=(0.4,)), trained=None,
+                                partial_products=(ReadoutScore(read=(0, 0), r2=(0.8, 0.9)),) * 2,
+                                partial_products_baseline=(ReadoutScore(read=(0,), r2=(0.0,)),) * 2,
+                                product_digits=(ProductDigits(units=(0.2, 0.9, 0.8), tens=(0.3, 0.95, 0.9)),
+                                                ProductDigits(units=(0.15, 0.4, 0.45), tens=(0.3, 0.9, 0.93))))
+    sentence = running_sum_sentence((reading,))
+    assert ("uniform 5 x 2 digits: a_i * b_0 90% / 95% (loop 1; 20% / 30%), a_(i-1) * b_1 45% / 93% (loop 2; "
+            "15% / 30%)") in sentence

@@ -54,9 +54,10 @@ def test_mcleish_loss_reuses_the_full_pass_and_equals_the_two_pass_loss(single_t
     depths_seen = set()
     for step in range(1, 9):
         applied.clear()
-        loss, full, _, loss_mask, _ = loop_module.training_losses(
+        losses = loop_module.training_losses(
             model, source.batch(step), source.generator(step), cfg, torch.device("cpu"), nullcontext()
         )
+        loss, full, loss_mask = losses.loss, losses.full, losses.loss_mask
         # the draws of this step, in the order training_losses takes them
         generator = source.generator(step)
         n = int(torch.randint(0, 4, (1,), generator=generator))

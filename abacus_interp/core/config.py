@@ -215,6 +215,14 @@ class ModelConfig:
     # fine-tuned on multiplication settles without the long-range partial products, and this
     # auxiliary target is what let theirs learn it). Not used to answer.
     running_sum_probe: bool = False
+    # A linear readout of every position's final state (through ln_final), W_products
+    # [d_model k 2 10] and b_products, trained by train.partial_product_loss to give, as two
+    # digit classes each (units, tens), the k partial products a_(i-j) * b_j the column the
+    # position predicts adds. Why classes: a run that adds the products as magnitudes holds
+    # the tens of every product (a magnitude's tens are linear in it) but not the units of
+    # the products it learned last, and an answer digit is the units of their sum. The
+    # value is k, the most multiplier digits the readout covers. Not used to answer.
+    partial_product_probe: int | None = None
 
     def __post_init__(self):
         if isinstance(self.vocab, dict):
@@ -311,6 +319,6 @@ _DEFAULTS = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
 _OMITTED_AT_DEFAULT = ("rotary", "rotary_base", "abacus_window", "digit_window", "halt_tol", "unembed_init_std", "attn_bias",
                        "unembed_bias", "multiplier_heads", "multiplier_select", "offset_heads", "offset_head_numbers",
                        "offset_heads_exclusive",
-                       "symbol_heads", "number_heads", "running_sum_probe", "softmax_length_scale", "attention_sink",
+                       "symbol_heads", "number_heads", "running_sum_probe", "partial_product_probe", "softmax_length_scale", "attention_sink",
                        "answer_hides_earlier_answer", "answer_blind_spares_symbol_heads",
                        "answer_symbol_heads_read_only_answer")

@@ -65,6 +65,10 @@ def check_choices_and_sizes(cfg) -> None:
         )
     if cfg.abacus_max_offset < 0:
         raise UserError("ModelConfig.abacus_max_offset must be >= 0")
+    probe = cfg.partial_product_probe
+    if probe is not None and (isinstance(probe, bool) or not isinstance(probe, int) or not 1 <= probe <= MAX_DIMENSION):
+        raise UserError(f"ModelConfig.partial_product_probe={probe!r}: the most multiplier digits the readout "
+                        "covers, a whole number >= 1 (e.g. 3 for multipliers of up to 3 digits), or null for none")
     if cfg.halt_tol is not None and not (cfg.halt_tol > 0 and cfg.answer_slots):
         raise UserError(
             f"ModelConfig.halt_tol={cfg.halt_tol}: adaptive halting needs a positive tolerance and "

@@ -104,6 +104,10 @@ class ArithmeticModel(HookedRootModule, abc.ABC):
         if cfg.running_sum_probe:  # decayed like W_U: a readout of norm ~2 suffices for sums of ~30 tens
             self.W_sum = nn.Parameter(torch.randn(cfg.d_model) * cfg.init_std)
             self.b_sum = nn.Parameter(torch.zeros(()))
+        if cfg.partial_product_probe is not None:  # decayed like W_U: ten-way classes, as the unembedding's
+            k = cfg.partial_product_probe
+            self.W_products = nn.Parameter(torch.randn(cfg.d_model, k, 2, 10) * cfg.init_std)
+            self.b_products = nn.Parameter(torch.zeros(k, 2, 10))
 
     def finish_setup(self) -> None:
         """Index the hook points (TransformerLens' setup) once every module exists."""
@@ -264,6 +268,13 @@ class ArithmeticModel(HookedRootModule, abc.ABC):
         if not self.cfg.running_sum_probe:
             raise ValueError("this model has no running-sum readout; build it with running_sum_probe=True")
         return self.ln_final(state) @ self.W_sum + self.b_sum
+
+    def read_partial_products(self, state: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos k 2 10"]:
+        """The partial-product readout (`cfg.partial_product_probe`) of a state: per multiplier
+        digit j < k, logits over the units (index 0) and tens (index 1) of a_(i-j) * b_j."""
+        if self.cfg.partial_product_probe is None:
+            raise ValueError("this model has no partial-product readout; build it with partial_product_probe=k")
+        return torch.einsum("bpd,dkcv->bpkcv", self.ln_final(state), self.W_products) + self.b_products
 
     def forward(
         self,

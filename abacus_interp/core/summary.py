@@ -20,7 +20,7 @@ def component_of(param_name: str, family_components: tuple[tuple[str, str], ...]
         return "token_embedding"
     if param_name == "W_pos":
         return "positions"
-    if param_name in ("W_U", "b_U", "W_sum", "b_sum"):  # the readouts of the final state
+    if param_name in ("W_U", "b_U", "W_sum", "b_sum", "W_products", "b_products"):  # the readouts of the final state
         return "unembedding"
     if ".attn." in param_name:
         return "attention"

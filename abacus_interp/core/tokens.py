@@ -105,6 +105,10 @@ class Batch:
     # Training with train.running_sum_loss only: at each position that predicts an answer
     # digit, that column's running sum (`Task.running_sums`) in units of ten; NaN elsewhere.
     running_sum: Float[Tensor, "batch pos"] | None = None
+    # Training with train.partial_product_loss only: at each position that predicts an answer
+    # digit, the units and tens of each partial product its column adds (`Task.partial_products`);
+    # -100 (cross_entropy's ignore_index) elsewhere and for multiplier digits the problem lacks.
+    partial_products: Int[Tensor, "batch pos k 2"] | None = None
 
 
 def encode_batch(

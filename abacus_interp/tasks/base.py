@@ -105,6 +105,18 @@ class Task(ABC):
         target of `train.running_sum_loss`; None: the task has no such quantity."""
         return None
 
+    def partial_products(self, example: Example) -> list[tuple[int, ...]] | None:
+        """Per answer digit i, the partial products a_(i-j) * b_j that its column adds, one per
+        multiplier digit j (0 where a_(i-j) does not exist): the targets of
+        `train.partial_product_loss`. None: the task has no such quantity."""
+        return None
+
+    @property
+    def most_partial_products(self) -> int | None:
+        """The most partial products one answer digit of this task adds (the multiplier's
+        longest digit count); None: the task has none."""
+        return None
+
     def sample_held_out(self, n: int, rng: random.Random) -> list[Example]:
         """`n` problems for evaluation: from the test split when the task has one (fixed or
         sampled), so none was trained on; otherwise a plain sample, as a generated problem

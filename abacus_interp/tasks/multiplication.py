@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 from abacus_interp.errors import UserError
 from abacus_interp.tasks.base import Example, check_digit_range, check_fraction, random_with_digits
 from abacus_interp.tasks.binary_op import BinaryOpTask
-from abacus_interp.tasks.product_carries import carries_in, running_sums
+from abacus_interp.tasks.product_carries import carries_in, column_products, running_sums
 
 
 class MultiplicationTask(BinaryOpTask):
@@ -125,6 +125,14 @@ class MultiplicationTask(BinaryOpTask):
 
     def running_sums(self, example: Example) -> list[int]:
         return running_sums(*example.operands)
+
+    def partial_products(self, example: Example) -> list[tuple[int, ...]]:
+        a, b = example.operands
+        return column_products(a, b, len(str(b)))[1]
+
+    @property
+    def most_partial_products(self) -> int:
+        return self.multiplier_range[1]
 
     def can_read(self, digits_a: int, digits_b: int) -> bool:
         return self.max_multiplier_digits is None or digits_b <= self.max_multiplier_digits

@@ -95,6 +95,12 @@ class TrainConfig:
     # gradient reaches every loop, which is the point: it shapes the state, not only the
     # readout. None: off.
     running_sum_loss: float | None = None
+    # A weight: adds partial_product_loss * the cross-entropy of the model's partial-product
+    # readout (model.partial_product_probe) at the full depth, against the units and tens of
+    # each partial product its answer column adds (`Task.partial_products`); metrics.jsonl logs
+    # the cross-entropy itself as partial_product_loss. Like running_sum_loss it shapes the
+    # state, through every loop, but asks for the products as digits, not one magnitude. None: off.
+    partial_product_loss: float | None = None
     # Start from another run's weights instead of a fresh initialisation: a run directory (its
     # latest checkpoint) or a .safetensors checkpoint. The model may add what the checkpoint
     # lacks (a lever such as model.running_sum_probe keeps its fresh initialisation) but must
@@ -169,8 +175,9 @@ class TrainConfig:
                             "already runs its prefix without gradient: set one of them")
         if self.init_from is not None and not str(self.init_from).strip():
             raise UserError("train.init_from is empty; name a run directory or a checkpoint file, or null for a fresh model")
-        if self.running_sum_loss is not None and self.running_sum_loss < 0:
-            raise UserError("train.running_sum_loss must be >= 0, or null for none")
+        for name in ("running_sum_loss", "partial_product_loss"):
+            if getattr(self, name) is not None and getattr(self, name) < 0:
+                raise UserError(f"train.{name} must be >= 0, or null for none")
         if self.step_penalty is not None and self.step_penalty < 0:
             raise UserError("train.step_penalty must be >= 0, or null for none")
         if not 0 <= self.progressive_alpha <= 1:
@@ -222,6 +229,8 @@ class RunConfig:
 
         if self.train.running_sum_loss or self.model.running_sum_probe:
             self._check_running_sum()
+        if self.train.partial_product_loss or self.model.partial_product_probe is not None:
+            self._check_partial_products()
 
         if self.train.readout == "answer_symbols" and self.make_task().answer_token_ids is None:
             raise UserError(
@@ -241,6 +250,24 @@ class RunConfig:
         if type(self.make_task()).running_sums is Task.running_sums:
             raise UserError(f"train.running_sum_loss needs a task with a running sum per answer digit "
                             f"(Task.running_sums, e.g. multiplication); {self.task!r} has none: leave it null")
+
+    def _check_partial_products(self) -> None:
+        """As the running sum's: the readout and its loss come together, on a task with partial
+        products, and the readout covers every multiplier digit the task draws."""
+        k = self.model.partial_product_probe
+        if k is None:
+            raise UserError("train.partial_product_loss trains the model's partial-product readout; "
+                            "set model.partial_product_probe=k as well (k: the multiplier's most digits)")
+        if not self.train.partial_product_loss:
+            raise UserError("model.partial_product_probe adds a readout that only train.partial_product_loss trains; "
+                            "set train.partial_product_loss (e.g. 0.5), or leave the readout out")
+        most = self.make_task().most_partial_products
+        if most is None:
+            raise UserError(f"train.partial_product_loss needs a task whose answer digits add partial products "
+                            f"(Task.partial_products, e.g. multiplication); {self.task!r} has none: leave it null")
+        if most > k:
+            raise UserError(f"the task's multipliers have up to {most} digits but model.partial_product_probe={k} "
+                            f"reads {k} partial products per column: set model.partial_product_probe={most}")
 
     def make_task(self):
         return get_task(self.task, **self.task_kwargs)

@@ -15,7 +15,7 @@ import random
 from dataclasses import dataclass
 
 import torch
-from jaxtyping import Bool, Float
+from jaxtyping import Bool, Float, Int
 
 from ..core.scoring import without_eos
 from ..core.tokens import Batch, encode_batch
@@ -47,6 +47,8 @@ class BatchSource:
         )
         if self.cfg.running_sum_loss:
             batch.running_sum = running_sum_targets(self.task, examples, batch)
+        if self.cfg.partial_product_loss:
+            batch.partial_products = partial_product_targets(self.task, examples, batch)
         return batch
 
     def batch(self, step: int) -> Batch:
@@ -93,6 +95,23 @@ def scored_positions(batch: Batch, loss_positions: str) -> Bool[torch.Tensor, "b
 def shard_rows(n_examples: int, rank: int, world_size: int) -> slice:
     """Rank `rank`'s contiguous rows of a batch of `n_examples` (sizes differ by at most one)."""
     return slice(rank * n_examples // world_size, (rank + 1) * n_examples // world_size)
+
+
+def partial_product_targets(task, examples, batch: Batch) -> Int[torch.Tensor, "batch pos k 2"]:
+    """The units and tens of each partial product a_(i-j) * b_j (`Task.partial_products`) at
+    the position that predicts answer digit i, for j < k (the task's most multiplier digits); -100 (cross_entropy's ignore_index)
+    at every other position and for the multiplier digits a problem lacks."""
+    k = task.most_partial_products
+    targets = torch.full((*batch.tokens.shape, k, 2), -100, dtype=torch.long)  # [batch pos k 2]
+    for row, (example, start) in enumerate(zip(examples, batch.prompt_lengths.tolist(), strict=True)):
+        products = torch.tensor(task.partial_products(example), dtype=torch.long)  # [answer_digit j]
+        if products.shape[0] != len(example.target) or products.shape[1] > k:
+            raise ValueError(f"{type(task).__name__}.partial_products gave {tuple(products.shape)} products for "
+                             f"the {len(example.target)}-digit answer of {example.prompt}{example.target} (k={k})")
+        digits = torch.stack([products % 10, products // 10], dim=-1)  # [answer_digit j 2]
+        # logits at position p predict token p + 1: answer digit i is read at prompt_length - 1 + i
+        targets[row, start - 1 : start - 1 + len(digits), : digits.shape[1]] = digits
+    return targets
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """One training step's forward pass and its losses: `training_losses` runs the loops once,
 reads out the full depth and the progressive depth on the way, and adds the configured terms
-(progressive loss, step penalty, running-sum readout). The training loop (`loop.py`) calls it
-every step; tests and benchmarks call it alone.
+(progressive loss, step penalty, the running-sum and partial-product readouts). The training
+loop (`loop.py`) calls it every step; tests and benchmarks call it alone.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def readout_ids(cfg: RunConfig, task, device=None) -> torch.Tensor | None:
 
 
 def training_losses(model, batch, generator, cfg, device, autocast, allowed=None, part=(0, 1)):
-    """Full-depth loss, plus the progressive, step-penalty and running-sum terms when configured. `batch` is the
+    """Full-depth loss, plus the progressive, step-penalty and readout terms when configured. `batch` is the
     step's whole batch, in host memory; `part`: (rank, world_size), this process's rows of it
     (`data.shard_rows`), its loss weighted so that the average over ranks is the whole
     batch's loss. `allowed`: the readout's token ids (`readout_ids`) in host memory, None
@@ -78,14 +78,29 @@ def training_losses(model, batch, generator, cfg, device, autocast, allowed=None
             valid = to_device(batch.valid[rows, :n_in, None], device)
             settle = relative_step(states[plan.deepest], states[plan.deepest - 1], valid).mean() * weights.per_example
             loss = loss + tcfg.step_penalty * settle
-    running_sum = None
+    running_sum, partial_products = _readout_terms(model, tcfg, batch, state_full, n_in, rows, part[1], device)
+    for weight, term in ((tcfg.running_sum_loss, running_sum), (tcfg.partial_product_loss, partial_products)):
+        if term is not None:
+            loss = loss + weight * term
+    return StepLosses(loss, full, state_full, loss_mask, running_sum, partial_products)
+
+
+def _readout_terms(model, tcfg, batch, state, n_in: int, rows: slice, world_size: int, device):
+    """The auxiliary readouts' terms of the full-depth `state`, unweighted: (running sum,
+    partial products), each None when its loss is off."""
+    running_sum = partial_products = None
     if tcfg.running_sum_loss:
         if batch.running_sum is None:
             raise ValueError("train.running_sum_loss needs the batch's running-sum targets: draw batches with "
                              "training.data.BatchSource, which adds them (encode_batch alone does not)")
-        running_sum = _running_sum_loss(model, state_full, batch.running_sum[:, :n_in], rows, part[1], device)
-        loss = loss + tcfg.running_sum_loss * running_sum
-    return StepLosses(loss, full, state_full, loss_mask, running_sum)
+        running_sum = _running_sum_loss(model, state, batch.running_sum[:, :n_in], rows, world_size, device)
+    if tcfg.partial_product_loss:
+        if batch.partial_products is None:
+            raise ValueError("train.partial_product_loss needs the batch's partial-product targets: draw batches "
+                             "with training.data.BatchSource, which adds them (encode_batch alone does not)")
+        partial_products = _partial_product_loss(model, state, batch.partial_products[:, :n_in], rows, world_size,
+                                                 device)
+    return running_sum, partial_products
 
 
 def _abacus_offsets(model_cfg, batch_size: int, generator, rows: slice):
@@ -111,6 +126,9 @@ class StepLosses(NamedTuple):
     # the running-sum readout's mean squared error, in tens squared, unweighted by
     # train.running_sum_loss (which `loss` applies), this rank's weighted part; None when off
     running_sum: torch.Tensor | None
+    # the partial-product readout's cross-entropy per digit class, unweighted by
+    # train.partial_product_loss, this rank's weighted part; None when off
+    partial_products: torch.Tensor | None = None
 
 
 def _running_sum_loss(model, state, targets, rows: slice, world_size: int, device):
@@ -129,6 +147,25 @@ def _running_sum_loss(model, state, targets, rows: slice, world_size: int, devic
     with torch.autocast(device.type, enabled=False):  # float32 at least (a float64 model stays so)
         predicted = model.read_running_sum(at_answers.to(torch.promote_types(at_answers.dtype, torch.float32)))[0]
     return F.mse_loss(predicted, to_device(wanted, device).to(predicted.dtype)) * weight
+
+
+def _partial_product_loss(model, state, targets, rows: slice, world_size: int, device):
+    """Mean cross-entropy of the partial-product readout of `state` against `targets` (the
+    whole batch's digit classes [batch n_in k 2], in host memory, -100 where a position or a
+    multiplier digit has none), over every class read, weighted by this rank's share of those
+    classes so that the average over ranks is the whole batch's mean. Positions found on the
+    host, as for the running sum; the readout runs in float32 outside autocast."""
+    read = targets >= 0  # [batch n_in k 2], the whole batch
+    weight = world_size * int(read[rows].sum()) / max(int(read.sum()), 1)
+    has_target = read.flatten(2).any(-1)  # [batch n_in]
+    batch_rows, positions = has_target[rows].nonzero(as_tuple=True)  # host tensors
+    wanted = targets[rows][batch_rows, positions]  # [answer_digits k 2]
+    batch_rows, positions = to_device(batch_rows, device), to_device(positions, device)
+    at_answers = state[batch_rows, positions][None]  # [1 answer_digits d_model]
+    with torch.autocast(device.type, enabled=False):
+        logits = model.read_partial_products(at_answers.to(torch.promote_types(at_answers.dtype, torch.float32)))[0]
+    logits = logits[:, : wanted.shape[1]]  # [answer_digits k 2 10]: the task's k may be below the readout's
+    return F.cross_entropy(logits.reshape(-1, 10), to_device(wanted, device).reshape(-1), ignore_index=-100) * weight
 
 
 @dataclass(frozen=True)

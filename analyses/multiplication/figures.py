@@ -8,7 +8,11 @@ from plotly.subplots import make_subplots
 
 from analyses._axes import integer_ticks, label_every_row, log_ticks, percent_ticks
 from analyses._head_group_figures import knockout
-from analyses._running_sum_figures import partial_products_by_loop, running_sum_by_loop
+from analyses._running_sum_figures import (
+    partial_products_by_loop,
+    product_digits_by_loop,
+    running_sum_by_loop,
+)
 from analyses._titles import title_with_detail
 
 COLORS = qualitative.Plotly
@@ -35,6 +39,8 @@ def multiplication_figures(result) -> dict[str, go.Figure]:
         figures["running_sum_by_loop"] = running_sum_by_loop(result.running_sum)
         if any(r.partial_products for r in result.running_sum):
             figures["partial_products_by_loop"] = partial_products_by_loop(result.running_sum)
+        if any(r.product_digits for r in result.running_sum):
+            figures["product_digits_by_loop"] = product_digits_by_loop(result.running_sum)
     if result.heads_far is not None and result.knockout is not None:
         figures["head_reading"] = head_reading(result.heads_far)
         figures["knockout"] = knockout(result.knockout)
