@@ -10,6 +10,10 @@ the input alone (the injected embedding, before any loop: the column's place and
 the baseline it has to beat, since the layout by itself predicts part of a column's sum. A run
 trained with `train.running_sum_loss` also has its own readout (`read_running_sum`), read as
 it is. A column counts as read when the readout is within 0.5 of its running sum.
+
+For N x k products each partial product a_(i-j) * b_j is read the same way, and its units and
+tens digits as ten classes each (a least-squares classifier per loop): whether the state holds
+the products as magnitudes or as digits, whose units the answer digit needs.
 """
 
 from __future__ import annotations
@@ -42,16 +46,20 @@ class ReadoutScore:
 @dataclass(frozen=True)
 class ProductDigits:
     """How often a ten-way linear classifier, fitted per loop, reads one partial product's units
-    and tens digit, in the columns that add all the products. Index 0 is the input alone (the
-    injected embedding), then loops 1, 2, ...: a product held as one magnitude gives its tens
-    more readily than its units, which repeat every ten."""
+    and tens digit, in the columns that add all the products (index 0 = loop 1). The tens of a
+    product held as one magnitude are intervals of it, which a linear classifier can in principle cut
+    apart;
+    its units repeat every ten, which one cannot: units read as well as tens say the state holds
+    the product as digits."""
 
     units: tuple[float, ...]
     tens: tuple[float, ...]
+    units_from_input: float  # the same classifier fitted on the input alone
+    tens_from_input: float
 
     def best_units_loop(self) -> int:
-        """The loop (1 = loop 1) at which the units are read most often."""
-        return max(range(1, len(self.units)), key=self.units.__getitem__)
+        """The loop index (0 = loop 1) at which the units are read most often."""
+        return max(range(len(self.units)), key=self.units.__getitem__)
 
 
 @dataclass(frozen=True)
@@ -114,9 +122,9 @@ def score_readout(predicted: torch.Tensor, sums: torch.Tensor) -> ReadoutScore:
     return ReadoutScore(read=tuple(round(float(x), 4) for x in read), r2=tuple(round(float(x), 4) for x in r2))
 
 
-def fitted_readout(fit_states: torch.Tensor, fit_sums: torch.Tensor, states: torch.Tensor) -> torch.Tensor:
+def fitted_readout(fit_states: torch.Tensor, fit_targets: torch.Tensor, states: torch.Tensor) -> torch.Tensor:
     """Per loop, a ridge least-squares readout (with a constant) fitted on `fit_states`
-    [loop column d_model] to `fit_sums` [column] (or several targets, [column target]), applied
+    [loop column d_model] to `fit_targets` [column] (or several targets, [column target]), applied
     to `states` [loop column' d_model]: [loop column'] (or [loop column' target])."""
 
     def with_constant(x):
@@ -127,10 +135,10 @@ def fitted_readout(fit_states: torch.Tensor, fit_sums: torch.Tensor, states: tor
     unpenalised_constant = torch.ones(gram.shape[-1], dtype=torch.float64)
     unpenalised_constant[-1] = 0
     ridge = RIDGE * gram.diagonal(dim1=1, dim2=2).mean(1)[:, None, None] * torch.diag(unpenalised_constant)
-    targets = fit_sums.double().reshape(len(fit_sums), -1)  # [column target]: one target, or several
+    targets = fit_targets.double().reshape(len(fit_targets), -1)  # [column target]: one target, or several
     weights = torch.linalg.solve(gram + ridge, a.transpose(1, 2) @ targets[None])  # [loop d+1 target]
     predicted = with_constant(states) @ weights  # [loop column' target]
-    return predicted[..., 0] if fit_sums.dim() == 1 else predicted
+    return predicted[..., 0] if fit_targets.dim() == 1 else predicted
 
 
 def fitted_classes(fit_states: torch.Tensor, fit_labels: torch.Tensor, states: torch.Tensor,
@@ -199,11 +207,13 @@ def _product_scores(fit_states, fit_values, states, values) -> tuple[ReadoutScor
 def _product_digits(fit_states, fit_values, states, values) -> ProductDigits:
     """One product's units and tens read as classes, per loop (index 0: the input alone)."""
 
-    def share_read(digit_of) -> tuple[float, ...]:
+    def share_read(digit_of) -> list[float]:
         read = fitted_classes(fit_states, digit_of(fit_values), states) == digit_of(values).long()  # [1+loop column]
-        return tuple(round(float(x), 4) for x in read.double().mean(1))
+        return [round(float(x), 4) for x in read.double().mean(1)]
 
-    return ProductDigits(units=share_read(lambda v: v % 10), tens=share_read(lambda v: v // 10))
+    units, tens = share_read(lambda v: v % 10), share_read(lambda v: v // 10)
+    return ProductDigits(units=tuple(units[1:]), tens=tuple(tens[1:]), units_from_input=units[0],
+                         tens_from_input=tens[0])
 
 
 def running_sum_sentence(readings) -> str:
@@ -240,8 +250,8 @@ def _product_digits_text(reading: RunningSumReading) -> str:
     parts = []
     for j, d in enumerate(reading.product_digits):
         best = d.best_units_loop()
-        parts.append(f"{partial_product_name(j)} {d.units[best]:.0%} / {d.tens[best]:.0%} ({loop_label(best - 1)}; "
-                     f"{d.units[0]:.0%} / {d.tens[0]:.0%})")
+        parts.append(f"{partial_product_name(j)} {d.units[best]:.0%} / {d.tens[best]:.0%} ({loop_label(best)}; "
+                     f"{d.units_from_input:.0%} / {d.tens_from_input:.0%})")
     return f"{reading.label}: " + ", ".join(parts)
 
 

@@ -63,17 +63,18 @@ def partial_products_by_loop(readings) -> go.Figure:
 
 def product_digits_by_loop(readings) -> go.Figure:
     """Per loop, how often each partial product's units (solid) and tens (dashed) are read as
-    classes, one colour per product; the readings that hold partial products only, one
-    sample's products per colour shade (loop 0: the input alone)."""
+    classes, one colour per sample and product (the readings that hold partial products only);
+    loop 0 is the input alone."""
     fig = go.Figure()
     colors = qualitative.Plotly
     rows = [r for r in readings if r.product_digits]
-    n_points = len(rows[0].product_digits[0].units)
+    n_points = 1 + len(rows[0].product_digits[0].units)
     loops = list(range(n_points))
     for i, r in enumerate(rows):
         for j, digits in enumerate(r.product_digits):
             color = colors[(i * len(r.product_digits) + j) % len(colors)]
-            for which, values, dash in (("units", digits.units, "solid"), ("tens", digits.tens, "dash")):
+            for which, values, dash in (("units", (digits.units_from_input, *digits.units), "solid"),
+                                        ("tens", (digits.tens_from_input, *digits.tens), "dash")):
                 fig.add_trace(go.Scatter(x=loops, y=list(values), mode="lines+markers" if n_points < 9 else "lines",
                                          name=f"{r.label}: {partial_product_name(j)}, {which}",
                                          line={"color": color, "dash": dash},

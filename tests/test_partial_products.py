@@ -84,6 +84,19 @@ def test_the_term_is_the_readouts_cross_entropy_and_its_rank_parts_sum_to_it(sin
     assert model.W_products.grad.abs().sum() > 0 and model.blocks[0].attn.W_Q.grad.abs().sum() > 0
 
 
+def test_a_readout_wider_than_the_task_reads_only_the_tasks_products(single_torch_thread):
+    cfg = tiny_mul("model.partial_product_probe=4")  # multipliers of up to 3 digits
+    source = BatchSource(cfg.make_task(), cfg.train, cfg.model.max_seq_len)
+    torch.manual_seed(0)
+    model = LoopedTransformer(cfg.model).double()
+    batch = source.batch(1)
+    assert batch.partial_products.shape[-2:] == (3, 2)
+    term = training_losses(model, batch, source.generator(1), cfg, torch.device("cpu"), nullcontext()).partial_products
+    logits = model.read_partial_products(model(batch.tokens[:, :-1], return_type="state"))[:, :, :3]
+    targets = batch.partial_products[:, : logits.shape[1]]
+    assert term.item() == pytest.approx(F.cross_entropy(logits[targets >= 0], targets[targets >= 0]).item(), rel=1e-6)
+
+
 def test_a_run_logs_the_term_learns_the_readout_and_saves_it(tmp_path, single_torch_thread):
     cfg = tiny_mul("train.steps=300", "train.log_every=20", "train.lr=3e-3")
     train(cfg, tmp_path / "run", progress=False)

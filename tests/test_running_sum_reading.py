@@ -215,8 +215,10 @@ def test_the_sentence_gives_each_products_digits_where_its_units_are_read_best()
                                 baseline=ReadoutScore(read=(0.02,), r2=(0.4,)), trained=None,
                                 partial_products=(ReadoutScore(read=(0, 0), r2=(0.8, 0.9)),) * 2,
                                 partial_products_baseline=(ReadoutScore(read=(0,), r2=(0.0,)),) * 2,
-                                product_digits=(ProductDigits(units=(0.2, 0.9, 0.8), tens=(0.3, 0.95, 0.9)),
-                                                ProductDigits(units=(0.15, 0.4, 0.45), tens=(0.3, 0.9, 0.93))))
+                                product_digits=(ProductDigits(units=(0.9, 0.8), tens=(0.95, 0.9), units_from_input=0.2,
+                                                              tens_from_input=0.3),
+                                                ProductDigits(units=(0.4, 0.45), tens=(0.9, 0.93), units_from_input=0.15,
+                                                              tens_from_input=0.3)))
     sentence = running_sum_sentence((reading,))
     assert ("uniform 5 x 2 digits: a_i * b_0 90% / 95% (loop 1; 20% / 30%), a_(i-1) * b_1 45% / 93% (loop 2; "
             "15% / 30%)") in sentence

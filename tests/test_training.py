@@ -384,9 +384,10 @@ def test_answer_token_loss_with_a_residue_readout_matches_a_direct_computation()
     model = LoopedTransformer(cfg.model).double()
     batch = BatchSource(task, cfg.train, cfg.model.max_seq_len).batch(1)
     allowed = loop_module.readout_ids(cfg, task)
-    loss, _, state, mask, _ = loop_module.training_losses(
+    losses = loop_module.training_losses(
         model, batch, torch.Generator(), cfg, torch.device("cpu"), loop_module.nullcontext(), allowed
     )
+    loss, state, mask = losses.loss, losses.state, losses.loss_mask
     assert state.shape[1] == 3  # "a b =": the answer and EOS inputs are not computed
     assert torch.equal(mask, without_eos(batch.tokens, batch.loss_mask)) and int(mask.sum()) == len(batch.tokens)
     logits = model(batch.tokens)[:, 2]  # at '=', predicting c

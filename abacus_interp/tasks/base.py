@@ -112,7 +112,7 @@ class Task(ABC):
         return None
 
     @property
-    def most_partial_products(self) -> int | None:
+    def max_partial_products(self) -> int | None:
         """The most partial products one answer digit of this task adds (the multiplier's
         longest digit count); None: the task has none."""
         return None

@@ -131,7 +131,7 @@ class MultiplicationTask(BinaryOpTask):
         return column_products(a, b, len(str(b)))[1]
 
     @property
-    def most_partial_products(self) -> int:
+    def max_partial_products(self) -> int:
         return self.multiplier_range[1]
 
     def can_read(self, digits_a: int, digits_b: int) -> bool:

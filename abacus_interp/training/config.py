@@ -261,7 +261,7 @@ class RunConfig:
         if not self.train.partial_product_loss:
             raise UserError("model.partial_product_probe adds a readout that only train.partial_product_loss trains; "
                             "set train.partial_product_loss (e.g. 0.5), or leave the readout out")
-        most = self.make_task().most_partial_products
+        most = self.make_task().max_partial_products
         if most is None:
             raise UserError(f"train.partial_product_loss needs a task whose answer digits add partial products "
                             f"(Task.partial_products, e.g. multiplication); {self.task!r} has none: leave it null")

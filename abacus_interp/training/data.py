@@ -99,18 +99,27 @@ def shard_rows(n_examples: int, rank: int, world_size: int) -> slice:
 
 def partial_product_targets(task, examples, batch: Batch) -> Int[torch.Tensor, "batch pos k 2"]:
     """The units and tens of each partial product a_(i-j) * b_j (`Task.partial_products`) at
-    the position that predicts answer digit i, for j < k (the task's most multiplier digits); -100 (cross_entropy's ignore_index)
-    at every other position and for the multiplier digits a problem lacks."""
-    k = task.most_partial_products
-    targets = torch.full((*batch.tokens.shape, k, 2), -100, dtype=torch.long)  # [batch pos k 2]
+    the position that predicts answer digit i, for j < k (the task's most multiplier digits);
+    -100 (cross_entropy's ignore_index) at every other position and for the multiplier digits
+    a problem lacks. Where a_(i-j) does not exist the product is 0, which the column adds."""
+    k = task.max_partial_products
+    rows, positions, products = [], [], []
     for row, (example, start) in enumerate(zip(examples, batch.prompt_lengths.tolist(), strict=True)):
-        products = torch.tensor(task.partial_products(example), dtype=torch.long)  # [answer_digit j]
-        if products.shape[0] != len(example.target) or products.shape[1] > k:
-            raise ValueError(f"{type(task).__name__}.partial_products gave {tuple(products.shape)} products for "
-                             f"the {len(example.target)}-digit answer of {example.prompt}{example.target} (k={k})")
-        digits = torch.stack([products % 10, products // 10], dim=-1)  # [answer_digit j 2]
+        columns = task.partial_products(example)  # one tuple per answer digit
+        if len(columns) != len(example.target) or len(columns[0]) > k:
+            raise ValueError(f"{type(task).__name__}.partial_products gave {len(columns)} columns of "
+                             f"{len(columns[0])} products for the {len(example.target)}-digit answer of "
+                             f"{example.prompt}{example.target} (k={k})")
+        padded = [(*column, *[-1] * (k - len(column))) for column in columns]  # -1: no such multiplier digit
         # logits at position p predict token p + 1: answer digit i is read at prompt_length - 1 + i
-        targets[row, start - 1 : start - 1 + len(digits), : digits.shape[1]] = digits
+        rows += [row] * len(padded)
+        positions += range(start - 1, start - 1 + len(padded))
+        products += padded
+    values = torch.tensor(products, dtype=torch.long)  # [answer_digits k]
+    digits = torch.stack([values % 10, values // 10], dim=-1)  # [answer_digits k 2]
+    digits[values < 0] = -100
+    targets = torch.full((*batch.tokens.shape, k, 2), -100, dtype=torch.long)  # [batch pos k 2]
+    targets[rows, positions] = digits  # one assignment: a tensor per row is slow
     return targets
 
 

@@ -248,7 +248,7 @@ def _logged_row(run: _Setup, book: Bookkeeping, step: int, losses: StepLosses, g
     }
     if losses.running_sum is not None:  # the readout's squared error, in units of ten squared
         row["running_sum_loss"] = dist_utils.mean_across_ranks(losses.running_sum.item(), world)
-    if losses.partial_products is not None:  # the readout's cross-entropy per digit class
+    if losses.partial_products is not None:  # the readout's mean cross-entropy over its digit targets
         row["partial_product_loss"] = dist_utils.mean_across_ranks(losses.partial_products.item(), world)
     if book.is_writer and (step % tcfg.eval_every == 0 or step in run.save_at or step == tcfg.steps):
         row.update(_evaluate(run.model, run.eval_sets, run.allowed, run.eval_eos))

@@ -126,7 +126,7 @@ class StepLosses(NamedTuple):
     # the running-sum readout's mean squared error, in tens squared, unweighted by
     # train.running_sum_loss (which `loss` applies), this rank's weighted part; None when off
     running_sum: torch.Tensor | None
-    # the partial-product readout's cross-entropy per digit class, unweighted by
+    # the partial-product readout's mean cross-entropy over its digit targets, unweighted by
     # train.partial_product_loss, this rank's weighted part; None when off
     partial_products: torch.Tensor | None = None
 
@@ -156,6 +156,7 @@ def _partial_product_loss(model, state, targets, rows: slice, world_size: int, d
     classes so that the average over ranks is the whole batch's mean. Positions found on the
     host, as for the running sum; the readout runs in float32 outside autocast."""
     read = targets >= 0  # [batch n_in k 2], the whole batch
+    # ShardWeights.per_token's formula over digit targets, not positions: a row holds 2 to 2k of them
     weight = world_size * int(read[rows].sum()) / max(int(read.sum()), 1)
     has_target = read.flatten(2).any(-1)  # [batch n_in]
     batch_rows, positions = has_target[rows].nonzero(as_tuple=True)  # host tensors
