@@ -179,7 +179,8 @@ from nothing are the preset extrap-sort-window (below): 83.5% and 66.75% at 10 a
 heads that read only the answer (`model.answer_symbol_heads_read_only_answer`) do not lift it (35%, 31.25%,
 0.5% from a broken start). Trained from nothing with that last option
 (`--set model.answer_symbol_heads_read_only_answer=true`, checkpoints/extrap-sort-window-answer, 36 minutes
-on a machine about 1.6x as fast): 20-digit numbers 84.75% (a second seed 70.75%), 10 numbers 5.5%:
+on a machine about 1.6x as fast): 20-digit numbers 84.75% (a second seed 70.75%; without the option 66.75%
+and, at seed 4, 78%: no length gain past the seeds' spread), 10 numbers 5.5% (2.5%; without it 10-12.5%):
 docs/runs/sorting.md.
 """
 
@@ -233,9 +234,10 @@ def extrap_sort() -> RunConfig:
 
 def extrap_sort_window() -> RunConfig:
     """extrap-sort whose digits meet only the digits near them, trained from nothing, in about an
-    hour on the 2-core CPU: the best length from nothing here but for this preset with
-    `answer_symbol_heads_read_only_answer` (checkpoints/extrap-sort-window-answer);
-    checkpoints/extrap-sort-window-scaled and -scaled2, trained on from it, go further.
+    hour on the 2-core CPU: the best length from nothing here, with this preset plus
+    `answer_symbol_heads_read_only_answer` (checkpoints/extrap-sort-window-answer; two seeds of
+    each do not separate them at 20 digits); checkpoints/extrap-sort-window-scaled and -scaled2,
+    trained on from it, go further.
 
     On top of extrap-sort, the levers of the lineage that learned to count (the module
     docstring): the answer blind to the labels written (`answer_hides_earlier_answer`) but for
