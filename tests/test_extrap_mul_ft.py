@@ -303,3 +303,23 @@ def test_the_low_lr_cycles_lift_the_large_products():
     assert old_top.span == new_top.span == "50-81" and old_top.n == new_top.n >= 100
     assert new_top.right >= old_top.right + 0.12, (old_top.right, new_top.right)
     assert all(r.by_factor_pair[2].size_correlation <= -0.7 for r in readings)
+
+
+def test_the_units_digits_product_is_held_as_digits_and_the_later_ones_as_magnitudes():
+    """ft16, the report's running-sum reading of uniform 5 x 3 products (48 problems, classifiers
+    fitted per loop on 192 others, 48 loops), in the columns that add all three products. The
+    units of a_i * b_0, the product it adds at any size, are read as ten classes 67% of the time
+    at their best loop; those of a_(i-2) * b_2, the product it adds worst, 33%, while that product's
+    tens are read 67% there and its magnitude with R² 0.984: the later products are held as
+    magnitudes, whose units a linear classifier cannot cut apart."""
+    from analyses.multiplication.analysis import _running_sum
+    from analyses.multiplication.config import MultiplicationConfig
+
+    if not shipped("extrap-mul-ft16", "extrap-mul-ft2"):
+        pytest.skip("checkpoints/extrap-mul-ft16 and extrap-mul-ft2 are not shipped in this checkout")
+    model = ckpt.load_model(CHECKPOINTS / "extrap-mul-ft16", device="cpu")
+    reading = _running_sum(model, ckpt.load_task(CHECKPOINTS / "extrap-mul-ft2"), 5, 3, MultiplicationConfig())
+    b0, _, b2 = reading.product_digits
+    b0_units, b2_units = b0.units[b0.best_units_loop()], b2.units[b2.best_units_loop()]
+    assert b0_units >= b2_units + 0.25, (b0_units, b2_units)
+    assert b2.tens[b2.best_units_loop()] >= b2_units + 0.25 and max(reading.partial_products[2].r2) >= 0.95
