@@ -80,6 +80,9 @@ class RunningSumReading:
     # per product, its two digits read as ten classes each: whether the state holds the
     # products as digits, which the answer digit (the units of their sum) needs
     product_digits: tuple[ProductDigits, ...] = ()
+    # the same shares from the run's own partial-product readout (model.partial_product_probe)
+    # on the same columns; () without one
+    product_digits_trained: tuple[ProductDigits, ...] = ()
 
     def best_partial_product_loop(self, j: int) -> int:
         """The loop index (0 = loop 1) at which product j is read with the highest R²."""
@@ -182,7 +185,7 @@ def running_sum_reading(model, examples, fit_examples, loops: int, label: str,
     if model.cfg.running_sum_probe:
         w, b = model.W_sum.detach().float().cpu(), float(model.b_sum)
         trained = score_readout(10 * (states[1:] @ w + b), sums)  # the readout gives tens
-    products = baselines = digits = ()
+    products = baselines = digits = trained_digits = ()
     if products_of is not None and products_of >= 2:
         (full, values), (fit_full, fit_values) = (partial_products(e, products_of) for e in (examples, fit_examples))
         if full.any() and fit_full.any():  # none where the multiplicand is shorter than the multiplier
@@ -192,10 +195,13 @@ def running_sum_reading(model, examples, fit_examples, loops: int, label: str,
             products, baselines = zip(*scores, strict=True)
             digits = tuple(_product_digits(fit_in, fit_values[j, fit_full], held_in, values[j, full])
                            for j in range(products_of))
+            if model.cfg.partial_product_probe is not None:
+                trained_digits = _trained_product_digits(model, held_in, values[:, full])
     return RunningSumReading(label=label, n_problems=len(examples), n_fit_problems=len(fit_examples),
                              n_columns=len(sums), fitted=score_readout(predicted[1:], sums),
                              baseline=score_readout(predicted[:1], sums), trained=trained,
-                             partial_products=products, partial_products_baseline=baselines, product_digits=digits)
+                             partial_products=products, partial_products_baseline=baselines, product_digits=digits,
+                             product_digits_trained=trained_digits)
 
 
 def _product_scores(fit_states, fit_values, states, values) -> tuple[ReadoutScore, ReadoutScore]:
@@ -214,6 +220,22 @@ def _product_digits(fit_states, fit_values, states, values) -> ProductDigits:
     units, tens = share_read(lambda v: v % 10), share_read(lambda v: v // 10)
     return ProductDigits(units=tuple(units[1:]), tens=tuple(tens[1:]), units_from_input=units[0],
                          tens_from_input=tens[0])
+
+
+def _trained_product_digits(model, states, values) -> tuple[ProductDigits, ...]:
+    """The run's own partial-product readout on `states` [1+loop column d_model] (already
+    through ln_final, as column_states gives them): per product j of `values` [k column], the
+    share of columns whose units and whose tens it gives."""
+    k = values.shape[0]
+    w, b = model.W_products.detach().float().cpu()[:, :k], model.b_products.detach().float().cpu()[:k]
+    guess = (torch.einsum("lcd,dkwv->lckwv", states, w) + b).argmax(-1)  # [1+loop column k 2]
+    out = []
+    for j in range(k):
+        units, tens = ([round(float(x), 4) for x in (guess[..., j, which] == digit.long()).double().mean(1)]
+                       for which, digit in enumerate((values[j] % 10, values[j] // 10)))
+        out.append(ProductDigits(units=tuple(units[1:]), tens=tuple(tens[1:]), units_from_input=units[0],
+                                 tens_from_input=tens[0]))
+    return tuple(out)
 
 
 def running_sum_sentence(readings) -> str:
@@ -252,7 +274,11 @@ def _product_digits_text(reading: RunningSumReading) -> str:
         best = d.best_units_loop()
         parts.append(f"{partial_product_name(j)} {d.units[best]:.0%} / {d.tens[best]:.0%} ({loop_label(best)}; "
                      f"{d.units_from_input:.0%} / {d.tens_from_input:.0%})")
-    return f"{reading.label}: " + ", ".join(parts)
+    text = f"{reading.label}: " + ", ".join(parts)
+    if reading.product_digits_trained:
+        text += " (the run's trained readout after the last loop: " + ", ".join(
+            f"{d.units[-1]:.0%} / {d.tens[-1]:.0%}" for d in reading.product_digits_trained) + ")"
+    return text
 
 
 def _partial_products_text(reading: RunningSumReading) -> str:

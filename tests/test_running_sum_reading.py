@@ -222,3 +222,33 @@ def test_the_sentence_gives_each_products_digits_where_its_units_are_read_best()
     sentence = running_sum_sentence((reading,))
     assert ("uniform 5 x 2 digits: a_i * b_0 90% / 95% (loop 1; 20% / 30%), a_(i-1) * b_1 45% / 93% (loop 2; "
             "15% / 30%)") in sentence
+
+
+def test_a_trained_product_readout_is_read_as_the_model_reads_it(task):
+    torch.manual_seed(0)
+    model = tiny_slots(task, partial_product_probe=2)
+    torch.nn.init.normal_(model.W_products, std=1.0)  # a readout that guesses differently per column
+    examples = task.sample_cell(8, random.Random(5), 3, 2)
+    fit = task.sample_cell(80, random.Random(6), 3, 2)
+    reading = running_sum_reading(model, examples, fit, loops=2, label="uniform 3 x 2 digits", products_of=2)
+    full, values = partial_products(examples, 2)
+    right = {(j, which): [] for j in range(2) for which in range(2)}
+    for t in (0, 1, 2):  # the input, then loops 1 and 2
+        guesses = []
+        for e in examples:
+            tokens = torch.tensor([task.vocab.encode(e.prompt + e.target)])
+            inputs = model.embed(tokens)
+            state = inputs if t == 0 else model.run_loops(inputs, range(t), index=model.attention_index(tokens))
+            start = len(e.prompt) - 1
+            guesses.append(model.read_partial_products(state)[0, start : start + len(e.target)].argmax(-1))
+        guess = torch.cat(guesses)[full]  # [column k 2]
+        for j in range(2):
+            for which, digit in enumerate((values[j, full] % 10, values[j, full] // 10)):
+                right[j, which].append(round(float((guess[:, j, which] == digit.long()).double().mean()), 4))
+    for j, d in enumerate(reading.product_digits_trained):
+        assert (d.units_from_input, *d.units) == pytest.approx(tuple(right[j, 0]), abs=1e-4)
+        assert (d.tens_from_input, *d.tens) == pytest.approx(tuple(right[j, 1]), abs=1e-4)
+    assert len(reading.product_digits_trained) == 2
+    assert "(the run's trained readout after the last loop: " in running_sum_sentence((reading,))
+    assert running_sum_reading(tiny_slots(task), examples, fit, loops=2, label="x",
+                               products_of=2).product_digits_trained == ()
