@@ -9,11 +9,11 @@ from ..config import RunConfig
 from .addition import demo_add, extrap_add, loop_add, paper_add, plain_add, small_add
 from .expressions import expressions
 from .grokking import grok_mod113, grok_mod113_fast
-from .multiplication import extrap_mul, mul
+from .multiplication import extrap_mul, extrap_mul_digits, mul
 from .sorting import extrap_sort, extrap_sort_window
 
 __all__ = ["PRESETS", "get_preset", "demo_add", "plain_add", "small_add", "loop_add", "extrap_add", "extrap_mul",
-           "mul", "extrap_sort", "extrap_sort_window", "grok_mod113", "grok_mod113_fast", "expressions"]
+           "extrap_mul_digits", "mul", "extrap_sort", "extrap_sort_window", "grok_mod113", "grok_mod113_fast", "expressions"]
 
 
 PRESETS: dict[str, Callable[[], RunConfig]] = {
@@ -23,6 +23,7 @@ PRESETS: dict[str, Callable[[], RunConfig]] = {
     "loop-add": loop_add,
     "extrap-add": extrap_add,
     "extrap-mul": extrap_mul,
+    "extrap-mul-digits": extrap_mul_digits,
     "extrap-sort": extrap_sort,
     "extrap-sort-window": extrap_sort_window,
     "mul": mul,
