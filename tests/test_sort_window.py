@@ -114,7 +114,7 @@ def test_symbol_heads_that_read_only_the_answer_sort_longer_numbers_and_count_le
     `answer_symbol_heads_read_only_answer`, its seed and steps otherwise. On 200 held-out lists per row
     (seed 0): 20-digit lists 83.5% against extrap-sort-window's 70.5%, 10 numbers 2.5% against 9%, in
     distribution 99% (the eval's 400 lists of seed 1: 20-digit lists 84.75% against 66.75%, 10 numbers
-    5.5% against 11%). These are the two shipped seeds; at seed 4 the order at 20 digits turns (70.75%
+    5.5% against 11%). These are the two shipped runs (both seed 3); at seed 4 the order at 20 digits turns (70.75%
     with the option, 78% without), so this pins the shipped checkpoints, not a length gain of the option.
     The count's cost held on both seeds (10 numbers 2.5-5.5% against 10-12.5%)."""
     preset, saved = get_preset("extrap-sort-window").to_dict(), read_run_config(ANSWER_RUN)

@@ -290,8 +290,8 @@ def extrap_mul_digits() -> RunConfig:
     20 x 3 7.5% against 0%. At step 12,000, `eval --lengths 5,20,50 --multipliers 1,2,3 --n 100`:
     x 1 100% at 5 / 20 / 50 digits, x 2 99 / 97 / 96%, x 3 62 / 13 / 3% (on 400 problems, seed 1:
     5 x 2 99.8%, 20 x 2 96%, 5 x 3 56.8%, 20 x 3 11%). extrap-mul-ft9 reached about that (x 2 99 /
-    97 / 97%, x 3 62 / 20 / 16%) after about 600 minutes; x 3 far from home is where it stays
-    behind. One seed, one weight (0.5).
+    97 / 97%, x 3 62 / 20 / 16%) after about 625 minutes on the slower machine; x 3 far from home
+    is where it stays behind. One seed, one weight (0.5).
     """
     run = extrap_mul()
     return replace(run, model=replace(run.model, partial_product_probe=3),

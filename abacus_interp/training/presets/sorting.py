@@ -180,7 +180,8 @@ heads that read only the answer (`model.answer_symbol_heads_read_only_answer`) d
 0.5% from a broken start). Trained from nothing with that last option
 (`--set model.answer_symbol_heads_read_only_answer=true`, checkpoints/extrap-sort-window-answer, 36 minutes
 on a machine about 1.6x as fast): 20-digit numbers 84.75% (a second seed 70.75%; without the option 66.75%
-and, at seed 4, 78%: no length gain past the seeds' spread), 10 numbers 5.5% (2.5%; without it 10-12.5%):
+and, at seed 4, 78%: no 20-digit gain past the seeds' spread;
+10-digit numbers +4.5 / +5.25 points on both seeds), 10 numbers 5.5% (2.5%; without it 10-12.5%):
 docs/runs/sorting.md.
 """
 
