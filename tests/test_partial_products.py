@@ -173,3 +173,13 @@ def test_bad_settings_say_what_to_set():
     with pytest.raises(ValueError, match="no partial-product readout"):
         LoopedTransformer(tiny_mul("train.partial_product_loss=null", "model.partial_product_probe=null").model
                           ).read_partial_products(torch.zeros(1, 2, 32))
+
+
+def test_the_loss_is_left_out_of_saved_configs_while_off():
+    """Runs saved before the loss existed have no such field: a config without it writes none, so
+    theirs and a fresh preset's compare equal, and --set still reaches the field."""
+    plain = get_preset("extrap-mul")
+    assert "partial_product_loss" not in plain.to_dict()["train"]
+    assert tiny_mul().to_dict()["train"]["partial_product_loss"] == 0.5
+    assert apply_overrides(plain, ["model.partial_product_probe=3", "train.partial_product_loss=1"]
+                           ).train.partial_product_loss == 1.0

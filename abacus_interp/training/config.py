@@ -193,6 +193,11 @@ class TrainConfig:
                 raise UserError(f"train.{name} must be >= 1")
 
 
+# Training fields added after runs were saved: left out of to_dict while off (None), so those
+# runs' configs read, resume and compare as the same run.
+_TRAIN_OMITTED_WHEN_OFF = ("partial_product_loss",)
+
+
 @dataclass(frozen=True)
 class RunConfig:
     task: str
@@ -273,11 +278,15 @@ class RunConfig:
         return get_task(self.task, **self.task_kwargs)
 
     def to_dict(self) -> dict:
+        train = dataclasses.asdict(self.train)
+        for name in _TRAIN_OMITTED_WHEN_OFF:
+            if train[name] is None:
+                del train[name]
         return {
             "preset": self.preset,
             "task": {"name": self.task, **self.task_kwargs},
             "model": self.model.to_dict(),
-            "train": dataclasses.asdict(self.train),
+            "train": train,
         }
 
     @classmethod

@@ -136,7 +136,10 @@ def apply_overrides(cfg: RunConfig, assignments: list[str]) -> RunConfig:
     # ModelConfig.to_dict leaves some fields out at their defaults (family, rotary, attn_bias,
     # ...); they are still fields to set
     every_model_field = {f.name: getattr(cfg.model, f.name) for f in dataclasses.fields(ModelConfig)}
-    sections = {"task": d["task"], "model": {**every_model_field, **d["model"]}, "train": d["train"]}
+    # and RunConfig.to_dict leaves training fields added later out while they are off
+    every_train_field = dataclasses.asdict(cfg.train)
+    sections = {"task": d["task"], "model": {**every_model_field, **d["model"]},
+                "train": {**every_train_field, **d["train"]}}
     model_changes: dict[str, Any] = {}
     for assignment in assignments:
         if "=" not in assignment:
