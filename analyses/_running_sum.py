@@ -212,12 +212,15 @@ def _product_scores(fit_states, fit_values, states, values) -> tuple[ReadoutScor
 
 def _product_digits(fit_states, fit_values, states, values) -> ProductDigits:
     """One product's units and tens read as classes, per loop (index 0: the input alone)."""
+    return _digit_shares(fitted_classes(fit_states, fit_values % 10, states),
+                         fitted_classes(fit_states, fit_values // 10, states), values)
 
-    def share_read(digit_of) -> list[float]:
-        read = fitted_classes(fit_states, digit_of(fit_values), states) == digit_of(values).long()  # [1+loop column]
-        return [round(float(x), 4) for x in read.double().mean(1)]
 
-    units, tens = share_read(lambda v: v % 10), share_read(lambda v: v // 10)
+def _digit_shares(units_guessed: torch.Tensor, tens_guessed: torch.Tensor, values: torch.Tensor) -> ProductDigits:
+    """The share of columns whose units and tens digit of `values` [column] are guessed right,
+    from guesses [1+loop column] (the input alone first)."""
+    units, tens = ([round(float(x), 4) for x in (guessed == digit.long()).double().mean(1)]
+                   for guessed, digit in ((units_guessed, values % 10), (tens_guessed, values // 10)))
     return ProductDigits(units=tuple(units[1:]), tens=tuple(tens[1:]), units_from_input=units[0],
                          tens_from_input=tens[0])
 
@@ -229,13 +232,7 @@ def _trained_product_digits(model, states, values) -> tuple[ProductDigits, ...]:
     k = values.shape[0]
     w, b = model.W_products.detach().float().cpu()[:, :k], model.b_products.detach().float().cpu()[:k]
     guess = (torch.einsum("lcd,dkwv->lckwv", states, w) + b).argmax(-1)  # [1+loop column k 2]
-    out = []
-    for j in range(k):
-        units, tens = ([round(float(x), 4) for x in (guess[..., j, which] == digit.long()).double().mean(1)]
-                       for which, digit in enumerate((values[j] % 10, values[j] // 10)))
-        out.append(ProductDigits(units=tuple(units[1:]), tens=tuple(tens[1:]), units_from_input=units[0],
-                                 tens_from_input=tens[0]))
-    return tuple(out)
+    return tuple(_digit_shares(guess[..., j, 0], guess[..., j, 1], values[j]) for j in range(k))
 
 
 def running_sum_sentence(readings) -> str:

@@ -95,3 +95,18 @@ def tiny_sorter(task, **overrides):
     cfg = dict(vocab=task.vocab, d_model=32, n_heads=2, n_layers=1, n_loops=2, max_seq_len=96, abacus_max_offset=0,
                positional="none", rotary="abacus")
     return LoopedTransformer(ModelConfig(**{**cfg, **overrides})).eval()
+
+
+# a run of the preset "mul" small enough to train in seconds, on one process
+TINY_MUL_RUN = (
+    "task.max_digits=3", "model.d_model=32", "model.n_heads=2", "model.n_layers=1", "model.n_loops=2",
+    "model.max_seq_len=16", "train.batch_size=16", "train.eval_problems=8", "train.warmup_steps=0",
+    "train.processes=1",
+)  # fmt: skip
+
+
+def tiny_mul_run(*settings: str):
+    """The config of TINY_MUL_RUN with `settings` (`--set` assignments) applied after it."""
+    from abacus_interp.training import apply_overrides, get_preset
+
+    return apply_overrides(get_preset("mul"), [*TINY_MUL_RUN, *settings])

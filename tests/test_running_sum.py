@@ -11,6 +11,7 @@ from contextlib import nullcontext
 
 import pytest
 import torch
+from conftest import tiny_mul_run
 
 from abacus_interp import checkpoints as ckpt
 from abacus_interp.core.model import LoopedTransformer
@@ -22,15 +23,9 @@ from abacus_interp.training import apply_overrides, get_preset, train
 from abacus_interp.training.data import BatchSource
 from abacus_interp.training.losses import training_losses
 
-TINY_MUL = [
-    "task.max_digits=3", "model.d_model=32", "model.n_heads=2", "model.n_layers=1", "model.n_loops=2",
-    "model.max_seq_len=16", "train.batch_size=16", "train.eval_problems=8", "train.warmup_steps=0",
-    "train.processes=1", "model.running_sum_probe=true", "train.running_sum_loss=0.5",
-]  # fmt: skip
-
 
 def tiny_mul(*extra: str):
-    return apply_overrides(get_preset("mul"), [*TINY_MUL, *extra])
+    return tiny_mul_run("model.running_sum_probe=true", "train.running_sum_loss=0.5", *extra)
 
 
 @pytest.mark.parametrize("a, b", [(0, 7), (9, 9), (99, 99), (12345, 678), (907, 3), (999999, 999)])
