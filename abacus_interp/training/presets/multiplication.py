@@ -293,6 +293,13 @@ def extrap_mul_digits() -> RunConfig:
     97 / 97%, x 3 62 / 20 / 16%) after about 625 minutes on the slower machine; x 3 far from home
     is where it stays behind. One seed, one weight (0.5). Added late, to a cycle from
     extrap-mul-ft16, it does not help: 5 / 20 x 3 75.25 / 39.5% against the plain cycle's 78.5 / 49.2%.
+
+    Continued as the chain was (`--set train.init_from=checkpoints/extrap-mul-digits --set
+    train.steps=5000 --set train.lr=6e-4 --set train.seed=1 --set task.large_carry_fraction=0.3`, 27
+    min, checkpoints/extrap-mul-digits-ft; once more from it with seed 2, 29 min, -ft2): x 2 100 /
+    100 / 99% and then 100% at 5 / 20 / 50 digits, x 3 91 / 66 / 40% and then 95 / 74 / 52% (n=100;
+    on 400 problems 5 / 20 x 3 93.5 / 63.2% and 96.8 / 75.5%). One cycle gave x 3 more than the
+    chain's sixteen.
     """
     run = extrap_mul()
     return replace(run, model=replace(run.model, partial_product_probe=3),
