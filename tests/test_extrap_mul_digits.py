@@ -107,14 +107,14 @@ def test_one_cycle_multiplies_by_three_digits_far_better_than_its_source_and_ft1
     (ft16 81%)."""
     cycle, source = exact_match(CYCLE, 5, 3), exact_match(RUN, 5, 3, 12000)
     assert cycle >= 0.8 and cycle >= source + 0.2, (cycle, source)
+    if (CHECKPOINTS / "extrap-mul-ft16" / "config.json").exists():
+        assert cycle >= exact_match(CHECKPOINTS / "extrap-mul-ft16", 5, 3) + 0.1
 
 
-@pytest.mark.skipif(not (CHECKPOINTS / "extrap-mul-digits-ft2" / "config.json").exists(),
-                    reason="checkpoints/extrap-mul-digits-ft2 is not shipped")
-def test_the_second_cycle_keeps_gaining_on_three_digits_past_the_trained_length():
-    """docs/runs/multiplication.md's 400-problem rows: 20 x 3 75.5% against the first cycle's 63.2%
-    (5 x 3 96.8% against 93.5%). Here 48 problems at 20 x 3: 77% against 73%, so no lower; and
-    5 x 3 100%."""
+def test_the_second_cycle_keeps_gaining_on_three_digits_far_past_the_trained_length():
+    """docs/runs/multiplication.md's rows: 50 x 3 52% against the first cycle's 40% (n=100), 20 x 3
+    75.5% against 63.2% (n=400). Here 48 problems at 50 x 3: 54% against 42%."""
     second = CHECKPOINTS / "extrap-mul-digits-ft2"
-    assert exact_match(second, 20, 3) >= exact_match(CYCLE, 20, 3)
-    assert exact_match(second, 5, 3) >= 0.9
+    if not (second / "config.json").exists() or not (CYCLE / "config.json").exists():
+        pytest.skip("checkpoints/extrap-mul-digits-ft and -ft2 are not shipped in this checkout")
+    assert exact_match(second, 50, 3) >= exact_match(CYCLE, 50, 3) + 0.1
