@@ -45,6 +45,7 @@ from .result import (
     ReachFit,
     WrongDigits,
 )
+from .waves import delayed_pair
 
 
 def run(model_or_run, task=None, *, config: MultiplicationConfig | None = None, **overrides) -> MultiplicationResult:
@@ -248,15 +249,8 @@ def _delayed(model, task, digits: int, k: int, switch_loops: list[int], horizon:
     """A pair (a + 1) * b and a * b, where a * b is c followed by 9s: the clean product (a + 1)
     carries into every 9 (they become 0s), so the digits that differ are the run the carry
     crosses; the multiplicands differ only in their units digit."""
-    for _ in range(1000):
-        b = max(1, random_with_digits(rng, k))
-        power = digits + k - 3
-        a = (rng.randint(10, 89) * 10**power + 10**power - 1) // b
-        clean, corrupted = task.make(a + 1, b), task.make(a, b)
-        if a % 10 != 9 and len(str(a)) == digits and len(clean.target) == len(corrupted.target):
-            break
-    else:  # pragma: no cover - the sampler finds a pair within a few tries at any length
-        raise UserError(f"no delayed-carry pair found for {digits} x {k} digits")
+    a, b = delayed_pair(task, digits, k, rng)
+    clean, corrupted = task.make(a + 1, b), task.make(a, b)
     differ = tuple(i for i, (x, y) in enumerate(zip(clean.target, corrupted.target, strict=True)) if x != y)
     patch = delayed_carry(model, task, (a + 1, b), (a, b), len(differ), switch_loops, horizon, answer_digits=differ)
     return DelayedProduct(digits=differ, patch=patch)
