@@ -45,7 +45,7 @@ from .result import (
     ReachFit,
     WrongDigits,
 )
-from .waves import delayed_pair
+from .waves import carry_guess, delayed_pair
 
 
 def run(model_or_run, task=None, *, config: MultiplicationConfig | None = None, **overrides) -> MultiplicationResult:
@@ -92,6 +92,9 @@ def run(model_or_run, task=None, *, config: MultiplicationConfig | None = None, 
 
     delayed = _delayed(model, task, far, k_hi, [s for s in cfg.switch_loops if s < cfg.horizon], cfg.horizon,
                        section_rng(seed, "multiplication delayed carry", far))
+    # pairs like the delayed one, read without a switch: which of the two products waits
+    guess = carry_guess(model, task, far, k_hi, cfg.n_problems, seed,
+                        horizon=min(model.cfg.max_loops, round(2.5 * (far + k_hi))))
     heads_trained = heads_far = knocked = None
     if model.cfg.multiplier_heads:
         head_loops = min(cfg.head_loops, cfg.horizon)
@@ -105,7 +108,7 @@ def run(model_or_run, task=None, *, config: MultiplicationConfig | None = None, 
     return MultiplicationResult(trained_digits=n_trained, multiplier_digits=ks, horizon=cfg.horizon,
                                 inside_multiplier_digits=k_hi, inside=inside,
                                 accuracy=accuracy, lock_in=tuple(fits), halting=halting, delayed=delayed,
-                                heads_trained=heads_trained, heads_far=heads_far, knockout=knocked,
+                                heads_trained=heads_trained, heads_far=heads_far, knockout=knocked, carry_guess=guess,
                                 **_per_multiplier_length(model, task, ks, far, cfg))
 
 

@@ -24,6 +24,8 @@ def multiplication_figures(result) -> dict[str, go.Figure]:
         "lock_in_by_reach": lock_in_by_reach(result),
         "delayed_carry": delayed_carry(result),
     }
+    if result.carry_guess is not None and result.carry_guess.fitted():
+        figures["carry_guess"] = carry_guess_pairs(result.carry_guess)
     if result.by_digit:
         figures["by_digit"] = by_digit(result)
         figures["by_carry_in"] = by_carry_in(result)
@@ -248,6 +250,24 @@ def delayed_carry(result) -> go.Figure:
     fig.update_xaxes(title_text="answer digit (units = 0), where the two products differ")
     fig.update_yaxes(title_text="lock-in loop (from the start)")
     fig.update_layout(title=f"Delayed carry: {patch.corrupted} for s loops, then {patch.clean}")
+    return fig
+
+
+def carry_guess_pairs(guess) -> go.Figure:
+    """One point per pair right at every digit of both runs: the lock-in slope of each product,
+    with the line under which a run is read at once (CarryGuess.AT_ONCE)."""
+    fitted = [pair for pair in guess.pairs if pair.both_locked and None not in pair.slopes()]
+    zeros, nines = zip(*(pair.slopes() for pair in fitted), strict=True)
+    fig = go.Figure(go.Scatter(x=list(nines), y=list(zeros), mode="markers",
+                               text=[f"{p.multiplicand} * {p.multiplier}" for p in fitted],
+                               hovertemplate="a * b = %{text}<br>9s %{x:.2f}, 0s %{y:.2f} loops per column"))
+    for line in (fig.add_hline, fig.add_vline):  # below it, a run is read at once
+        line(guess.AT_ONCE, line_dash="dot", line_color="gray")
+    fig.update_xaxes(title_text="a * b, the run of 9s: loops per column of lock-in", rangemode="tozero")
+    fig.update_yaxes(title_text="(a + 1) * b, the run of 0s", rangemode="tozero")
+    fig.update_layout(**title_with_detail("Which product of a pair waits for its carry",
+                                          f"{guess.label}, {len(fitted)} of {len(guess.pairs)} pairs right "
+                                          f"throughout by loop {guess.horizon}"))
     return fig
 
 

@@ -52,6 +52,8 @@ def multiplication_findings(result) -> list[str]:
     # in the carry wave's finding: a fifth finding would pass MAX_FINDINGS and be dropped
     out[-1] += (f" Delayed carry ({d.patch.corrupted} for s loops, then {d.patch.clean}; the products differ in "
                 f"{len(d.digits)} digits): {clean}; median lock-in after the switch {lags or 'n/a'} loops.")
+    if result.carry_guess is not None and (slopes := result.carry_guess.median_slopes()) is not None:
+        out[-1] += " " + _carry_guess_sentence(result.carry_guess, slopes)
     return limit(out)
 
 
@@ -207,3 +209,12 @@ def _heads_sentence(result) -> str:
         worst.append(f"{group} from {head}: {left:.0%}")
     return sentence + (f" Forbidding one head one key group in every loop ({knocked.label}, n={knocked.n_problems}, "
                        f"{knocked.baseline:.0%} right without), the most harmful: " + "; ".join(worst) + ".")
+
+
+def _carry_guess_sentence(guess, slopes: tuple[float, float]) -> str:
+    zeros, nines = guess.waits()
+    return (f"Such pairs read without a switch ({guess.label}, {len(guess.fitted())} of {len(guess.pairs)} right "
+            f"throughout by loop {guess.horizon}): in {guess.at_once()} of them one product locks its run in at once "
+            f"(under {guess.AT_ONCE:g} loops per column), in the others both wait; the steeper product of each pair "
+            f"waits for the carry at a median {slopes[0]:.2f} loops per column, its twin at {slopes[1]:.2f}; the "
+            f"steeper is the 9s in {nines} pairs, the 0s in {zeros}.")

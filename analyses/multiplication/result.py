@@ -15,6 +15,7 @@ from analyses.carry_wave.patching import DelayedCarry
 from analyses.prose import LinearFit, spearman
 
 from .heads import HeadReading, Knockout
+from .waves import CarryGuess
 
 
 @dataclass(frozen=True)
@@ -299,6 +300,8 @@ class MultiplicationResult:
     running_sum: tuple[RunningSumReading, ...] = ()
     # exact match by the multiplier's digit sum, per k of 2 digits or more, at N and at the far length
     by_multiplier: tuple[ByMultiplier, ...] = ()
+    # pairs of far products that differ in a long run: which of the two waits for its carry
+    carry_guess: CarryGuess | None = None
 
     def to_dict(self) -> dict:
         return to_json(self)

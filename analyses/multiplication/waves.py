@@ -5,9 +5,10 @@ A pair is a * b, which reads c and then a run of 9s, and (a + 1) * b, which read
 0s; the multiplicands differ in their units digit only. Every digit of the run is decided by the
 carry that comes up from the bottom columns, so a loop that worked each carry out from below
 would lock both products' runs in at loops that grow with the column. A looped multiplier need
-not: if it guesses each column's carry from the columns next to it, the product whose carries
-the guess gets right locks in at once all along the run, and only its twin waits for a wave
-that corrects the guess from below. `carry_guess` measures both slopes on a sample of pairs.
+not: if it guesses each column's carry from the columns next to it, a product whose carries the
+guess gets right locks in at once all along the run, and only a product whose carries it gets
+wrong waits for a wave that corrects them from below. `carry_guess` measures both slopes on a
+sample of pairs.
 
 Sample: "near a power of ten" pairs, as the report's delayed-carry patch draws them (a =
 (c * 10^D + 10^D - 1) // b for a 2-digit c and a uniform k-digit b).
@@ -18,6 +19,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from statistics import median
+from typing import ClassVar
 
 from abacus_interp.errors import UserError
 from abacus_interp.evaluation.common import section_rng
@@ -71,6 +73,10 @@ class CarryGuess:
     horizon: int
     pairs: tuple[PairWave, ...]
 
+    # a run that locks in under this many loops per column is read at once, not carried up:
+    # a wave of one column per loop or slower is 1 or more
+    AT_ONCE: ClassVar[float] = 0.5
+
     def fitted(self) -> list[tuple[float, float]]:
         """(waiting slope, twin slope) of each pair in which both products locked in at every
         differing digit."""
@@ -88,6 +94,11 @@ class CarryGuess:
         if not fitted:
             return None
         return median(w for w, _ in fitted), median(t for _, t in fitted)
+
+    def at_once(self) -> int:
+        """How many fitted pairs have one product whose run locks in at once (a slope under
+        AT_ONCE); in the others both products wait."""
+        return sum(1 for _, twin in self.fitted() if twin < self.AT_ONCE)
 
     def waits(self) -> tuple[int, int]:
         """How many fitted pairs wait on (a + 1) * b, the run of 0s, and on a * b, the 9s."""
