@@ -92,9 +92,7 @@ def run(model_or_run, task=None, *, config: MultiplicationConfig | None = None, 
 
     delayed = _delayed(model, task, far, k_hi, [s for s in cfg.switch_loops if s < cfg.horizon], cfg.horizon,
                        section_rng(seed, "multiplication delayed carry", far))
-    # pairs like the delayed one, read without a switch: which of the two products waits
-    guess = carry_guess(model, task, far, k_hi, cfg.n_problems, seed,
-                        horizon=min(model.cfg.max_loops, round(2.5 * (far + k_hi))))
+    guess = carry_guess(model, task, far, k_hi, cfg.n_problems, seed)  # such pairs without a switch
     heads_trained = heads_far = knocked = None
     if model.cfg.multiplier_heads:
         head_loops = min(cfg.head_loops, cfg.horizon)

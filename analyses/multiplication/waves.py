@@ -113,8 +113,9 @@ def _waiting(pair: PairWave) -> int:
 
 def carry_guess(model, task, digits: int, k: int, n: int, seed: int = 0, horizon: int | None = None) -> CarryGuess:
     """Read `n` pairs of `digits` x k-digit products (see the module doc) loop by loop up to
-    `horizon` loops (default: 2.5 loops per answer digit, past the slowest wave seen)."""
-    horizon = horizon or round(2.5 * (digits + k))
+    `horizon` loops (default: 2.5 loops per answer digit, past the slowest wave seen, or the
+    model's max_loops where that is fewer)."""
+    horizon = horizon or min(round(2.5 * (digits + k)), model.cfg.max_loops)
     if horizon > model.cfg.max_loops:
         raise UserError(f"horizon={horizon} exceeds the model's max_loops={model.cfg.max_loops}; "
                         f"load it with load_model(path, max_loops={horizon})")
