@@ -256,8 +256,8 @@ def delayed_carry(result) -> go.Figure:
 def carry_guess_pairs(guess) -> go.Figure:
     """One point per pair right at every digit of both runs: the lock-in slope of each product,
     with the line under which a run is read at once (CarryGuess.AT_ONCE)."""
-    fitted = [pair for pair in guess.pairs if pair.both_locked and None not in pair.slopes()]
-    zeros, nines = zip(*(pair.slopes() for pair in fitted), strict=True)
+    fitted = [pair for pair, _ in guess.fitted_pairs()]
+    zeros, nines = zip(*(slopes for _, slopes in guess.fitted_pairs()), strict=True)
     fig = go.Figure(go.Scatter(x=list(nines), y=list(zeros), mode="markers",
                                text=[f"{p.multiplicand} * {p.multiplier}" for p in fitted],
                                hovertemplate="a * b = %{text}<br>9s %{x:.2f}, 0s %{y:.2f} loops per column"))

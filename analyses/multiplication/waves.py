@@ -67,7 +67,7 @@ class PairWave:
 @dataclass(frozen=True)
 class CarryGuess:
     """Lock-in slopes of `n` pairs: per pair, the product that waits (the larger slope) and its
-    twin that does not."""
+    twin."""
 
     label: str  # e.g. "near a power of ten pairs, 20 x 3 digits"
     horizon: int
@@ -77,15 +77,19 @@ class CarryGuess:
     # a wave of one column per loop or slower is 1 or more
     AT_ONCE: ClassVar[float] = 0.5
 
-    def fitted(self) -> list[tuple[float, float]]:
-        """(waiting slope, twin slope) of each pair in which both products locked in at every
-        differing digit."""
+    def fitted_pairs(self) -> list[tuple[PairWave, tuple[float, float]]]:
+        """Each pair in which both products locked in at every differing digit, with its two
+        slopes ((a + 1) * b's first)."""
         out = []
         for pair in self.pairs:
-            slopes = pair.slopes()
-            if pair.both_locked and None not in slopes:
-                out.append((max(slopes), min(slopes)))
+            first, second = pair.slopes()
+            if pair.both_locked and first is not None and second is not None:
+                out.append((pair, (first, second)))
         return out
+
+    def fitted(self) -> list[tuple[float, float]]:
+        """(waiting slope, twin slope) of each fitted pair."""
+        return [(max(slopes), min(slopes)) for _, slopes in self.fitted_pairs()]
 
     def median_slopes(self) -> tuple[float, float] | None:
         """Median loops per column of the waiting products and of their twins; None when no
@@ -101,14 +105,10 @@ class CarryGuess:
         return sum(1 for _, twin in self.fitted() if twin < self.AT_ONCE)
 
     def waits(self) -> tuple[int, int]:
-        """How many fitted pairs wait on (a + 1) * b, the run of 0s, and on a * b, the 9s."""
-        zeros = sum(1 for pair in self.pairs if pair.both_locked and _waiting(pair) == 0)
-        return zeros, len(self.fitted()) - zeros
-
-
-def _waiting(pair: PairWave) -> int:
-    first, second = pair.slopes()
-    return 0 if (first or 0.0) >= (second or 0.0) else 1
+        """How many fitted pairs wait on (a + 1) * b, the run of 0s, and on a * b, the 9s (the
+        steeper of the two)."""
+        zeros = sum(1 for _, (first, second) in self.fitted_pairs() if first >= second)
+        return zeros, len(self.fitted_pairs()) - zeros
 
 
 def carry_guess(model, task, digits: int, k: int, n: int, seed: int = 0, horizon: int | None = None) -> CarryGuess:
