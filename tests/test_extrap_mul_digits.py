@@ -7,6 +7,7 @@ digits far better than it and than extrap-mul-ft16, each better than the one bef
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -64,6 +65,7 @@ def test_its_state_holds_the_later_products_as_digits():
     assert all(max(d.units) >= 0.9 for d in reading.product_digits_trained[:2]), reading.product_digits_trained
 
 
+@cache  # each later cycle is compared with the one before: score a run's row once
 def exact_match(run: Path, digits: int, k: int, step_number: int | None = None, n: int = 48) -> float:
     """Exact match on the eval's held-out uniform `digits` x k problems (seed 0, adaptive loops)."""
     from abacus_interp.evaluation.extrapolation import length_extrapolation
