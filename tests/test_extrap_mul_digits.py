@@ -2,7 +2,7 @@
 partial product's units and tens (train.partial_product_loss). Its config is the preset's, it
 multiplies far better than extrap-mul at the same step on the same held-out problems, and its
 state holds the products as digits where extrap-mul-ft16's holds the later ones as magnitudes.
-checkpoints/extrap-mul-digits-ft .. -ft8, continuation cycles from its last step, multiply by three
+checkpoints/extrap-mul-digits-ft .. -ft9, continuation cycles from its last step, multiply by three
 digits far better than it and than extrap-mul-ft16, each better than the one before."""
 
 from __future__ import annotations
@@ -80,7 +80,8 @@ CYCLES = [("extrap-mul-digits-ft", "extrap-mul-digits", 12000), ("extrap-mul-dig
           ("extrap-mul-digits-ft3", "extrap-mul-digits-ft2", 5000), ("extrap-mul-digits-ft4", "extrap-mul-digits-ft3", 5000),
           ("extrap-mul-digits-ft5", "extrap-mul-digits-ft4", 5000), ("extrap-mul-digits-ft6", "extrap-mul-digits-ft5", 5000),
           ("extrap-mul-digits-ft7", "extrap-mul-digits-ft6", 5000),
-          ("extrap-mul-digits-ft8", "extrap-mul-digits-ft7", 5000)]
+          ("extrap-mul-digits-ft8", "extrap-mul-digits-ft7", 5000),
+          ("extrap-mul-digits-ft9", "extrap-mul-digits-ft8", 5000)]
 
 
 @pytest.mark.parametrize("cycle, source, source_step", CYCLES)
@@ -179,3 +180,14 @@ def test_the_eighth_cycle_at_lr_1e_4_keeps_twenty_digit_products_by_three_right(
         pytest.skip("checkpoints/extrap-mul-digits-ft8 is not shipped in this checkout")
     assert RunConfig.from_dict(ckpt.read_run_config(eighth)).train.lr == 1e-4
     assert exact_match(eighth, 20, 3, n=100) >= 0.97
+
+
+def test_the_ninth_cycle_meets_the_bar_at_ten_times_the_trained_length():
+    """ft9 is ft8 continued at lr 1e-4 once more. docs/runs/multiplication.md's rows: 50 x 3 95% on
+    the eval's 100 problems (seed 0) and 95.5% on 400 (seed 2), against ft8's 94 / 94.2%: the
+    issue's bar, 95%. Here those 100."""
+    ninth = CHECKPOINTS / "extrap-mul-digits-ft9"
+    if not (ninth / "config.json").exists():
+        pytest.skip("checkpoints/extrap-mul-digits-ft9 is not shipped in this checkout")
+    assert RunConfig.from_dict(ckpt.read_run_config(ninth)).train.lr == 1e-4
+    assert exact_match(ninth, 50, 3, n=100) >= 0.95
