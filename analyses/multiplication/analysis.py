@@ -33,6 +33,7 @@ from analyses.contract import configure
 from analyses.prose import LinearFit
 
 from .config import MultiplicationConfig
+from .errors import error_sources
 from .heads import head_reading, knockout
 from .multipliers import accuracy_by_factor_pair, accuracy_by_partial_product, by_multiplier
 from .result import (
@@ -184,15 +185,22 @@ def _per_multiplier_length(model, task, ks, far: int, cfg: MultiplicationConfig)
     problems of the trained multiplicand length, one per multiplier length; and for multipliers
     of 2 digits or more, each answer digit's accuracy at `far` too (whether large carries are
     added as well there), and exact match by the multiplier's digit sum at both lengths (the
-    accuracy table's problems where `far` is one of its lengths, as the report's are)."""
+    accuracy table's problems where `far` is one of its lengths, as the report's are); where the
+    model has the partial-product readout, whether the far digits went wrong in the multiplying or
+    in the adding (the same problems as by_digit_far)."""
     n = task.max_digits
+    far_ks = [k for k in ks if k > 1 and far > n]
+    readout = model.cfg.partial_product_probe is not None
     return {"by_multiplier": tuple(by_multiplier(model, task, d, k, cfg.n_problems, cfg.seed)
                                    for k in ks if k > 1 for d in sorted({n, far})),
             "by_digit": tuple(digit_accuracy(model, _uniform(task, n, k, cfg.n_problems, cfg.seed), n, k, cfg.horizon)
                               for k in ks),
             "by_digit_far": tuple(digit_accuracy(model, _uniform(task, far, k, cfg.n_problems, cfg.seed), far, k,
                                                  cfg.horizon)
-                                  for k in ks if k > 1 and far > n),
+                                  for k in far_ks),
+            "error_sources": tuple(error_sources(model, task, _uniform(task, far, k, cfg.n_problems, cfg.seed),
+                                                 far, k, cfg.horizon, f"uniform, {far} x {k} digits")
+                                   for k in far_ks if readout),
             "running_sum": tuple(r for k in ks if (r := _running_sum(model, task, n, k, cfg)) is not None)}
 
 

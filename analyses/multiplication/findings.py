@@ -29,6 +29,8 @@ def multiplication_findings(result) -> list[str]:
             out[-1] += " " + far_sentence
         if wrong_sentence := _wrong_digits_sentence(result.by_digit + result.by_digit_far):
             out[-1] += " " + wrong_sentence
+        if sources_sentence := _error_sources_sentence(result.error_sources):
+            out[-1] += " " + sources_sentence
         if product_sentence := _partial_product_sentence(result.by_digit):
             out[-1] += " " + product_sentence
     if result.by_multiplier and out:
@@ -122,6 +124,16 @@ def _wrong_digits_sentence(rows) -> str:
     return ("Share of the wrong answer digits off by one (what a carry misjudged by one gives; 2 in 9 if wrong digits "
             "were random; n = wrong digits): " + ", ".join(parts) + "."
             + (f" {symbols} more answer positions read a symbol that is no digit." if symbols else ""))
+
+
+def _error_sources_sentence(sources) -> str:
+    """Per multiplier length, how many of the far length's wrong digits had every product of their
+    column read right by the partial-product readout: those went wrong in the adding."""
+    parts = [f"x {s.multiplier_digits} at {s.digits} digits {s.wrong_in_adding} of {s.wrong}" for s in sources if s.wrong]
+    if not parts:
+        return ""
+    return ("Of those wrong digits, the ones whose column's partial products the trained readout read all right, "
+            "so that the adding went wrong and not the multiplying: " + ", ".join(parts) + ".")
 
 
 def _partial_product_sentence(by_digit) -> str:

@@ -14,6 +14,7 @@ from analyses._running_sum import RunningSumReading
 from analyses.carry_wave.patching import DelayedCarry
 from analyses.prose import LinearFit, spearman
 
+from .errors import ErrorSources
 from .heads import HeadReading, Knockout
 from .waves import CarryGuess
 
@@ -302,6 +303,9 @@ class MultiplicationResult:
     by_multiplier: tuple[ByMultiplier, ...] = ()
     # pairs of far products that differ in a long run: which of the two waits for its carry
     carry_guess: CarryGuess | None = None
+    # per k of 2 digits or more, by_digit_far's wrong digits: a product misread, or the adding
+    # (only for a model with the partial-product readout)
+    error_sources: tuple[ErrorSources, ...] = ()
 
     def to_dict(self) -> dict:
         return to_json(self)
