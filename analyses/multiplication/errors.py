@@ -84,7 +84,8 @@ def error_sources(model, task, examples, digits: int, k: int, loops: int, label:
             for row, example in enumerate(chunk):
                 _tally(counts, example, model.cfg.vocab.encode(example.target), int(batch.prompt_lengths[row]) - 1,
                        digits_read[row], products_read[row], wanted[row])
-    return ErrorSources(label=label or f"{digits} x {k} digits", digits=digits, multiplier_digits=k, loops=loops, n_problems=len(examples), **counts)
+    return ErrorSources(label=label or f"{digits} x {k} digits", digits=digits, multiplier_digits=k, loops=loops,
+                        n_problems=len(examples), **counts)
 
 
 def _tally(counts: dict[str, int], example, answer: list[int], first: int, digits_read, products_read,
