@@ -64,3 +64,18 @@ def test_a_run_without_the_readout_is_told_which_runs_have_one():
     model, task = ckpt.load_model(baseline, device="cpu"), ckpt.load_task(baseline)
     with pytest.raises(UserError, match="partial_product_probe"):
         error_sources(model, task, _uniform(task, 5, 2, 4, 0), 5, 2, 8)
+
+
+def test_the_report_says_how_many_wrong_digits_went_wrong_in_the_adding():
+    from analyses.multiplication.errors import ErrorSources
+    from analyses.multiplication.findings import _error_sources_sentence
+
+    def counted(k, adding, multiplying):
+        return ErrorSources(label=f"uniform, 50 x {k} digits", digits=50, multiplier_digits=k, loops=64,
+                            n_problems=100, right=5000, right_misread=0, wrong_in_adding=adding,
+                            wrong_in_multiplying=multiplying, wrong_large_carry=adding)
+
+    sentence = _error_sources_sentence((counted(2, 0, 0), counted(3, 23, 3)))
+    assert "x 3 at 50 digits 23 of 26" in sentence and "x 2" not in sentence  # x 2 had none wrong
+    assert _error_sources_sentence((counted(2, 0, 0),)) == ""
+    assert counted(3, 23, 3).adding_share == 23 / 26 and counted(2, 0, 0).adding_share is None
