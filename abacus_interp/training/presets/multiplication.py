@@ -297,9 +297,9 @@ def extrap_mul_digits() -> RunConfig:
     Continued as the chain was (`--set train.init_from=checkpoints/extrap-mul-digits --set
     train.steps=5000 --set train.lr=6e-4 --set train.seed=1 --set task.large_carry_fraction=0.3`, 27
     min, checkpoints/extrap-mul-digits-ft; then from each with the next seed, -ft2 to -ft4; -ft5 and
-    -ft6 at lr 2e-4, -ft7 to -ft9 at 1e-4): x 2 100 / 100 / 99%, then 100% at 5 / 20 / 50; x 3 91 / 66 /
-    40% (ft), 98 / 87 / 65% (ft3), 100 / 96 / 95% (ft9; n=100; on 400 problems 5 / 20 x 3 93.5 / 63.2%,
-    97.5 / 87.8%, 99.5 / 96.8%), 317 min from nothing. One cycle took x 3 past ft16, where the chain ended.
+    -ft6 at lr 2e-4, -ft7 on at 1e-4, -ft10 with the plant at 0.5): x 2 100 / 100 / 99%, then 100%; x 3
+    91 / 66 / 40% (ft), 98 / 87 / 65% (ft3), 100 / 97 / 97% (ft10; n=100; on 400 problems 5 / 20 x 3
+    93.5 / 63.2%, 97.5 / 87.8%, 99.8 / 97.8%), 345 min from nothing. One cycle took x 3 past ft16, where the chain ended.
     """
     run = extrap_mul()
     return replace(run, model=replace(run.model, partial_product_probe=3),
