@@ -191,6 +191,31 @@ def test_growing_a_shipped_run_keeps_its_answers():
         torch.testing.assert_close(grown(tokens), source(tokens), rtol=1e-5, atol=1e-4)
 
 
+def test_growing_the_n_x_3_run_to_read_five_multiplier_digits_keeps_its_answers_and_products():
+    """checkpoints/extrap-mul-digits-ft10 grown by two offset heads, two multiplier heads and a
+    partial-product readout of five digits (the N x N warm start): the same answer logits on
+    held-out N x 3 products, and the source's readout in the first three digits' rows."""
+    from abacus_interp.core.families import build_model
+    from abacus_interp.training.run_state import warm_start
+
+    run = Path(__file__).parents[1] / "checkpoints" / "extrap-mul-digits-ft10"
+    source = ckpt.load_model(run, device="cpu").eval()
+    cfg = source.cfg.replace(n_heads=12, multiplier_heads=5, offset_heads=(*source.cfg.offset_heads, 2, 3),
+                             partial_product_probe=5)
+    grown = build_model(cfg).eval()
+    warm_start(grown, run)
+    assert torch.equal(grown.W_products[:, :3], source.W_products) and grown.W_products[:, 3:].any()
+    assert torch.equal(grown.b_products[:3], source.b_products) and not grown.b_products[3:].any()
+    task = ckpt.load_task(run)
+    examples = [task.make(a, b) for a, b in ((98765, 432), (31415926535, 999), (7, 86))]
+    tokens = encode_batch(task.vocab, [e.prompt for e in examples], [e.target for e in examples]).tokens
+    with torch.no_grad():
+        torch.testing.assert_close(grown(tokens, 24), source(tokens, 24), rtol=1e-5, atol=1e-4)
+        state = grown(tokens, 24, return_type="state")
+        torch.testing.assert_close(grown.read_partial_products(state)[:, :, :3],
+                                   source.read_partial_products(state), rtol=1e-5, atol=1e-4)
+
+
 def test_other_families_added_layers_start_fresh():
     """A retran or lstm layer is not attention and an MLP on a residual stream: zeroing its
     outputs would not make it the identity, so growth leaves an added one fresh."""

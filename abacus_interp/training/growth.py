@@ -1,6 +1,7 @@
 """Growing a trained model for a warm start (`train.init_from`) so that it still computes the
 source's function at step 0: a wider MLP (`model.d_mlp`), more layers (`model.n_layers`) or more
-heads (`model.n_heads`, with d_head kept).
+heads (`model.n_heads`, with d_head kept), or a partial-product readout of more multiplier digits
+(`model.partial_product_probe`).
 
 Why: a run that has levelled off may lack room rather than steps. Growing it keeps what it
 learned, where a fresh wider model would have to learn it all again.
@@ -15,6 +16,9 @@ learned, where a fresh wider model would have to learn it all again.
 - More heads: each of the source's heads becomes the first head of its kind not yet taken
   (`head_placement`: a number head stays a number head when a symbol head is put before it);
   the new heads get fresh queries, keys and values and a zero output projection.
+- A readout of more partial products: the source's readout of products j < k keeps its weights;
+  those of the new multiplier digits start fresh. A readout writes nothing into the state, so
+  the model's answers are the source's whatever the new rows hold.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ MLP_UNIT_AXIS = {"mlp.W_in": 1, "mlp.W_gate": 1, "mlp.b_in": 0, "mlp.b_gate": 0,
 # a block's attention tensors: each holds the heads along its first axis
 HEAD_TENSORS = ("attn.W_Q", "attn.W_K", "attn.W_V", "attn.W_O", "attn.b_Q", "attn.b_K", "attn.b_V",
                 "attn.length_scale", "attn.sink")
+# the partial-product readout's tensors and the axis along which each holds the multiplier digits
+READOUT_DIGIT_AXIS = {"W_products": 1, "b_products": 0}
 # an added block's writes into the residual stream: zero makes the block the identity
 BLOCK_OUTPUTS = ("attn.W_O", "attn.b_O", "mlp.W_out", "mlp.b_out")
 # a block's tensor: "blocks.3" and its name inside the block, "mlp.W_in"
@@ -54,7 +60,7 @@ def grow_state(
         target = expected.get(key)
         if target is None:
             continue
-        if _widens_units(key, source, target):
+        if _widens_units(key, source, target) or _widens_readout(key, source, target):
             wide = target.detach().clone()
             wide[tuple(slice(0, n) for n in source.shape)] = source
             if key.endswith("mlp.W_out"):  # the new units' rows: nothing written until trained
@@ -105,7 +111,16 @@ def _adds_heads(key: str, source: torch.Tensor, target: torch.Tensor, source_hea
 def _widens_units(key: str, source: torch.Tensor, target: torch.Tensor) -> bool:
     """Whether `target` is `source` with more MLP units and nothing else changed."""
     match = BLOCK_KEY.fullmatch(key)
-    axis = MLP_UNIT_AXIS.get(match.group(2)) if match else None
+    return _longer_along(MLP_UNIT_AXIS.get(match.group(2)) if match else None, source, target)
+
+
+def _widens_readout(key: str, source: torch.Tensor, target: torch.Tensor) -> bool:
+    """Whether `target` is the partial-product readout `source` over more multiplier digits."""
+    return _longer_along(READOUT_DIGIT_AXIS.get(key), source, target)
+
+
+def _longer_along(axis: int | None, source: torch.Tensor, target: torch.Tensor) -> bool:
+    """Whether `target` is `source` longer along `axis` (None: no axis grows) and equal along the rest."""
     if axis is None or source.dim() != target.dim():
         return False
     return all((s < t) if d == axis else (s == t) for d, (s, t) in enumerate(zip(source.shape, target.shape, strict=True)))
