@@ -79,3 +79,18 @@ def test_the_report_says_how_many_wrong_digits_went_wrong_in_the_adding():
     assert "x 3 at 50 digits 23 of 26" in sentence and "x 2" not in sentence  # x 2 had none wrong
     assert _error_sources_sentence((counted(2, 0, 0),)) == ""
     assert counted(3, 23, 3).adding_share == 23 / 26 and counted(2, 0, 0).adding_share is None
+
+
+def test_one_pass_reads_the_same_answer_digits_as_the_logit_lens():
+    """The report reads the far problems once for both their digit accuracy and their error
+    sources: the answers read beside the products equal what lens_answers reads on its own."""
+    from analyses.multiplication.analysis import digit_accuracy
+    from analyses.multiplication.errors import count_error_sources, read_answers_and_products
+
+    model, task = ckpt.load_model(BEST, device="cpu"), ckpt.load_task(BEST)
+    examples = _uniform(task, 20, 3, 24, 3)
+    readings = read_answers_and_products(model, task, examples, 32)
+    assert [len(r.answer_read) for r in readings] == [len(r.products_right) for r in readings]
+    one_pass = digit_accuracy(model, examples, 20, 3, 32, [r.answer_read for r in readings])
+    assert one_pass == digit_accuracy(model, examples, 20, 3, 32)
+    assert count_error_sources(model, examples, readings, 20, 3, 32) == error_sources(model, task, examples, 20, 3, 32)

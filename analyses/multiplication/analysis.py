@@ -17,6 +17,7 @@ Samples (named in every label, because they give different numbers):
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 
 from abacus_interp.core.halting import generate_adaptive
 from abacus_interp.core.tokens import DIGITS
@@ -33,7 +34,7 @@ from analyses.contract import configure
 from analyses.prose import LinearFit
 
 from .config import MultiplicationConfig
-from .errors import error_sources
+from .errors import ErrorSources, count_error_sources, read_answers_and_products
 from .heads import head_reading, knockout
 from .multipliers import accuracy_by_factor_pair, accuracy_by_partial_product, by_multiplier
 from .result import (
@@ -127,12 +128,16 @@ def skip_reason(model, task) -> str | None:
     return None
 
 
-def digit_accuracy(model, examples, digits: int, k: int, loops: int) -> DigitAccuracy:
+def digit_accuracy(model, examples, digits: int, k: int, loops: int,
+                   answers_read: Sequence[Sequence[int]] | None = None) -> DigitAccuracy:
     """Each answer digit's accuracy on `examples` (products of a `digits`-digit multiplicand
-    and a k-digit multiplier), read by the logit lens after `loops` loops."""
+    and a k-digit multiplier), read by the logit lens after `loops` loops; `answers_read`: those
+    readings already made (per problem, the token at each answer position), else read here."""
     vocab = model.cfg.vocab
+    if answers_read is None:
+        answers_read = [tokens.tolist() for tokens in lens_answers(model, examples, loops)]
     # per problem, one symbol per answer digit (the EOS after the answer is not read)
-    read = [[vocab.tokens[i] for i in tokens.tolist()] for tokens in lens_answers(model, examples, loops)]
+    read = [[vocab.tokens[i] for i in tokens] for tokens in answers_read]
     wanted = [[vocab.tokens[i] for i in vocab.encode(e.target)] for e in examples]
     correct = [[got == want for got, want in zip(r, w, strict=True)] for r, w in zip(read, wanted, strict=True)]
     n_answer = max(len(c) for c in correct)
@@ -189,19 +194,25 @@ def _per_multiplier_length(model, task, ks, far: int, cfg: MultiplicationConfig)
     model has the partial-product readout, whether the far digits went wrong in the multiplying or
     in the adding (the same problems as by_digit_far)."""
     n = task.max_digits
-    far_ks = [k for k in ks if k > 1 and far > n]
-    readout = model.cfg.partial_product_probe is not None
+    far_readings = [_far_reading(model, task, far, k, cfg) for k in ks if k > 1 and far > n]
     return {"by_multiplier": tuple(by_multiplier(model, task, d, k, cfg.n_problems, cfg.seed)
                                    for k in ks if k > 1 for d in sorted({n, far})),
             "by_digit": tuple(digit_accuracy(model, _uniform(task, n, k, cfg.n_problems, cfg.seed), n, k, cfg.horizon)
                               for k in ks),
-            "by_digit_far": tuple(digit_accuracy(model, _uniform(task, far, k, cfg.n_problems, cfg.seed), far, k,
-                                                 cfg.horizon)
-                                  for k in far_ks),
-            "error_sources": tuple(error_sources(model, task, _uniform(task, far, k, cfg.n_problems, cfg.seed),
-                                                 far, k, cfg.horizon, f"uniform, {far} x {k} digits")
-                                   for k in far_ks if readout),
+            "by_digit_far": tuple(accuracy for accuracy, _ in far_readings),
+            "error_sources": tuple(sources for _, sources in far_readings if sources is not None),
             "running_sum": tuple(r for k in ks if (r := _running_sum(model, task, n, k, cfg)) is not None)}
+
+
+def _far_reading(model, task, far: int, k: int, cfg: MultiplicationConfig) -> tuple[DigitAccuracy, ErrorSources | None]:
+    """Each answer digit's accuracy on uniform far x k products, and where the model has the
+    partial-product readout, where their wrong digits come from: one pass serves both."""
+    examples = _uniform(task, far, k, cfg.n_problems, cfg.seed)
+    if model.cfg.partial_product_probe is None:
+        return digit_accuracy(model, examples, far, k, cfg.horizon), None
+    readings = read_answers_and_products(model, task, examples, cfg.horizon)
+    accuracy = digit_accuracy(model, examples, far, k, cfg.horizon, [r.answer_read for r in readings])
+    return accuracy, count_error_sources(model, examples, readings, far, k, cfg.horizon, f"uniform, {far} x {k} digits")
 
 
 def _running_sum(model, task, digits: int, k: int, cfg: MultiplicationConfig) -> RunningSumReading | None:

@@ -62,41 +62,65 @@ class ErrorSources:
                 f"{self.wrong} had a carry of {self.LARGE_CARRY} or more coming in.")
 
 
-def error_sources(model, task, examples, digits: int, k: int, loops: int, label: str | None = None,
-                  batch_size: int = 32) -> ErrorSources:
-    """Count the answer digits of `examples` (products of a `digits`-digit multiplicand and a
-    k-digit multiplier; `ErrorSources`), each read greedily by the logit lens and its column's
-    products by the partial-product readout, both after `loops` loops."""
+@dataclass(frozen=True)
+class ProblemReading:
+    """One problem's answer as the logit lens reads it, and per answer digit whether the
+    readout, read from the same state, had every product of the digit's column right."""
+
+    answer_read: tuple[int, ...]  # the token read at each answer position (units first)
+    products_right: tuple[bool, ...]
+
+
+def read_answers_and_products(model, task, examples, loops: int, batch_size: int = 32) -> list[ProblemReading]:
+    """Per problem of `examples`, its answer digits read greedily by the logit lens and its
+    columns' products by the partial-product readout, both after `loops` loops: one pass that
+    serves both `count_error_sources` and a `digit_accuracy` of the same problems."""
     if model.cfg.partial_product_probe is None:
         raise UserError("error_sources reads the partial-product readout, which this model lacks: use a run "
                         "trained with model.partial_product_probe (the extrap-mul-digits preset and its cycles)")
-    counts = dict.fromkeys(("right", "right_misread", "wrong_in_adding", "wrong_in_multiplying",
-                            "wrong_large_carry"), 0)
+    readings = []
     with torch.no_grad():
         for start in range(0, len(examples), batch_size):
             chunk = examples[start : start + batch_size]
             batch = encode_batch(model.cfg.vocab, [e.prompt for e in chunk], [e.target for e in chunk])
             tokens = batch.tokens.to(model.W_E.device)
             state = model.run_loops(model.embed(tokens), range(loops), index=model.attention_index(tokens))
-            digits_read = model.unembed(state).argmax(-1).cpu()  # [batch pos]
+            digits_read = model.unembed(state).float().argmax(-1).cpu()  # [batch pos]
             products_read = model.read_partial_products(state).argmax(-1).cpu()  # [batch pos k 2]
             wanted = partial_product_targets(task, chunk, batch)  # [batch pos k 2], -100 where none
             for row, example in enumerate(chunk):
-                _tally(counts, example, model.cfg.vocab.encode(example.target), int(batch.prompt_lengths[row]) - 1,
-                       digits_read[row], products_read[row], wanted[row])
+                # position first + i predicts answer digit i
+                first, n_answer = int(batch.prompt_lengths[row]) - 1, len(model.cfg.vocab.encode(example.target))
+                here = wanted[row, first : first + n_answer]  # [answer k 2]
+                read = products_read[row, first : first + n_answer]
+                readings.append(ProblemReading(
+                    answer_read=tuple(digits_read[row, first : first + n_answer].tolist()),
+                    products_right=tuple(bool((r[h >= 0] == h[h >= 0]).all()) for r, h in zip(read, here, strict=True))))
+    return readings
+
+
+def count_error_sources(model, examples, readings: list[ProblemReading], digits: int, k: int, loops: int,
+                        label: str | None = None) -> ErrorSources:
+    """`ErrorSources` of `examples` from their `readings` (`read_answers_and_products`)."""
+    counts = dict.fromkeys(("right", "right_misread", "wrong_in_adding", "wrong_in_multiplying",
+                            "wrong_large_carry"), 0)
+    for example, reading in zip(examples, readings, strict=True):
+        answer = model.cfg.vocab.encode(example.target)
+        for token, read, products_right, carry in zip(answer, reading.answer_read, reading.products_right,
+                                                      carries_in(*example.operands), strict=True):
+            if read == token:
+                counts["right" if products_right else "right_misread"] += 1
+                continue
+            counts["wrong_in_adding" if products_right else "wrong_in_multiplying"] += 1
+            counts["wrong_large_carry"] += carry >= ErrorSources.LARGE_CARRY
     return ErrorSources(label=label or f"{digits} x {k} digits", digits=digits, multiplier_digits=k, loops=loops,
                         n_problems=len(examples), **counts)
 
 
-def _tally(counts: dict[str, int], example, answer: list[int], first: int, digits_read, products_read,
-           wanted) -> None:
-    """Add one problem's answer digits to `counts`; position `first` + i predicts answer digit i."""
-    carries = carries_in(*example.operands)
-    for i, token in enumerate(answer):
-        here = wanted[first + i]  # [k 2]
-        products_right = bool((products_read[first + i][here >= 0] == here[here >= 0]).all())
-        if int(digits_read[first + i]) == token:
-            counts["right" if products_right else "right_misread"] += 1
-            continue
-        counts["wrong_in_adding" if products_right else "wrong_in_multiplying"] += 1
-        counts["wrong_large_carry"] += carries[i] >= ErrorSources.LARGE_CARRY
+def error_sources(model, task, examples, digits: int, k: int, loops: int, label: str | None = None,
+                  batch_size: int = 32) -> ErrorSources:
+    """Count the answer digits of `examples` (products of a `digits`-digit multiplicand and a
+    k-digit multiplier; `ErrorSources`), each read greedily by the logit lens and its column's
+    products by the partial-product readout, both after `loops` loops."""
+    readings = read_answers_and_products(model, task, examples, loops, batch_size)
+    return count_error_sources(model, examples, readings, digits, k, loops, label)
