@@ -208,3 +208,20 @@ def test_planting_large_carries_in_half_the_problems_does_at_least_as_well_as_in
     assert replace(other, task_kwargs={**other.task_kwargs, "large_carry_fraction": 0.3}) == one
     far = exact_match(planted, 50, 3, n=100)
     assert far >= 0.95 and far >= exact_match(ninth, 50, 3, n=100)
+
+
+def test_the_best_n_x_k_run_multiplies_every_cell_up_to_3_x_3():
+    """N x N in distribution: `abacus-interp eval checkpoints/extrap-mul-digits-ft10 --grid 1..3
+    --n 200` reads 100% on every cell (mul-ft, the N x N run, 99% on 2 x 2 and 2% on 3 x 3), so the
+    largest N with every cell up to N x N at >= 99% is 3. Here the grid's own 50 problems per cell."""
+    from abacus_interp.evaluation.answers import AnswerDecoding, judge
+    from abacus_interp.evaluation.grid import cell_examples
+
+    run = CHECKPOINTS / "extrap-mul-digits-ft10"
+    if not (run / "config.json").exists():
+        pytest.skip("checkpoints/extrap-mul-digits-ft10 is not shipped in this checkout")
+    model, task = ckpt.load_model(run, device="cpu"), ckpt.load_task(run)
+    cells = [(i, j) for i in (1, 2, 3) for j in (1, 2, 3)]
+    right = {cell: judge(model, task, cell_examples(task, *cell, 50), AnswerDecoding.of(model)).exact_match
+             for cell in cells}
+    assert all(em >= 0.99 for em in right.values()), right
