@@ -343,3 +343,26 @@ def test_shipped_small_add_drops_the_final_carry_of_long_all_nine_sums_and_eval_
     assert "  in-distribution failure: 99999999+99999999: model 999999998, expected 199999998" in text
     finding = next(f for f in evaluation_findings(report) if "edge cases fail" in f)
     assert finding.startswith("3 of ") and "99999999+99999999 gives 999999998, not 199999998" in finding
+
+
+def test_the_largest_square_of_cells_at_99_percent_and_what_stops_the_next():
+    """N x N multiplication's measure, read off planted grids: every cell up to N x N at >= 99%."""
+    from abacus_interp.evaluation.result import Grid
+    from abacus_interp.evaluation.text import _square_line
+
+    def grid(cells, digits=(1, 2, 3)):
+        return Grid(digits_a=digits, digits_b=digits, exact_match=cells, loss=cells, skipped_cells=(),
+                    trained_digits=(1, 5), n_per_cell=50, n_loops=8, in_distribution_exact_match=None,
+                    out_of_distribution_exact_match=None)
+
+    full = ((1.0, 1.0, 1.0), (1.0, 0.99, 1.0), (1.0, 1.0, 1.0))
+    assert grid(full).largest_square() == 3
+    assert _square_line(grid(full)).endswith(": 3 (the grid ends at 3 x 3)")
+    one_short = ((1.0, 1.0, 1.0), (1.0, 1.0, 1.0), (0.42, 1.0, 0.98))  # 3 x 1 at 42% stops the third square
+    assert grid(one_short).largest_square() == 2
+    assert _square_line(grid(one_short)).endswith(": 2 (3 x 3: lowest cell 42%)")
+    unread = ((1.0, 1.0, None), (1.0, 1.0, None), (1.0, 1.0, None))  # a multiplier the run cannot read
+    assert _square_line(grid(unread)).endswith(": 2 (3 x 3: a cell left out)")
+    assert grid(((0.5, 1.0), (1.0, 1.0)), digits=(1, 2)).largest_square() is None
+    assert _square_line(grid(((0.5, 1.0), (1.0, 1.0)), digits=(1, 2))).endswith(": none (1 x 1: lowest cell 50%)")
+    assert grid(full, digits=(2, 3, 4)).largest_square() is None and _square_line(grid(full, digits=(2, 3, 4))) is None

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 # metadata of a field left out of the JSON while it is None
 WRITTEN_WHEN_SET = {"written_when_set": True}
@@ -92,6 +92,22 @@ class Grid:
     decoding: str | None = None  # how exact match was read, e.g. "6 loops" (None: a report from before it was recorded)
     in_distribution_exact_match: float | None
     out_of_distribution_exact_match: float | None  # None: no cell beyond the trained digits
+
+    # N x N multiplication's measure: every cell up to N x N at this exact match or more
+    SQUARE_BAR: ClassVar[float] = 0.99
+
+    def largest_square(self) -> int | None:
+        """The largest N with every cell up to N x N (operands of 1..N digits each) at
+        SQUARE_BAR or more; None when the grid does not start at 1 x 1 or 1 x 1 falls short. A
+        cell left out (too long, or a multiplier the run cannot read) counts as short of it."""
+        n_best = None
+        for n in range(1, min(len(self.digits_a), len(self.digits_b)) + 1):
+            if self.digits_a[:n] != tuple(range(1, n + 1)) or self.digits_b[:n] != tuple(range(1, n + 1)):
+                break
+            if any(v is None or v < self.SQUARE_BAR for row in self.exact_match[:n] for v in row[:n]):
+                break
+            n_best = n
+        return n_best
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ buckets, perplexity), then what was skipped and any notes. Exact match is shown 
 from __future__ import annotations
 
 from abacus_interp.evaluation.report import EvalReport
-from abacus_interp.evaluation.result import EdgeCaseResult, LoopSet
+from abacus_interp.evaluation.result import EdgeCaseResult, Grid, LoopSet
 
 
 def _pct(x: float | None, width: int = 5) -> str:
@@ -60,6 +60,8 @@ def _grid_lines(report: EvalReport) -> list[str]:
             f"  in-distribution mean {_pct(g.in_distribution_exact_match, 0)}% (over the * cells), "
             f"out-of-distribution mean {_pct(g.out_of_distribution_exact_match, 0)}% (over the others)"
         )
+        if (square := _square_line(g)) is not None:
+            lines.append(square)
     if report.generate_agreement is not None:
         a = report.agreement
         lines.append(
@@ -67,6 +69,20 @@ def _grid_lines(report: EvalReport) -> list[str]:
             f"{100 * report.generate_agreement:.0f}%"
         )
     return lines
+
+
+def _square_line(g: Grid) -> str | None:
+    """The largest N with every cell up to N x N at the bar, and what stops the next square;
+    None for a grid whose digit counts are not 1, 2, 3, ... on both sides."""
+    if any(digits != tuple(range(1, len(digits) + 1)) for digits in (g.digits_a, g.digits_b)):
+        return None
+    n = g.largest_square() or 0
+    head = f"  largest N with every cell up to N x N at >= {100 * g.SQUARE_BAR:.0f}%: {n or 'none'}"
+    if n + 1 > min(len(g.digits_a), len(g.digits_b)):
+        return f"{head} (the grid ends at {n} x {n})"
+    square = [v for row in g.exact_match[: n + 1] for v in row[: n + 1]]
+    why = "a cell left out" if None in square else f"lowest cell {_pct(min(square), 0)}%"
+    return f"{head} ({n + 1} x {n + 1}: {why})"
 
 
 def _split_lines(report: EvalReport) -> list[str]:
