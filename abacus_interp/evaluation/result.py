@@ -96,14 +96,19 @@ class Grid:
     # N x N multiplication's measure: every cell up to N x N at this exact match or more
     SQUARE_BAR: ClassVar[float] = 0.99
 
+    @property
+    def counts_from_one(self) -> bool:
+        """Whether both operands' digit counts run 1, 2, 3, ... (the squares N x N are then cells)."""
+        return all(digits == tuple(range(1, len(digits) + 1)) for digits in (self.digits_a, self.digits_b))
+
     def largest_square(self) -> int | None:
         """The largest N with every cell up to N x N (operands of 1..N digits each) at
-        SQUARE_BAR or more; None when the grid does not start at 1 x 1 or 1 x 1 falls short. A
+        SQUARE_BAR or more; None when the grid does not count from one or 1 x 1 falls short. A
         cell left out (too long, or a multiplier the run cannot read) counts as short of it."""
+        if not self.counts_from_one:
+            return None
         n_best = None
         for n in range(1, min(len(self.digits_a), len(self.digits_b)) + 1):
-            if self.digits_a[:n] != tuple(range(1, n + 1)) or self.digits_b[:n] != tuple(range(1, n + 1)):
-                break
             if any(v is None or v < self.SQUARE_BAR for row in self.exact_match[:n] for v in row[:n]):
                 break
             n_best = n

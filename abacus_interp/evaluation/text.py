@@ -74,7 +74,7 @@ def _grid_lines(report: EvalReport) -> list[str]:
 def _square_line(g: Grid) -> str | None:
     """The largest N with every cell up to N x N at the bar, and what stops the next square;
     None for a grid whose digit counts are not 1, 2, 3, ... on both sides."""
-    if any(digits != tuple(range(1, len(digits) + 1)) for digits in (g.digits_a, g.digits_b)):
+    if not g.counts_from_one:
         return None
     n = g.largest_square() or 0
     head = f"  largest N with every cell up to N x N at >= {100 * g.SQUARE_BAR:.0f}%: {n or 'none'}"
