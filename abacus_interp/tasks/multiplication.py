@@ -37,7 +37,13 @@ class MultiplicationTask(BinaryOpTask):
     `large_carry_fraction`: the share of sampled problems redrawn from the plain distribution
     until a carry of at least LARGE_CARRY enters one of their columns (a two-digit carry, the
     answer digits an N x k run gets wrong most often): uniform problems given that carry. One
-    plant at a time: both set at once are refused."""
+    plant at a time: both set at once are refused.
+
+    `large_carry_run`: how many columns in a row a planted problem's large carries must enter
+    (1: one column, the plant as above). Why: far from home an N x 3 product's last errors
+    sit at the end of long runs of large carries, each column's carry resting on the large one
+    below; a 5-digit multiplicand has too few columns for runs of 4 or more to be drawn often
+    (about 0.35% of uniform 5 x 1..3 problems)."""
 
     name: ClassVar[str] = "multiplication"
     op_symbol: ClassVar[str] = "*"
@@ -60,6 +66,7 @@ class MultiplicationTask(BinaryOpTask):
         min_multiplier_digits: int = 1,
         large_digit_fraction: float = 0.0,
         large_carry_fraction: float = 0.0,
+        large_carry_run: int = 1,
     ) -> None:
         super().__init__(max_digits=max_digits, min_digits=min_digits, answer_format=answer_format)
         check_fraction(large_digit_fraction, "large_digit_fraction")
@@ -78,6 +85,22 @@ class MultiplicationTask(BinaryOpTask):
         if self.large_carry_fraction and self.large_digit_fraction:
             raise UserError("large_digit_fraction and large_carry_fraction are two plants of large carries; "
                             "set one of them and leave the other at 0")
+        self.large_carry_run = self._checked_carry_run(large_carry_run)
+
+    def _checked_carry_run(self, run: int) -> int:
+        if isinstance(run, bool) or not isinstance(run, int) or run < 1:
+            raise UserError(f"large_carry_run must be a whole number of columns >= 1, got {run!r}")
+        if run > 1 and not self.large_carry_fraction:
+            raise UserError("large_carry_run shapes the large-carry plant: set large_carry_fraction as well "
+                            "(e.g. 0.5), or leave large_carry_run at 1")
+        # columns 0 and 1 never take a carry of 10 (a single product plus nothing, or two
+        # products plus at most 8), so the longest run is the product's columns less two
+        longest = self.digit_range[1] + self.multiplier_range[1] - 2
+        if run > longest:
+            raise UserError(f"large_carry_run={run}: operands of up to {self.digit_range[1]} x "
+                            f"{self.multiplier_range[1]} digits carry {self.LARGE_CARRY} or more into at most "
+                            f"{longest} columns in a row; lower it or sample longer operands")
+        return run
 
     def draw_problem(self, rng: random.Random, first: tuple[int, int], second: tuple[int, int]) -> Example:
         # no draw for a plant when there is none: the plain stream, draw for draw
@@ -90,19 +113,21 @@ class MultiplicationTask(BinaryOpTask):
 
     def draw_large_carry(self, rng: random.Random, first: tuple[int, int], second: tuple[int, int]) -> Example:
         """A plain problem of these digit ranges, redrawn until a carry of LARGE_CARRY or more
-        enters one of its columns; a plain one where these ranges cannot carry that much (a
-        one-digit operand)."""
+        enters `large_carry_run` of its columns in a row; a plain one where these ranges cannot
+        carry that much (a one-digit operand)."""
         if min(first[1], second[1]) < 2:
             return super().draw_problem(rng, first, second)
         for _ in range(self.MAX_REDRAWS):
             i, j = rng.randint(*first), rng.randint(*second)
-            if min(i, j) < 2:  # no carry of 10 fits: the same conditional draw, without drawing its digits
+            # too short for the run: the same conditional draw, without drawing its digits
+            if min(i, j) < 2 or i + j - 2 < self.large_carry_run:
                 continue
             example = self.make(random_with_digits(rng, i), random_with_digits(rng, j))
-            if max(carries_in(*example.operands)) >= self.LARGE_CARRY:
+            if longest_large_carry_run(*example.operands, self.LARGE_CARRY) >= self.large_carry_run:
                 return example
         raise UserError(f"no problem with operands of {first} and {second} digits carried {self.LARGE_CARRY} or "
-                        f"more in {self.MAX_REDRAWS} draws; sample longer operands, or set large_carry_fraction=0")
+                        f"more into {self.large_carry_run} column(s) in a row in {self.MAX_REDRAWS} draws; sample "
+                        f"longer operands, or lower large_carry_run or large_carry_fraction")
 
     @property
     def multiplier_range(self) -> tuple[int, int]:
@@ -156,8 +181,19 @@ class MultiplicationTask(BinaryOpTask):
             out["large_digit_fraction"] = self.large_digit_fraction
         if self.large_carry_fraction:
             out["large_carry_fraction"] = self.large_carry_fraction
+        if self.large_carry_run != 1:
+            out["large_carry_run"] = self.large_carry_run
         return out
 
+
+
+def longest_large_carry_run(a: int, b: int, large: int) -> int:
+    """The most columns in a row of a * b whose carry in is `large` or more."""
+    longest = run = 0
+    for carry in carries_in(a, b):
+        run = run + 1 if carry >= large else 0
+        longest = max(longest, run)
+    return longest
 
 
 def large_digit_number(rng: random.Random, k: int) -> int:
