@@ -232,6 +232,9 @@ def test_the_multiplication_analysis_splits_attention_by_head_kind():
     assert [(d.digits, d.multiplier_digits) for d in result.by_digit_far] == [(6, 2)]
     # a 6 x 2-digit product has 7 or 8 digits, each binned once
     assert 12 * 7 <= sum(b.n for b in result.by_digit_far[0].by_carry_in) <= 12 * 8
+    # and by the run of large carries ending at its column: the same digits, binned once more
+    assert sum(b.n for b in result.by_digit_far[0].by_carry_run) == sum(b.n for b in result.by_digit_far[0].by_carry_in)
+    assert "By the run of columns in a row, ending at the digit's, that take a carry of 10 or more" in result.findings()[0]
     assert "trained / far length (n=12 problems each, n = answer digits): x 2 (3 / 6 digits: 0 " in result.findings()[0]
     lines = result.figures()["by_carry_in"].data
     assert [(t.name, t.line.dash) for t in lines] == [("x 1, 3-digit", "solid"), ("x 2, 3-digit", "solid"),

@@ -9,19 +9,22 @@ import random
 import pytest
 
 from abacus_interp.tasks import get_task
-from abacus_interp.tasks.product_carries import carries_in, column_sums
-from analyses.multiplication.analysis import accuracy_by_carry_in
+from abacus_interp.tasks.product_carries import carries_in, column_sums, large_carry_runs
+from analyses.multiplication.analysis import accuracy_by_carry_in, accuracy_by_carry_run
 from analyses.multiplication.figures import factor_pair_tables
 from analyses.multiplication.findings import (
     _carry_in_far_sentence,
     _carry_in_sentence,
+    _carry_run_far_sentence,
     _partial_product_sentence,
 )
 from analyses.multiplication.multipliers import accuracy_by_factor_pair, accuracy_by_partial_product
 from analyses.multiplication.result import (
     CARRY_BINS,
     PRODUCT_BINS,
+    RUN_BINS,
     CarryBin,
+    CarryRunBin,
     DigitAccuracy,
     FactorPairTable,
     PartialProductSplit,
@@ -161,6 +164,47 @@ def test_the_far_sentence_sets_each_carry_bin_beside_its_trained_length_and_coun
     only_near = _digits(2, [(0, 0, 90, 1.0), (13, None, 10, 0.2)])
     assert "13+ 20% (n=10) / -" in _carry_in_far_sentence((only_near,), (far,))
     assert _carry_in_far_sentence((one, near), ()) == ""
+
+
+def test_large_carry_runs_of_99999_times_999():
+    # carries in 0, 8, 17, 26, 26, 26, 18, 9: columns 2..6 take 10 or more
+    assert large_carry_runs(99999, 999, 10) == [0, 0, 1, 2, 3, 4, 5, 0]
+    assert large_carry_runs(99999, 999, 20) == [0, 0, 0, 1, 2, 3, 0, 0]
+    # a carry of 9 breaks the run: 17, 17, 17, 9, 17, 17, 17
+    assert large_carry_runs(9909099, 999, 10) == [0, 0, 1, 2, 3, 0, 1, 2, 3, 0]
+
+
+def test_run_binning_recovers_a_planted_threshold():
+    """Digits planted right exactly when fewer than 4 columns in a row up to theirs take a
+    carry of 10 or more: the bins below 4 are 100%, those from 4 up 0%, every digit counted once.
+    The problems come from the run plant, so that long runs are there to bin."""
+    task = get_task("multiplication", max_digits=5, max_multiplier_digits=3, answer_format="slots",
+                    large_carry_fraction=1.0, large_carry_run=5)
+    examples = task.sample_cell(60, random.Random(1), 5, 3)
+    right = [[run < 4 for run in large_carry_runs(*e.operands, 10)] for e in examples]
+    bins = accuracy_by_carry_run(examples, right)
+    assert all(isinstance(b, CarryRunBin) for b in bins)
+    assert sum(b.n for b in bins) == sum(len(str(e.operands[0] * e.operands[1])) for e in examples)
+    assert [(b.lo, b.hi) for b in bins] == [bounds for bounds in RUN_BINS if any(b.lo == bounds[0] for b in bins)]
+    assert {b.right for b in bins if b.lo < 4} == {1.0} and {b.right for b in bins if b.lo >= 4} == {0.0}
+    assert [b.span for b in bins][:4] == ["0", "1-2", "3", "4-5"]
+    with pytest.raises(ValueError):
+        accuracy_by_carry_run(examples[:1], [right[0][:-1]])
+
+
+def test_the_run_finding_sets_the_trained_length_beside_the_far_one():
+    def runs(k, digits, bins):
+        return dataclasses.replace(_digits(k, [(0, 0, 1, 1.0)], digits=digits),
+                                   by_carry_run=tuple(CarryRunBin(lo=lo, hi=hi, n=n, right=r) for lo, hi, n, r in bins))
+    near = runs(3, 5, [(0, 0, 700, 1.0), (1, 2, 200, 1.0), (4, 5, 100, 0.99)])
+    far = runs(3, 20, [(0, 0, 700, 1.0), (1, 2, 150, 0.99), (4, 5, 100, 0.98), (6, None, 50, 0.96)])
+    sentence = _carry_run_far_sentence((near,), (far,))
+    assert sentence.startswith("By the run of columns in a row, ending at the digit's, that take a carry of 10 or more, "
+                               "trained / far length: x 3 (5 / 20 digits: ")
+    assert "4-5 99% (n=100) / 98% (n=100), 6+ - / 96% (n=50)" in sentence
+    # runs of 4 or more: 100 of 1,000 digits at 5, 150 of 1,000 at 20
+    assert "runs of 4 or more end at 10.0% / 15.0% of the answer digits" in sentence
+    assert _carry_run_far_sentence((near,), ()) == "" and _carry_run_far_sentence((), (far,)) == ""
 
 
 def test_the_bins_split_where_one_digit_multipliers_stop_carrying():

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 from abacus_interp.errors import UserError
 from abacus_interp.tasks.base import Example, check_digit_range, check_fraction, random_with_digits
 from abacus_interp.tasks.binary_op import BinaryOpTask
-from abacus_interp.tasks.product_carries import carries_in, column_products, running_sums
+from abacus_interp.tasks.product_carries import column_products, large_carry_runs, running_sums
 
 
 class MultiplicationTask(BinaryOpTask):
@@ -189,11 +189,7 @@ class MultiplicationTask(BinaryOpTask):
 
 def longest_large_carry_run(a: int, b: int, large: int) -> int:
     """The most columns in a row of a * b whose carry in is `large` or more."""
-    longest = run = 0
-    for carry in carries_in(a, b):
-        run = run + 1 if carry >= large else 0
-        longest = max(longest, run)
-    return longest
+    return max(large_carry_runs(a, b, large))
 
 
 def large_digit_number(rng: random.Random, k: int) -> int:

@@ -58,6 +58,17 @@ def carries_in(a: int, b: int) -> list[int]:
     return [0] + [total // 10 for total in running_sums(a, b)[:-1]]
 
 
+def large_carry_runs(a: int, b: int, large: int) -> list[int]:
+    """Per answer column, how many columns in a row up to and including it take a carry of
+    `large` or more: 0 where its own carry is smaller. A column at the end of a long run has a
+    large carry resting on large carries below it, which a short product holds rarely."""
+    runs, run = [], 0
+    for carry in carries_in(a, b):
+        run = run + 1 if carry >= large else 0
+        runs.append(run)
+    return runs
+
+
 def running_sums(a: int, b: int) -> list[int]:
     """The running sum of every answer column, s_i + c_i: its digit is answer digit i and the
     rest is the carry out (Bai et al. 2025's running sum, which `train.running_sum_loss`

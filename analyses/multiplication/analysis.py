@@ -25,7 +25,8 @@ from abacus_interp.errors import UserError
 from abacus_interp.evaluation.common import section_rng
 from abacus_interp.evaluation.extrapolation import length_extrapolation
 from abacus_interp.tasks.base import random_with_digits
-from abacus_interp.tasks.product_carries import carries_in, carry_reach
+from abacus_interp.tasks.multiplication import MultiplicationTask
+from abacus_interp.tasks.product_carries import carries_in, carry_reach, large_carry_runs
 from analyses._running_sum import RunningSumReading, running_sum_reading
 from analyses.carry_wave.analysis import lens_answers, lock_in_loops, per_loop_correct
 from analyses.carry_wave.patching import delayed_carry
@@ -39,7 +40,9 @@ from .heads import head_reading, knockout
 from .multipliers import accuracy_by_factor_pair, accuracy_by_partial_product, by_multiplier
 from .result import (
     CARRY_BINS,
+    RUN_BINS,
     CarryBin,
+    CarryRunBin,
     DelayedProduct,
     DigitAccuracy,
     HaltingFit,
@@ -150,6 +153,7 @@ def digit_accuracy(model, examples, digits: int, k: int, loops: int,
     return DigitAccuracy(label=f"uniform, {digits} x {k} digits", digits=digits, multiplier_digits=k,
                          n_problems=len(examples), loops=loops, right=tuple(right), products=products,
                          by_carry_in=accuracy_by_carry_in(examples, correct),
+                         by_carry_run=accuracy_by_carry_run(examples, correct),
                          wrong=wrong_digits(read, wanted),
                          by_partial_product=accuracy_by_partial_product(examples, correct, k),
                          by_factor_pair=accuracy_by_factor_pair(examples, correct, k))
@@ -175,14 +179,27 @@ def accuracy_by_carry_in(examples, right) -> tuple[CarryBin, ...]:
     """How often the answer digits are right, grouped by the carry into their column
     (`CARRY_BINS`; bins no digit falls in are left out). `right`: per example, whether each
     answer digit (units first, one per digit of the product) is right."""
-    counts = {bounds: [0, 0] for bounds in CARRY_BINS}
-    for example, row in zip(examples, right, strict=True):
-        for carry, ok in zip(carries_in(*example.operands), row, strict=True):
-            tally = counts[next((lo, hi) for lo, hi in CARRY_BINS if carry >= lo and (hi is None or carry <= hi))]
+    return _binned([carries_in(*e.operands) for e in examples], right, CARRY_BINS, CarryBin)
+
+
+def accuracy_by_carry_run(examples, right) -> tuple[CarryRunBin, ...]:
+    """How often the answer digits are right, grouped by the run of large carries (the task's
+    LARGE_CARRY or more) ending at their column (`RUN_BINS`; empty bins left out). `right` as
+    for `accuracy_by_carry_in`."""
+    runs = [large_carry_runs(*e.operands, MultiplicationTask.LARGE_CARRY) for e in examples]
+    return _binned(runs, right, RUN_BINS, CarryRunBin)
+
+
+def _binned(values, right, bins, bin_type):
+    """`bin_type`s of `bins`: per bin, how many answer digits have a value in it and the share
+    right; `values` and `right` hold one entry per answer digit of each example."""
+    counts = {bounds: [0, 0] for bounds in bins}
+    for row_values, row in zip(values, right, strict=True):
+        for value, ok in zip(row_values, row, strict=True):
+            tally = counts[next((lo, hi) for lo, hi in bins if value >= lo and (hi is None or value <= hi))]
             tally[0] += bool(ok)
             tally[1] += 1
-    return tuple(CarryBin(lo=lo, hi=hi, n=n, right=round(hits / n, 4))
-                 for (lo, hi), (hits, n) in counts.items() if n)
+    return tuple(bin_type(lo=lo, hi=hi, n=n, right=round(hits / n, 4)) for (lo, hi), (hits, n) in counts.items() if n)
 
 
 def _per_multiplier_length(model, task, ks, far: int, cfg: MultiplicationConfig) -> dict:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from abacus_interp.tasks.multiplication import MultiplicationTask
 from abacus_interp.tasks.product_carries import ONE_DIGIT_MAX_CARRY
 from analyses._running_sum import running_sum_sentence
 from analyses.prose import LinearFit, limit
+
+from .result import LONG_RUN
 
 
 def multiplication_findings(result) -> list[str]:
@@ -27,6 +30,8 @@ def multiplication_findings(result) -> list[str]:
             out[-1] += " " + _carry_in_sentence(result.by_digit)
         if far_sentence := _carry_in_far_sentence(result.by_digit, result.by_digit_far):
             out[-1] += " " + far_sentence
+        if run_sentence := _carry_run_far_sentence(result.by_digit, result.by_digit_far):
+            out[-1] += " " + run_sentence
         if wrong_sentence := _wrong_digits_sentence(result.by_digit + result.by_digit_far):
             out[-1] += " " + wrong_sentence
         if sources_sentence := _error_sources_sentence(result.error_sources):
@@ -101,9 +106,7 @@ def _carry_in_far_sentence(by_digit, by_digit_far) -> str:
         trained = near.get(far.multiplier_digits)
         if trained is None or not far.by_carry_in:
             continue
-        at_trained, at_far = ({b.span: b for b in d.by_carry_in} for d in (trained, far))
-        spans = [span for _, span in sorted({(b.lo, b.span) for b in trained.by_carry_in + far.by_carry_in})]
-        bins = ", ".join(f"{span} {_right(at_trained.get(span))} / {_right(at_far.get(span))}" for span in spans)
+        bins = _trained_and_far(trained.by_carry_in, far.by_carry_in)
         parts.append(f"x {far.multiplier_digits} ({trained.digits} / {far.digits} digits: {bins}; carries above "
                      f"{ONE_DIGIT_MAX_CARRY} into {_share_above(trained.by_carry_in):.0%} / "
                      f"{_share_above(far.by_carry_in):.0%} of the answer digits)")
@@ -111,6 +114,40 @@ def _carry_in_far_sentence(by_digit, by_digit_far) -> str:
         return ""
     return (f"Answer digits right by the carry into their column, trained / far length "
             f"(n={by_digit_far[0].n_problems} problems each, n = answer digits): " + "; ".join(parts) + ".")
+
+
+def _carry_run_far_sentence(by_digit, by_digit_far) -> str:
+    """Per multiplier length: the answer digits right by the run of large carries ending at
+    their column, at the trained length beside the far one, and the share of the digits at the
+    end of a run of LONG_RUN or more at each. A far length loses accuracy there when its runs
+    are longer than any the trained length held often."""
+    near = {d.multiplier_digits: d for d in by_digit}
+    parts = []
+    for far in by_digit_far:
+        trained = near.get(far.multiplier_digits)
+        if trained is None or not (far.by_carry_run and trained.by_carry_run):
+            continue
+        parts.append(f"x {far.multiplier_digits} ({trained.digits} / {far.digits} digits: "
+                     f"{_trained_and_far(trained.by_carry_run, far.by_carry_run)}; runs of {LONG_RUN} or more end at "
+                     f"{_share_from(trained.by_carry_run, LONG_RUN):.1%} / {_share_from(far.by_carry_run, LONG_RUN):.1%} "
+                     f"of the answer digits)")
+    if not parts:
+        return ""
+    return (f"By the run of columns in a row, ending at the digit's, that take a carry of "
+            f"{MultiplicationTask.LARGE_CARRY} or more, trained / far length: " + "; ".join(parts) + ".")
+
+
+def _trained_and_far(trained_bins, far_bins) -> str:
+    """"0 100% (n=90) / 99% (n=400), ...": each bin's accuracy at both lengths, "-" where empty."""
+    at_trained, at_far = ({b.span: b for b in bins} for bins in (trained_bins, far_bins))
+    spans = [span for _, span in sorted({(b.lo, b.span) for b in trained_bins + far_bins})]
+    return ", ".join(f"{span} {_right(at_trained.get(span))} / {_right(at_far.get(span))}" for span in spans)
+
+
+def _share_from(bins, lo: int) -> float:
+    """The share of the answer digits in the bins from `lo` up."""
+    total = sum(b.n for b in bins)
+    return sum(b.n for b in bins if b.lo >= lo) / total if total else 0.0
 
 
 def _wrong_digits_sentence(rows) -> str:

@@ -73,6 +73,14 @@ class DelayedProduct:
 CARRY_BINS: tuple[tuple[int, int | None], ...] = ((0, 0), (1, 2), (3, 4), (5, 8), (9, 12), (13, None))
 
 
+# the run of large carries (MultiplicationTask.LARGE_CARRY or more) ending at a column, grouped: none;
+# runs a 5-digit multiplicand holds often; runs it holds rarely (4-5: about 1% of a 5 x 1..3
+# training mix's answer digits); and runs it cannot hold (6 or more need 8 columns with a carry)
+RUN_BINS: tuple[tuple[int, int | None], ...] = ((0, 0), (1, 2), (3, 3), (4, 5), (6, None))
+# where the findings count a run as long (a bin of RUN_BINS starts here)
+LONG_RUN = 4
+
+
 @dataclass(frozen=True)
 class DigitBin:
     """The answer digits whose column has some quantity in `lo`..`hi` (a subclass says which),
@@ -93,6 +101,12 @@ class DigitBin:
 class CarryBin(DigitBin):
     """The answer digits whose column receives a carry of `lo`..`hi` from the column below
     (`tasks.product_carries.carries_in`), and how often they are right."""
+
+
+@dataclass(frozen=True)
+class CarryRunBin(DigitBin):
+    """The answer digits at the end of a run of `lo`..`hi` columns in a row that take a large
+    carry (`tasks.product_carries.large_carry_runs`), and how often they are right."""
 
 
 def span_text(lo: int, hi: int | None) -> str:
@@ -263,6 +277,9 @@ class DigitAccuracy:
     # the same digits by the carry into their column: a one-digit multiplier's carries stop at 8
     # (9 x 9 + 8 = 89), longer multipliers make larger ones
     by_carry_in: tuple[CarryBin, ...] = ()
+    # the same digits by the run of large carries ending at their column: far from home a column
+    # can sit atop more large carries in a row than any trained product held
+    by_carry_run: tuple[CarryRunBin, ...] = ()
     wrong: WrongDigits | None = None  # how far off the wrong digits are
     # for k of 2 digits or more: the digits of the columns that add all k products, by each product's size
     # (the report reads it at the trained length; by_digit_far's rows carry it too, for notebooks)
