@@ -128,7 +128,8 @@ def _carry_run_far_sentence(by_digit, by_digit_far) -> str:
         if trained is None or not (far.by_carry_run and trained.by_carry_run):
             continue
         parts.append(f"x {far.multiplier_digits} ({trained.digits} / {far.digits} digits: "
-                     f"{_trained_and_far(trained.by_carry_run, far.by_carry_run)}; runs of {LONG_RUN} or more end at "
+                     f"{_trained_and_far(trained.by_carry_run, far.by_carry_run, decimals=1)}; runs of {LONG_RUN} or "
+                     f"more end at "
                      f"{_share_from(trained.by_carry_run, LONG_RUN):.1%} / {_share_from(far.by_carry_run, LONG_RUN):.1%} "
                      f"of the answer digits)")
     if not parts:
@@ -137,11 +138,13 @@ def _carry_run_far_sentence(by_digit, by_digit_far) -> str:
             f"{MultiplicationTask.LARGE_CARRY} or more, trained / far length: " + "; ".join(parts) + ".")
 
 
-def _trained_and_far(trained_bins, far_bins) -> str:
-    """"0 100% (n=90) / 99% (n=400), ...": each bin's accuracy at both lengths, "-" where empty."""
+def _trained_and_far(trained_bins, far_bins, decimals: int = 0) -> str:
+    """"0 100% (n=90) / 99% (n=400), ...": each bin's accuracy at both lengths, "-" where empty;
+    `decimals` where the shares sit near 100% and a tenth of a point is the difference."""
     at_trained, at_far = ({b.span: b for b in bins} for bins in (trained_bins, far_bins))
     spans = [span for _, span in sorted({(b.lo, b.span) for b in trained_bins + far_bins})]
-    return ", ".join(f"{span} {_right(at_trained.get(span))} / {_right(at_far.get(span))}" for span in spans)
+    return ", ".join(f"{span} {_right(at_trained.get(span), decimals)} / {_right(at_far.get(span), decimals)}"
+                     for span in spans)
 
 
 def _share_from(bins, lo: int) -> float:
@@ -192,8 +195,8 @@ def _partial_product_sentence(by_digit) -> str:
             f"(in brackets: those whose carry in is at most {small}): " + "; ".join(parts) + ".")
 
 
-def _right(carry_bin) -> str:
-    return "-" if carry_bin is None else f"{carry_bin.right:.0%} (n={carry_bin.n})"
+def _right(carry_bin, decimals: int = 0) -> str:
+    return "-" if carry_bin is None else f"{carry_bin.right:.{decimals}%} (n={carry_bin.n})"
 
 
 def _share_above(bins) -> float:
