@@ -7,7 +7,8 @@ from abacus_interp.tasks.product_carries import ONE_DIGIT_MAX_CARRY
 from analyses._running_sum import running_sum_sentence
 from analyses.prose import LinearFit, limit
 
-from .result import LONG_RUN
+# where the run finding counts a run of large carries as long (a bin of result.RUN_BINS starts here)
+LONG_RUN = 4
 
 
 def multiplication_findings(result) -> list[str]:

@@ -77,8 +77,6 @@ CARRY_BINS: tuple[tuple[int, int | None], ...] = ((0, 0), (1, 2), (3, 4), (5, 8)
 # runs a 5-digit multiplicand holds often; runs it holds rarely (4-5: about 1% of a 5 x 1..3
 # training mix's answer digits); and runs it cannot hold (6 or more need 8 columns with a carry)
 RUN_BINS: tuple[tuple[int, int | None], ...] = ((0, 0), (1, 2), (3, 3), (4, 5), (6, None))
-# where the findings count a run as long (a bin of RUN_BINS starts here)
-LONG_RUN = 4
 
 
 @dataclass(frozen=True)
