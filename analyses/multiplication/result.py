@@ -74,8 +74,9 @@ CARRY_BINS: tuple[tuple[int, int | None], ...] = ((0, 0), (1, 2), (3, 4), (5, 8)
 
 
 # the run of large carries (MultiplicationTask.LARGE_CARRY or more) ending at a column, grouped: none;
-# runs a 5-digit multiplicand holds often; runs it holds rarely (4-5: about 1% of a 5 x 1..3
-# training mix's answer digits); and runs it cannot hold (6 or more need 8 columns with a carry)
+# runs a 5-digit multiplicand holds often (1-3); runs it holds rarely (4-5: 0.4% of the answer digits
+# of uniform 5 x 3 products); and 6 or more, which it holds only when every column from the third up
+# carries 10 or more
 RUN_BINS: tuple[tuple[int, int | None], ...] = ((0, 0), (1, 2), (3, 3), (4, 5), (6, None))
 
 
