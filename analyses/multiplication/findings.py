@@ -101,11 +101,9 @@ def _carry_in_far_sentence(by_digit, by_digit_far) -> str:
     length's (n = answer digits in each), and the share of answer digits whose carry passes
     ONE_DIGIT_MAX_CARRY at each. Equal accuracy per bin says the loop carries as well far as
     near: a long product is then lost because it has more columns to slip in."""
-    near = {d.multiplier_digits: d for d in by_digit}
     parts = []
-    for far in by_digit_far:
-        trained = near.get(far.multiplier_digits)
-        if trained is None or not far.by_carry_in:
+    for trained, far in _trained_beside_far(by_digit, by_digit_far):
+        if not far.by_carry_in:
             continue
         bins = _trained_and_far(trained.by_carry_in, far.by_carry_in)
         parts.append(f"x {far.multiplier_digits} ({trained.digits} / {far.digits} digits: {bins}; carries above "
@@ -122,11 +120,9 @@ def _carry_run_far_sentence(by_digit, by_digit_far) -> str:
     their column, at the trained length beside the far one, and the share of the digits at the
     end of a run of LONG_RUN or more at each. A far length loses accuracy there when its runs
     are longer than any the trained length held often."""
-    near = {d.multiplier_digits: d for d in by_digit}
     parts = []
-    for far in by_digit_far:
-        trained = near.get(far.multiplier_digits)
-        if trained is None or not (far.by_carry_run and trained.by_carry_run):
+    for trained, far in _trained_beside_far(by_digit, by_digit_far):
+        if not (far.by_carry_run and trained.by_carry_run):
             continue
         parts.append(f"x {far.multiplier_digits} ({trained.digits} / {far.digits} digits: "
                      f"{_trained_and_far(trained.by_carry_run, far.by_carry_run, decimals=1)}; runs of {LONG_RUN} or "
@@ -137,6 +133,12 @@ def _carry_run_far_sentence(by_digit, by_digit_far) -> str:
         return ""
     return (f"By the run of columns in a row, ending at the digit's, that take a carry of "
             f"{MultiplicationTask.LARGE_CARRY} or more, trained / far length: " + "; ".join(parts) + ".")
+
+
+def _trained_beside_far(by_digit, by_digit_far):
+    """(trained, far) `DigitAccuracy` pairs of the same multiplier length, in by_digit_far's order."""
+    near = {d.multiplier_digits: d for d in by_digit}
+    return [(near[far.multiplier_digits], far) for far in by_digit_far if far.multiplier_digits in near]
 
 
 def _trained_and_far(trained_bins, far_bins, decimals: int = 0) -> str:
@@ -202,8 +204,7 @@ def _right(carry_bin, decimals: int = 0) -> str:
 
 def _share_above(bins) -> float:
     """The share of the answer digits whose carry in passes ONE_DIGIT_MAX_CARRY."""
-    total = sum(b.n for b in bins)
-    return sum(b.n for b in bins if b.lo > ONE_DIGIT_MAX_CARRY) / total if total else 0.0
+    return _share_from(bins, ONE_DIGIT_MAX_CARRY + 1)
 
 
 def _by_multiplier_sentence(rows) -> str:
