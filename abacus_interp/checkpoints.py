@@ -406,9 +406,12 @@ def load_model(
 
 
 # ---------------------------------------------------------------- resume state
-def save_resume(run_dir: Path, optimizer: torch.optim.Optimizer, step: int, extra: dict) -> None:
+def save_resume(run_dir: Path, optimizer: torch.optim.Optimizer, step: int, extra: dict,
+                live_weights: dict[str, torch.Tensor] | None = None) -> None:
     """Optimizer tensors in safetensors, scalars in JSON. Data and offsets are drawn from
-    generators seeded by (seed, rank, step), so no RNG state needs saving."""
+    generators seeded by (seed, rank, step), so no RNG state needs saving. `live_weights`:
+    the weights the optimizer steps, where the checkpoint holds others (their average,
+    `train.average_from`), written with the rest as `live_weights.safetensors`."""
     state = optimizer.state_dict()
     tensors, scalars = {}, {}
     for param_id, slots in state["state"].items():
@@ -420,9 +423,17 @@ def save_resume(run_dir: Path, optimizer: torch.optim.Optimizer, step: int, extr
                 scalars[key] = value
     folder = Path(run_dir) / "resume"
     # together: a state.json of one step beside the optimizer tensors of another would resume wrongly
-    atomic_write_all([(folder / "state.safetensors", _tensors_writer(tensors)),
-                      (folder / "state.json", _json_writer({"step": step, "param_groups": state["param_groups"],
-                                                             "scalars": scalars, **extra}))])
+    files = [(folder / "state.safetensors", _tensors_writer(tensors)),
+             (folder / "state.json", _json_writer({"step": step, "param_groups": state["param_groups"],
+                                                   "scalars": scalars, **extra}))]
+    if live_weights is not None:
+        files.append((live_weights_path(run_dir), _tensors_writer(live_weights)))
+    atomic_write_all(files)
+
+
+def live_weights_path(run_dir: Path) -> Path:
+    """Where `save_resume` keeps the live weights of a run whose checkpoints hold an average."""
+    return Path(run_dir) / "resume" / "live_weights.safetensors"
 
 
 def load_resume(run_dir: Path, optimizer: torch.optim.Optimizer) -> dict:

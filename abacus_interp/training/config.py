@@ -111,6 +111,14 @@ class TrainConfig:
     # read. A resume continues from the run's own state and never reads this again. None: a
     # fresh model.
     init_from: str | None = None
+    # From this step on, the held-out evaluations and the checkpoints read the mean of the
+    # weights after every step since (stochastic weight averaging, Izmailov et al. 2018:
+    # `averaging.py`); the optimizer still steps the live weights, which the resume state keeps.
+    # The mean of a late stretch of a run sits nearer the middle of the flat region its steps
+    # wander in: on a cycle from extrap-mul-digits-ft10, the mean of its checkpoints from step
+    # 2,500 on scored 20-digit x 3-digit products at 98.1% against 97.6% for its last step
+    # (2,000 problems). None: off, the checkpoints hold the live weights.
+    average_from: int | None = None
     loss_dtype: str = "float32"
     seed: int = 0
     log_every: int = 10
@@ -191,11 +199,15 @@ class TrainConfig:
         for name in ("log_every", "eval_every", "checkpoint_every"):
             if getattr(self, name) < 1:
                 raise UserError(f"train.{name} must be >= 1")
+        if self.average_from is not None and (isinstance(self.average_from, bool) or not isinstance(self.average_from, int)
+                                              or not 1 <= self.average_from <= self.steps):
+            raise UserError(f"train.average_from={self.average_from!r}: the step from which checkpoints hold the "
+                            f"averaged weights, an integer in [1, train.steps={self.steps}], or null for none")
 
 
 # Training fields added after runs were saved: left out of to_dict while off (None), so those
 # runs' configs read, resume and compare as the same run.
-_TRAIN_OMITTED_WHEN_OFF = ("partial_product_loss",)
+_TRAIN_OMITTED_WHEN_OFF = ("partial_product_loss", "average_from")
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from ..core.families import build_model
 from ..core.scoring import score_examples
 from ..errors import UserError, check_output_dir
 from ..evaluation.heldout import heldout_sets
+from .averaging import WeightAverage
 from .config import RunConfig
 from .data import BatchSource, shard_rows
 from .decay import build_optimizer
@@ -105,6 +106,7 @@ class _Setup:
     allowed: torch.Tensor | None  # the same on the device, for the evaluation
     eval_eos: bool
     autocast: object
+    average: WeightAverage  # the mean of the weights from train.average_from on
 
 
 def _set_up(cfg: RunConfig, world: dist_utils.World) -> _Setup:
@@ -129,12 +131,14 @@ def _set_up(cfg: RunConfig, world: dist_utils.World) -> _Setup:
     eval_sets = heldout_sets(task, tcfg.eval_problems, cfg.model.max_seq_len) if world.rank == 0 else {}
     loss_readout = readout_ids(cfg, task)
     use_bf16 = tcfg.bf16 and device.type == "cuda"
-    return _Setup(model=model, parameters=list(model.parameters()), optimizer=optimizer, source=source,
+    parameters = list(model.parameters())
+    return _Setup(model=model, parameters=parameters, optimizer=optimizer, source=source,
                   part=(world.rank, world.world_size), eval_sets=eval_sets, save_at=set(checkpoint_steps(tcfg)),
                   loss_readout=loss_readout,
                   allowed=None if loss_readout is None else loss_readout.to(device),
                   eval_eos=tcfg.loss_positions != "answer_tokens",
-                  autocast=torch.autocast("cuda", dtype=torch.bfloat16) if use_bf16 else nullcontext())
+                  autocast=torch.autocast("cuda", dtype=torch.bfloat16) if use_bf16 else nullcontext(),
+                  average=WeightAverage(parameters, tcfg.average_from))
 
 
 @contextmanager
@@ -156,11 +160,11 @@ def _train(cfg: RunConfig, run_dir: Path, progress: bool, world: dist_utils.Worl
     tcfg, device, is_writer = cfg.train, world.device, world.rank == 0
     run = _set_up(cfg, world)
     model, optimizer = run.model, run.optimizer
-    step, tokens_seen = start_or_resume(run_dir, cfg, model, optimizer, is_writer)
+    step, tokens_seen = start_or_resume(run_dir, cfg, model, optimizer, is_writer, run.average)
     if step == 0 and tcfg.init_from is not None:  # every rank starts at the weights rank 0 read
         dist_utils.broadcast_parameters(model, world)
     dist_utils.barrier(world)  # every rank sees the same run directory state from here
-    book = Bookkeeping(run_dir, model, optimizer, world, step, tokens_seen)
+    book = Bookkeeping(run_dir, model, optimizer, world, step, tokens_seen, run.average)
     if step == 0:
         book.save(0, {})
     bar = tqdm(total=tcfg.steps, initial=step, disable=not (progress and is_writer), desc="train", dynamic_ncols=True)
@@ -188,7 +192,7 @@ def _train(cfg: RunConfig, run_dir: Path, progress: bool, world: dist_utils.Worl
                 # non-finite loss or gradient norm is raised at the next logged step or checkpoint
                 stopping, grad_norm = _update(run.parameters, optimizer, losses.loss, world, bool(stop_signal),
                                                tcfg.grad_clip)
-                book.divergence.note(step, losses.loss, grad_norm)
+                book.note_update(step, losses.loss, grad_norm)
                 book.local_tokens += int(batch.valid[rows].sum())  # the batch is in host memory: no device read
 
                 # --- log, evaluate on held-out sets, checkpoint
@@ -250,7 +254,10 @@ def _logged_row(run: _Setup, book: Bookkeeping, step: int, losses: StepLosses, g
         row["running_sum_loss"] = dist_utils.mean_across_ranks(losses.running_sum.item(), world)
     if losses.partial_products is not None:  # the readout's mean cross-entropy over its digit targets
         row["partial_product_loss"] = dist_utils.mean_across_ranks(losses.partial_products.item(), world)
+    if run.average.active:  # the held-out figures and the checkpoint read the mean of this many steps
+        row["averaged_steps"] = run.average.steps_averaged
     if book.is_writer and (step % tcfg.eval_every == 0 or step in run.save_at or step == tcfg.steps):
-        row.update(_evaluate(run.model, run.eval_sets, run.allowed, run.eval_eos))
+        with run.average.swapped_in():
+            row.update(_evaluate(run.model, run.eval_sets, run.allowed, run.eval_eos))
         run.model.train()
     return row

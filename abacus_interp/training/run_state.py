@@ -19,6 +19,7 @@ from .. import checkpoints as ckpt
 from ..core.config import ModelConfig
 from ..core.masks import head_kinds
 from ..errors import UserError
+from .averaging import WeightAverage
 from .config import RunConfig
 from .growth import grow_state, head_placement
 
@@ -67,12 +68,14 @@ class DivergenceWatch:
 
 
 
-def start_or_resume(run_dir: Path, cfg: RunConfig, model, optimizer, is_writer: bool) -> tuple[int, int]:
+def start_or_resume(run_dir: Path, cfg: RunConfig, model, optimizer, is_writer: bool,
+                    average: WeightAverage | None = None) -> tuple[int, int]:
     """Write config.json for a new run (started at train.init_from's weights when it names
-    some), or restore weights and optimizer to resume. The step and tokens seen."""
+    some), or restore weights, optimizer and the weights' running mean (`average`) to resume.
+    The step and tokens seen."""
     config_path = run_dir / "config.json"
     if (run_dir / "resume" / "state.json").exists():
-        return _resume(run_dir, cfg, model, optimizer, is_writer)
+        return _resume(run_dir, cfg, model, optimizer, is_writer, average)
     if is_writer and config_path.exists() and any((run_dir / "checkpoints").glob("*.safetensors")):
         raise UserError(f"{run_dir} already has checkpoints but no resume state; choose a new --out")
     written = cfg.to_dict()
@@ -86,7 +89,8 @@ def start_or_resume(run_dir: Path, cfg: RunConfig, model, optimizer, is_writer: 
     return 0, 0
 
 
-def _resume(run_dir: Path, cfg: RunConfig, model, optimizer, is_writer: bool) -> tuple[int, int]:
+def _resume(run_dir: Path, cfg: RunConfig, model, optimizer, is_writer: bool,
+            average: WeightAverage | None) -> tuple[int, int]:
     saved = ckpt.read_run_config(run_dir)
     # the model compared as a config, not as written: a field added since the run was
     # saved reads back at its default (the model the run was trained with)
@@ -95,7 +99,8 @@ def _resume(run_dir: Path, cfg: RunConfig, model, optimizer, is_writer: bool) ->
             f"{run_dir} holds a run with a different model or task config; "
             "resume with the same preset and --set values, or choose a new --out"
         )
-    trained_with = RunConfig.from_dict(saved).to_dict()["train"]
+    trained = RunConfig.from_dict(saved)
+    trained_with = trained.to_dict()["train"]
     # where step 0 came from is history, not a setting: a resume keeps the recorded source
     wanted = {**cfg.to_dict()["train"], "init_from": trained_with["init_from"]}
     if cfg.train.init_from not in (None, trained_with["init_from"]):
@@ -108,12 +113,13 @@ def _resume(run_dir: Path, cfg: RunConfig, model, optimizer, is_writer: bool) ->
     weights = ckpt.step_path(run_dir, step)
     fix = f"the resume state is at step {step} and needs this file: restore it, or train into a new --out"
     ckpt.load_state_into(model, ckpt.read_state(weights, fix), weights)
+    _restore_average(run_dir, meta, trained.train.average_from, cfg, model, average)
     # metrics logged after the resumed step are dropped, so the curve continues exactly
     rows = [r for r in ckpt.read_metrics(run_dir) if r["step"] <= step] if is_writer else []
     if is_writer and trained_with != wanted:
         # e.g. --set train.steps=20000 to extend a finished run: config.json says what the
         # run is now trained to, so `summary` and a later plain resume read the new target
-        changed = sorted(k for k, v in wanted.items() if trained_with[k] != v)
+        changed = sorted(k for k, v in wanted.items() if k not in trained_with or trained_with[k] != v)
         logger.info("resuming %s with other training settings (%s); config.json records them",
                     run_dir, ", ".join(changed))
         ckpt.write_json(run_dir / "config.json", {**saved, "train": wanted})
@@ -121,6 +127,25 @@ def _resume(run_dir: Path, cfg: RunConfig, model, optimizer, is_writer: bool) ->
         rewrite_metrics(run_dir, rows)
     logger.info("resuming %s from step %d", run_dir, step)
     return step, meta.get("tokens", 0)
+
+
+def _restore_average(run_dir: Path, meta: dict, trained_from: int | None, cfg: RunConfig, model,
+                     average: WeightAverage | None) -> None:
+    """A run stopped while averaging: its checkpoint (in the model now) is the mean of
+    `averaged_steps` steps, the live weights the optimizer steps are in the resume state."""
+    steps_averaged = meta.get("averaged_steps", 0)
+    if type(steps_averaged) is not int or steps_averaged < 0:
+        raise ckpt.CheckpointError(f"{run_dir / 'resume' / 'state.json'} holds averaged_steps={steps_averaged!r}, "
+                                   "not a count of steps; restore the resume state from a copy, or train into a new --out")
+    if not steps_averaged:
+        return
+    if cfg.train.average_from != trained_from:
+        raise UserError(f"{run_dir} has averaged its weights from step {trained_from} on; resume with "
+                        f"train.average_from={trained_from}, or train into a new --out")
+    if average is not None:
+        average.restore(steps_averaged)
+    live = ckpt.live_weights_path(run_dir)
+    ckpt.load_state_into(model, ckpt.read_state(live, "restore the resume state from a copy, or train into a new --out"), live)
 
 
 def warm_start(model, source: str | Path) -> Path:
@@ -197,8 +222,10 @@ class Bookkeeping:
     """The run's counters and files on every rank: tokens seen (summed over ranks when read),
     the last step saved, the divergence watch, and (rank 0) the metrics file and checkpoints."""
 
-    def __init__(self, run_dir: Path, model, optimizer, world, step: int, tokens_seen: int):
+    def __init__(self, run_dir: Path, model, optimizer, world, step: int, tokens_seen: int,
+                 average: WeightAverage | None = None):
         self.run_dir, self.model, self.optimizer, self.world = run_dir, model, optimizer, world
+        self.average = average if average is not None else WeightAverage([], None)
         self.is_writer = world.rank == 0
         self.tokens_seen = tokens_seen
         self.local_tokens = 0  # this rank's real tokens since `tokens_seen` was last summed over ranks
@@ -210,6 +237,12 @@ class Bookkeeping:
         self.tokens_seen += int(dist_utils.sum_across_ranks(float(self.local_tokens), self.world))
         self.local_tokens = 0
 
+    def note_update(self, step: int, loss: torch.Tensor, grad_norm: torch.Tensor) -> None:
+        """After `step`'s update: its loss and gradient norm for the divergence check, its
+        weights into the running mean (from train.average_from on)."""
+        self.divergence.note(step, loss, grad_norm)
+        self.average.update(step)
+
     def check(self) -> None:
         """Raise TrainingDiverged (every rank) when a step since the last check was not finite."""
         self.divergence.check(self.world, self.last_good_step, self.run_dir)
@@ -219,8 +252,13 @@ class Bookkeeping:
         self.check()
         self.sync_tokens()
         if self.is_writer:
-            ckpt.save_checkpoint(self.run_dir, self.model, step, {"tokens": self.tokens_seen, "metrics": row})
-            ckpt.save_resume(self.run_dir, self.optimizer, step, {"tokens": self.tokens_seen})
+            with self.average.swapped_in():  # the checkpoint is the averaged model, once averaging has begun
+                ckpt.save_checkpoint(self.run_dir, self.model, step, {"tokens": self.tokens_seen, "metrics": row})
+            extra, live = {"tokens": self.tokens_seen}, None
+            if self.average.active:
+                extra["averaged_steps"] = self.average.steps_averaged
+                live = getattr(self.model, "_orig_mod", self.model).state_dict()
+            ckpt.save_resume(self.run_dir, self.optimizer, step, extra, live_weights=live)
         self.last_good_step = step
 
     def write(self, row: dict) -> None:

@@ -68,6 +68,7 @@ def build_model_card(ctx: RunContext) -> Built:
         "eval_curves": {k: v for k, v in eval_curves.items() if not k.endswith("_loss")},
         "eval_loss_curves": {k: v for k, v in eval_curves.items() if k.endswith("_loss")},
         "warm_start": (cfg.get("train") or {}).get("init_from"),  # config.json of any age or writer
+        "averaged_from": (cfg.get("train") or {}).get("average_from"),
     }
     # grokking: memorisation (train) vs generalisation (held-out) times
     acc_keys = [k for k in eval_curves if not k.endswith("_loss")]

@@ -32,6 +32,10 @@ def model_card(d: ModelCard) -> list[str]:
     if d.warm_start is not None:  # its step 0 is trained: "first passed 50% at step 1" means no learning
         out.append(f"The run started at the weights of {d.warm_start} (train.init_from), not at a fresh "
                    "initialisation: its step 0 is that checkpoint, and its curves continue that run's.")
+    if d.averaged_from is not None:  # the held-out curves change what they score at that step
+        out.append(f"From step {d.averaged_from:,} on, the checkpoints hold the mean of the weights after every "
+                   "step since (train.average_from), and the held-out curves score that mean; the training loss "
+                   "is of the weights the optimizer steps.")
     # the logged columns; one the run never logged is absent from the curves
     curves = d.training_curves
     steps = list(curves["step"]) if "step" in curves else []

@@ -146,3 +146,5 @@ class ModelCard:
     compare: CompareInfo | None = None  # with a comparison run
     # the checkpoint the run started at (train.init_from); None: a fresh initialisation
     warm_start: str | None = None
+    # the step from which the checkpoints hold the mean of the weights (train.average_from); None: the live weights
+    averaged_from: int | None = None
