@@ -104,3 +104,13 @@ def test_the_model_card_says_the_checkpoints_hold_an_average(plain_run, averaged
         said = [f for f in card["findings"] if "train.average_from" in f]
         assert len(said) == (1 if expected else 0)
         assert all(f.startswith("From step 7 on, the checkpoints hold the mean") for f in said)
+
+
+def test_summary_says_the_figures_are_of_the_mean(plain_run, averaged_run, capsys):
+    from abacus_lab.cli import main
+
+    said = "the held-out figures and the checkpoint are of the mean of the weights over the last 6 steps"
+    assert main(["summary", str(averaged_run)]) == 0
+    assert said in capsys.readouterr().out
+    assert main(["summary", str(plain_run)]) == 0
+    assert "mean of the weights" not in capsys.readouterr().out

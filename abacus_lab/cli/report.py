@@ -35,6 +35,9 @@ def cmd_summary(args) -> int:
         last = evals[-1]
         shown = {k: round(v, 4) for k, v in last.items() if isinstance(v, float) and ("loss" in k or "exact" in k)}
         print(f"last evaluation (step {last['step']}): " + ", ".join(f"{k}={v}" for k, v in shown.items()))
+        if "averaged_steps" in last:  # train.average_from: the held-out figures and checkpoints read a mean
+            print(f"  the held-out figures and the checkpoint are of the mean of the weights over the last "
+                  f"{last['averaged_steps']:,} steps (train.average_from); the training loss is of the live weights")
     return 0
 
 
