@@ -29,13 +29,7 @@ def model_card(d: ModelCard) -> list[str]:
                 f"{p.effective_depth} layers with the compute of a "
                 f"{p.unrolled_equivalent_parameters:,}-parameter unrolled model."
             )
-    if d.warm_start is not None:  # its step 0 is trained: "first passed 50% at step 1" means no learning
-        out.append(f"The run started at the weights of {d.warm_start} (train.init_from), not at a fresh "
-                   "initialisation: its step 0 is that checkpoint, and its curves continue that run's.")
-    if d.averaged_from is not None:  # the held-out curves change what they score at that step
-        out.append(f"From step {d.averaged_from:,} on, the checkpoints hold the mean of the weights after every "
-                   "step since (train.average_from), and the held-out curves score that mean; the training loss "
-                   "is of the weights the optimizer steps.")
+    out += _which_weights(d)
     # the logged columns; one the run never logged is absent from the curves
     curves = d.training_curves
     steps = list(curves["step"]) if "step" in curves else []
@@ -76,6 +70,20 @@ def model_card(d: ModelCard) -> list[str]:
         out.append(f"{'Test' if reached else 'Train'} accuracy never passed {pct(grok.threshold)}, so no "
                    "grokking time could be measured.")
     return limit(out)
+
+
+def _which_weights(d: ModelCard) -> list[str]:
+    """Where the run's weights started (train.init_from) and whether its checkpoints hold their
+    mean (train.average_from): both change what the curves after them mean."""
+    out = []
+    if d.warm_start is not None:  # its step 0 is trained: "first passed 50% at step 1" means no learning
+        out.append(f"The run started at the weights of {d.warm_start} (train.init_from), not at a fresh "
+                   "initialisation: its step 0 is that checkpoint, and its curves continue that run's.")
+    if d.averaged_from is not None:  # the held-out curves change what they score at that step
+        out.append(f"From step {d.averaged_from:,} on, the checkpoints hold the mean of the weights after every "
+                   "step since (train.average_from), and the held-out curves score that mean; the training loss "
+                   "is of the weights the optimizer steps.")
+    return out
 
 
 # --------------------------------------------------------------------------- evaluation
