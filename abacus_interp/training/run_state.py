@@ -69,7 +69,7 @@ class DivergenceWatch:
 
 
 def start_or_resume(run_dir: Path, cfg: RunConfig, model, optimizer, is_writer: bool,
-                    average: WeightAverage | None = None) -> tuple[int, int]:
+                    average: WeightAverage) -> tuple[int, int]:
     """Write config.json for a new run (started at train.init_from's weights when it names
     some), or restore weights, optimizer and the weights' running mean (`average`) to resume.
     The step and tokens seen."""
@@ -90,7 +90,7 @@ def start_or_resume(run_dir: Path, cfg: RunConfig, model, optimizer, is_writer: 
 
 
 def _resume(run_dir: Path, cfg: RunConfig, model, optimizer, is_writer: bool,
-            average: WeightAverage | None) -> tuple[int, int]:
+            average: WeightAverage) -> tuple[int, int]:
     saved = ckpt.read_run_config(run_dir)
     # the model compared as a config, not as written: a field added since the run was
     # saved reads back at its default (the model the run was trained with)
@@ -130,7 +130,7 @@ def _resume(run_dir: Path, cfg: RunConfig, model, optimizer, is_writer: bool,
 
 
 def _restore_average(run_dir: Path, meta: dict, trained_from: int | None, cfg: RunConfig, model,
-                     average: WeightAverage | None) -> None:
+                     average: WeightAverage) -> None:
     """A run stopped while averaging: its checkpoint (in the model now) is the mean of
     `averaged_steps` steps, the live weights the optimizer steps are in the resume state."""
     steps_averaged = meta.get("averaged_steps", 0)
@@ -142,8 +142,7 @@ def _restore_average(run_dir: Path, meta: dict, trained_from: int | None, cfg: R
     if cfg.train.average_from != trained_from:
         raise UserError(f"{run_dir} has averaged its weights from step {trained_from} on; resume with "
                         f"train.average_from={trained_from}, or train into a new --out")
-    if average is not None:
-        average.restore(steps_averaged)
+    average.restore(steps_averaged)
     live = ckpt.live_weights_path(run_dir)
     ckpt.load_state_into(model, ckpt.read_state(live, "restore the resume state from a copy, or train into a new --out"), live)
 
@@ -223,9 +222,9 @@ class Bookkeeping:
     the last step saved, the divergence watch, and (rank 0) the metrics file and checkpoints."""
 
     def __init__(self, run_dir: Path, model, optimizer, world, step: int, tokens_seen: int,
-                 average: WeightAverage | None = None):
+                 average: WeightAverage):
         self.run_dir, self.model, self.optimizer, self.world = run_dir, model, optimizer, world
-        self.average = average if average is not None else WeightAverage([], None)
+        self.average = average
         self.is_writer = world.rank == 0
         self.tokens_seen = tokens_seen
         self.local_tokens = 0  # this rank's real tokens since `tokens_seen` was last summed over ranks
