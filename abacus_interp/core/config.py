@@ -223,6 +223,14 @@ class ModelConfig:
     # the products it learned last, and an answer digit is the units of their sum. The
     # value is k, the most multiplier digits the readout covers. Not used to answer.
     partial_product_probe: int | None = None
+    # A linear readout of every position's final state (through ln_final), W_carry
+    # [d_model n_classes] and b_carry, trained by train.carry_loss to give the carry into the
+    # answer column the position predicts as one class out of n_classes (0..n_classes - 1).
+    # Why classes: an N x 3 run's last errors are large carries (9 and up) taken one too
+    # small, which a carry held as a magnitude blurs and a class does not; the running-sum
+    # readout asks for that magnitude. The value is n_classes, one more than the largest
+    # carry the task makes (28 for multipliers of up to 3 digits). Not used to answer.
+    carry_probe: int | None = None
 
     def __post_init__(self):
         if isinstance(self.vocab, dict):
@@ -319,6 +327,6 @@ _DEFAULTS = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
 _OMITTED_AT_DEFAULT = ("rotary", "rotary_base", "abacus_window", "digit_window", "halt_tol", "unembed_init_std", "attn_bias",
                        "unembed_bias", "multiplier_heads", "multiplier_select", "offset_heads", "offset_head_numbers",
                        "offset_heads_exclusive",
-                       "symbol_heads", "number_heads", "running_sum_probe", "partial_product_probe", "softmax_length_scale", "attention_sink",
+                       "symbol_heads", "number_heads", "running_sum_probe", "partial_product_probe", "carry_probe", "softmax_length_scale", "attention_sink",
                        "answer_hides_earlier_answer", "answer_blind_spares_symbol_heads",
                        "answer_symbol_heads_read_only_answer")

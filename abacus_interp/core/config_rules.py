@@ -69,6 +69,12 @@ def check_choices_and_sizes(cfg) -> None:
     if probe is not None and (isinstance(probe, bool) or not isinstance(probe, int) or not 1 <= probe <= MAX_DIMENSION):
         raise UserError(f"ModelConfig.partial_product_probe={probe!r}: the most multiplier digits the readout "
                         "covers, a whole number >= 1 (e.g. 3 for multipliers of up to 3 digits), or null for none")
+    classes = cfg.carry_probe
+    if classes is not None and (isinstance(classes, bool) or not isinstance(classes, int)
+                                or not 2 <= classes <= MAX_DIMENSION):
+        raise UserError(f"ModelConfig.carry_probe={classes!r}: the number of carry classes the readout gives, a "
+                        "whole number >= 2 (one more than the largest carry, e.g. 28 for multipliers of up to 3 "
+                        "digits), or null for none")
     if cfg.halt_tol is not None and not (cfg.halt_tol > 0 and cfg.answer_slots):
         raise UserError(
             f"ModelConfig.halt_tol={cfg.halt_tol}: adaptive halting needs a positive tolerance and "

@@ -108,6 +108,9 @@ class ArithmeticModel(HookedRootModule, abc.ABC):
             k = cfg.partial_product_probe
             self.W_products = nn.Parameter(torch.randn(cfg.d_model, k, 2, 10) * cfg.init_std)
             self.b_products = nn.Parameter(torch.zeros(k, 2, 10))
+        if cfg.carry_probe is not None:  # decayed like W_U: one class per carry
+            self.W_carry = nn.Parameter(torch.randn(cfg.d_model, cfg.carry_probe) * cfg.init_std)
+            self.b_carry = nn.Parameter(torch.zeros(cfg.carry_probe))
 
     def finish_setup(self) -> None:
         """Index the hook points (TransformerLens' setup) once every module exists."""
@@ -262,6 +265,14 @@ class ArithmeticModel(HookedRootModule, abc.ABC):
         """Final norm and unembedding; applied to any loop's state this is the logit lens."""
         return self.ln_final(state) @ self.W_U_effective + self.b_U
 
+    @property
+    def readout_parameters(self) -> dict[str, nn.Parameter]:
+        """The auxiliary readouts' parameters (running sum, partial products, carry) by name:
+        they read the state and write nothing into it, so they can be trained alone
+        (`train.readouts_first`)."""
+        names = ("W_sum", "b_sum", "W_products", "b_products", "W_carry", "b_carry")
+        return {name: getattr(self, name) for name in names if hasattr(self, name)}
+
     def read_running_sum(self, state: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos"]:
         """The running-sum readout (`cfg.running_sum_probe`) of a state, in units of ten (the
         integer part is the carry out)."""
@@ -275,6 +286,13 @@ class ArithmeticModel(HookedRootModule, abc.ABC):
         if self.cfg.partial_product_probe is None:
             raise ValueError("this model has no partial-product readout; build it with partial_product_probe=k")
         return torch.einsum("bpd,dkcv->bpkcv", self.ln_final(state), self.W_products) + self.b_products
+
+    def read_carries(self, state: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos n_classes"]:
+        """The carry readout (`cfg.carry_probe`) of a state: logits over the carry into the
+        answer column each position predicts, class c meaning a carry of c."""
+        if self.cfg.carry_probe is None:
+            raise ValueError("this model has no carry readout; build it with carry_probe=n_classes")
+        return self.ln_final(state) @ self.W_carry + self.b_carry
 
     def forward(
         self,

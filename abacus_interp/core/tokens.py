@@ -109,6 +109,9 @@ class Batch:
     # digit, the units and tens of each partial product its column adds (`Task.partial_products`);
     # -100 (cross_entropy's ignore_index) elsewhere and for multiplier digits the problem lacks.
     partial_products: Int[Tensor, "batch pos k 2"] | None = None
+    # Training with train.carry_loss only: at each position that predicts an answer digit, the
+    # carry into its column (`Task.carries_in`); -100 (cross_entropy's ignore_index) elsewhere.
+    carries: Int[Tensor, "batch pos"] | None = None
 
 
 def encode_batch(

@@ -105,6 +105,19 @@ class Task(ABC):
         target of `train.running_sum_loss`; None: the task has no such quantity."""
         return None
 
+    def carries_in(self, example: Example) -> list[int] | None:
+        """The carry into each answer column (0 into the first), the targets of
+        `train.carry_loss`: read off `running_sums`, whose rest past the last digit is the carry
+        out. None: the task has no running sums."""
+        sums = self.running_sums(example)
+        return None if sums is None else [0] + [total // 10 for total in sums[:-1]]
+
+    @property
+    def max_carry(self) -> int | None:
+        """The largest carry into an answer column this task's problems can make; None: the
+        task declares no carries."""
+        return None
+
     def partial_products(self, example: Example) -> list[tuple[int, ...]] | None:
         """Per answer digit i, the partial products a_(i-j) * b_j that its column adds, one per
         multiplier digit j (0 where a_(i-j) does not exist): the targets of

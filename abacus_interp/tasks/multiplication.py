@@ -159,6 +159,12 @@ class MultiplicationTask(BinaryOpTask):
     def max_partial_products(self) -> int:
         return self.multiplier_range[1]
 
+    @property
+    def max_carry(self) -> int:
+        # a column adds at most k products of 81 and its carry c, so c <= (81k + c) // 10: c <= 9k,
+        # k the shorter operand's most digits
+        return 9 * min(self.digit_range[1], self.multiplier_range[1])
+
     def can_read(self, digits_a: int, digits_b: int) -> bool:
         return self.max_multiplier_digits is None or digits_b <= self.max_multiplier_digits
 

@@ -101,6 +101,12 @@ class TrainConfig:
     # the cross-entropy itself as partial_product_loss. Like running_sum_loss it shapes the
     # state, through every loop, but asks for the products as digits, not one magnitude. None: off.
     partial_product_loss: float | None = None
+    # A weight: adds carry_loss * the cross-entropy of the model's carry readout
+    # (model.carry_probe) at the full depth, against the carry into each answer column
+    # (`Task.carries_in`) as a class; metrics.jsonl logs the cross-entropy itself as carry_loss.
+    # It asks the state for the carry the running sum holds as a magnitude: a carry of 12
+    # read as 11 costs as much as one read as 0. None: off.
+    carry_loss: float | None = None
     # Start from another run's weights instead of a fresh initialisation: a run directory (its
     # latest checkpoint) or a .safetensors checkpoint. The model may add what the checkpoint
     # lacks (a lever such as model.running_sum_probe keeps its fresh initialisation) but must
@@ -119,6 +125,12 @@ class TrainConfig:
     # 2,500 on scored 20-digit x 3-digit products at 98.1% against 97.6% for its last step
     # (2,000 problems). None: off, the checkpoints hold the live weights.
     average_from: int | None = None
+    # For steps 1..readouts_first only the auxiliary readouts (running sum, partial products,
+    # carry) are updated; the model's own weights wait. Why: a readout that a warm start adds
+    # fresh sends its errors into a trained state from the first step (the partial-product
+    # readout added to extrap-mul-ft16 cost it 20 x 3 ten points); fitted first, it pulls the
+    # state only where the state does not hold what it asks. None: every weight from step 1.
+    readouts_first: int | None = None
     loss_dtype: str = "float32"
     seed: int = 0
     log_every: int = 10
@@ -183,7 +195,7 @@ class TrainConfig:
                             "already runs its prefix without gradient: set one of them")
         if self.init_from is not None and not str(self.init_from).strip():
             raise UserError("train.init_from is empty; name a run directory or a checkpoint file, or null for a fresh model")
-        for name in ("running_sum_loss", "partial_product_loss"):
+        for name in ("running_sum_loss", "partial_product_loss", "carry_loss"):
             if getattr(self, name) is not None and getattr(self, name) < 0:
                 raise UserError(f"train.{name} must be >= 0, or null for none")
         if self.step_penalty is not None and self.step_penalty < 0:
@@ -199,15 +211,29 @@ class TrainConfig:
         for name in ("log_every", "eval_every", "checkpoint_every"):
             if getattr(self, name) < 1:
                 raise UserError(f"train.{name} must be >= 1")
+        self._check_step_options()
+
+    def _check_step_options(self) -> None:
+        """The options that name a step: averaging from it, the readouts alone up to it."""
         if self.average_from is not None and (isinstance(self.average_from, bool) or not isinstance(self.average_from, int)
                                               or not 1 <= self.average_from <= self.steps):
             raise UserError(f"train.average_from={self.average_from!r}: the step from which checkpoints hold the "
                             f"averaged weights, an integer in [1, train.steps={self.steps}], or null for none")
+        if self.readouts_first is None:
+            return
+        # past train.steps it fits the readouts of a frozen model, a linear probe of its state
+        if isinstance(self.readouts_first, bool) or not isinstance(self.readouts_first, int) \
+                or self.readouts_first < 1:
+            raise UserError(f"train.readouts_first={self.readouts_first!r}: how many steps train the readouts "
+                            f"alone, an integer >= 1, or null for none")
+        if not (self.running_sum_loss or self.partial_product_loss or self.carry_loss):
+            raise UserError("train.readouts_first trains the auxiliary readouts alone, but no readout loss is on: "
+                            "set train.carry_loss, train.partial_product_loss or train.running_sum_loss")
 
 
 # Training fields added after runs were saved: left out of to_dict while off (None), so those
 # runs' configs read, resume and compare as the same run.
-_TRAIN_OMITTED_WHEN_OFF = ("partial_product_loss", "average_from")
+_TRAIN_OMITTED_WHEN_OFF = ("partial_product_loss", "carry_loss", "average_from", "readouts_first")
 
 
 @dataclass(frozen=True)
@@ -248,6 +274,8 @@ class RunConfig:
             self._check_running_sum()
         if self.train.partial_product_loss or self.model.partial_product_probe is not None:
             self._check_partial_products()
+        if self.train.carry_loss or self.model.carry_probe is not None:
+            self._check_carries()
 
         if self.train.readout == "answer_symbols" and self.make_task().answer_token_ids is None:
             raise UserError(
@@ -285,6 +313,24 @@ class RunConfig:
         if most > k:
             raise UserError(f"the task's multipliers have up to {most} digits but model.partial_product_probe={k} "
                             f"reads {k} partial products per column: set model.partial_product_probe={most}")
+
+    def _check_carries(self) -> None:
+        """As the running sum's: the readout and its loss come together, on a task with carries,
+        and the readout has a class for every carry the task makes."""
+        classes = self.model.carry_probe
+        if classes is None:
+            raise UserError("train.carry_loss trains the model's carry readout; set model.carry_probe=n as well "
+                            "(n: one more than the task's largest carry, e.g. 28 for multipliers of up to 3 digits)")
+        if not self.train.carry_loss:
+            raise UserError("model.carry_probe adds a readout that only train.carry_loss trains; "
+                            "set train.carry_loss (e.g. 0.5), or leave the readout out")
+        largest = self.make_task().max_carry
+        if largest is None:
+            raise UserError(f"train.carry_loss needs a task with a carry into each answer column (Task.carries_in, "
+                            f"e.g. multiplication); {self.task!r} has none: leave it null")
+        if largest >= classes:
+            raise UserError(f"the task's carries reach {largest} but model.carry_probe={classes} gives classes "
+                            f"0..{classes - 1}: set model.carry_probe={largest + 1}")
 
     def make_task(self):
         return get_task(self.task, **self.task_kwargs)

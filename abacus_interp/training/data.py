@@ -49,6 +49,8 @@ class BatchSource:
             batch.running_sum = running_sum_targets(self.task, examples, batch)
         if self.cfg.partial_product_loss:
             batch.partial_products = partial_product_targets(self.task, examples, batch)
+        if self.cfg.carry_loss:
+            batch.carries = carry_targets(self.task, examples, batch)
         return batch
 
     def batch(self, step: int) -> Batch:
@@ -140,3 +142,21 @@ class ShardWeights:
             per_token=world_size * int(scored[rows].sum()) / max(n_scored, 1),
             per_example=world_size * (rows.stop - rows.start) / n_examples,
         )
+
+
+def carry_targets(task, examples, batch: Batch) -> Int[torch.Tensor, "batch pos"]:
+    """The carry into each answer column (`Task.carries_in`) at the position that predicts that
+    answer digit; -100 (cross_entropy's ignore_index) at every other position."""
+    rows, positions, carries = [], [], []
+    for row, (example, start) in enumerate(zip(examples, batch.prompt_lengths.tolist(), strict=True)):
+        column_carries = task.carries_in(example)
+        if len(column_carries) != len(example.target):
+            raise ValueError(f"{type(task).__name__}.carries_in gave {len(column_carries)} carries for the "
+                             f"{len(example.target)}-digit answer of {example.prompt}{example.target}")
+        # logits at position p predict token p + 1: answer digit i is read at prompt_length - 1 + i
+        rows += [row] * len(column_carries)
+        positions += range(start - 1, start - 1 + len(column_carries))
+        carries += column_carries
+    targets = torch.full(batch.tokens.shape, -100, dtype=torch.long)  # [batch pos]
+    targets[rows, positions] = torch.tensor(carries, dtype=torch.long)  # one assignment: a tensor per row is slow
+    return targets

@@ -107,6 +107,9 @@ class _Setup:
     eval_eos: bool
     autocast: object
     average: WeightAverage  # the mean of the weights from train.average_from on
+    # the model's own weights (all but the auxiliary readouts): held still for the first
+    # train.readouts_first steps
+    own_weights: list[torch.nn.Parameter]
 
 
 def _set_up(cfg: RunConfig, world: dist_utils.World) -> _Setup:
@@ -138,7 +141,14 @@ def _set_up(cfg: RunConfig, world: dist_utils.World) -> _Setup:
                   allowed=None if loss_readout is None else loss_readout.to(device),
                   eval_eos=tcfg.loss_positions != "answer_tokens",
                   autocast=torch.autocast("cuda", dtype=torch.bfloat16) if use_bf16 else nullcontext(),
-                  average=WeightAverage(parameters, tcfg.average_from))
+                  average=WeightAverage(parameters, tcfg.average_from),
+                  own_weights=_own_weights(model, parameters))
+
+
+def _own_weights(model, parameters: list[torch.nn.Parameter]) -> list[torch.nn.Parameter]:
+    """`parameters` less the model's auxiliary readouts (`readout_parameters`)."""
+    readouts = {id(p) for p in getattr(model, "readout_parameters", {}).values()}
+    return [p for p in parameters if id(p) not in readouts]
 
 
 @contextmanager
@@ -191,7 +201,7 @@ def _train(cfg: RunConfig, run_dir: Path, progress: bool, world: dist_utils.Worl
                 # --- backward, average gradients across ranks, clip, update (`_update`); a
                 # non-finite loss or gradient norm is raised at the next logged step or checkpoint
                 stopping, grad_norm = _update(run.parameters, optimizer, losses.loss, world, bool(stop_signal),
-                                               tcfg.grad_clip)
+                                               tcfg.grad_clip, _held_weights(run, tcfg, step))
                 book.note_update(step, losses.loss, grad_norm)
                 book.local_tokens += int(batch.valid[rows].sum())  # the batch is in host memory: no device read
 
@@ -218,12 +228,23 @@ def _train(cfg: RunConfig, run_dir: Path, progress: bool, world: dist_utils.Worl
     return TrainResult(run_dir=run_dir, final_step=step, last_metrics=row, is_writer=is_writer)
 
 
-def _update(parameters, optimizer, loss, world, stop: bool, grad_clip: float | None):
+def _held_weights(run: _Setup, tcfg, step: int) -> list[torch.nn.Parameter]:
+    """The weights that keep their values this step: the model's own for the first
+    train.readouts_first steps, while its readouts fit the state."""
+    return run.own_weights if tcfg.readouts_first and step <= tcfg.readouts_first else []
+
+
+def _update(parameters, optimizer, loss, world, stop: bool, grad_clip: float | None,
+            held: list[torch.nn.Parameter]):
     """Backward, gradients averaged across ranks (with them, whether any rank was asked to
-    stop, so all stop after the same step), clipped, one optimizer step. Nothing here reads a
-    value back from the device. Returns (whether to stop, the gradient norm, on the device)."""
+    stop, so all stop after the same step), clipped, one optimizer step; the parameters in
+    `held` keep their values (the optimizer skips a parameter without a gradient: no step, no
+    weight decay, no moments). Nothing here reads a value back from the device. Returns
+    (whether to stop, the gradient norm, on the device)."""
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
+    for p in held:
+        p.grad = None
     params = [p for p in parameters if p.grad is not None]
     stopping = dist_utils.average_gradients(params, world, stop=stop)
     grad_norm = torch.nn.utils.clip_grad_norm_(params, grad_clip or float("inf"))
@@ -254,6 +275,8 @@ def _logged_row(run: _Setup, book: Bookkeeping, step: int, losses: StepLosses, g
         row["running_sum_loss"] = dist_utils.mean_across_ranks(losses.running_sum.item(), world)
     if losses.partial_products is not None:  # the readout's mean cross-entropy over its digit targets
         row["partial_product_loss"] = dist_utils.mean_across_ranks(losses.partial_products.item(), world)
+    if losses.carries is not None:  # the carry readout's mean cross-entropy over the answer digits
+        row["carry_loss"] = dist_utils.mean_across_ranks(losses.carries.item(), world)
     if run.average.active:  # the held-out figures and the checkpoint read the mean of this many steps
         row["averaged_steps"] = run.average.steps_averaged
     if book.is_writer and (step % tcfg.eval_every == 0 or step in run.save_at or step == tcfg.steps):

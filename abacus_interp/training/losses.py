@@ -1,6 +1,6 @@
 """One training step's forward pass and its losses: `training_losses` runs the loops once,
 reads out the full depth and the progressive depth on the way, and adds the configured terms
-(progressive loss, step penalty, the running-sum and partial-product readouts). The training
+(progressive loss, step penalty, the running-sum, partial-product and carry readouts). The training
 loop (`loop.py`) calls it every step; tests and benchmarks call it alone.
 """
 
@@ -78,17 +78,26 @@ def training_losses(model, batch, generator, cfg, device, autocast, allowed=None
             valid = to_device(batch.valid[rows, :n_in, None], device)
             settle = relative_step(states[plan.deepest], states[plan.deepest - 1], valid).mean() * weights.per_example
             loss = loss + tcfg.step_penalty * settle
-    running_sum, partial_products = _readout_terms(model, tcfg, batch, state_full, n_in, rows, part[1], device)
-    for weight, term in ((tcfg.running_sum_loss, running_sum), (tcfg.partial_product_loss, partial_products)):
+    terms = _readout_terms(model, tcfg, batch, state_full, n_in, rows, part[1], device)
+    for weight, term in ((tcfg.running_sum_loss, terms.running_sum), (tcfg.partial_product_loss, terms.partial_products),
+                         (tcfg.carry_loss, terms.carries)):
         if term is not None:
             loss = loss + weight * term
-    return StepLosses(loss, full, state_full, loss_mask, running_sum, partial_products)
+    return StepLosses(loss, full, state_full, loss_mask, *terms)
 
 
-def _readout_terms(model, tcfg, batch, state, n_in: int, rows: slice, world_size: int, device):
-    """The auxiliary readouts' terms of the full-depth `state`, unweighted: (running sum,
-    partial products), each None when its loss is off."""
-    running_sum = partial_products = None
+class ReadoutTerms(NamedTuple):
+    """The auxiliary readouts' terms of the full-depth state, unweighted, this rank's part;
+    each None when its loss is off."""
+
+    running_sum: torch.Tensor | None
+    partial_products: torch.Tensor | None
+    carries: torch.Tensor | None
+
+
+def _readout_terms(model, tcfg, batch, state, n_in: int, rows: slice, world_size: int, device) -> ReadoutTerms:
+    """The auxiliary readouts' terms of the full-depth `state` (`ReadoutTerms`)."""
+    running_sum = partial_products = carries = None
     if tcfg.running_sum_loss:
         if batch.running_sum is None:
             raise ValueError("train.running_sum_loss needs the batch's running-sum targets: draw batches with "
@@ -100,7 +109,12 @@ def _readout_terms(model, tcfg, batch, state, n_in: int, rows: slice, world_size
                              "with training.data.BatchSource, which adds them (encode_batch alone does not)")
         partial_products = _partial_product_loss(model, state, batch.partial_products[:, :n_in], rows, world_size,
                                                  device)
-    return running_sum, partial_products
+    if tcfg.carry_loss:
+        if batch.carries is None:
+            raise ValueError("train.carry_loss needs the batch's carry targets: draw batches with "
+                             "training.data.BatchSource, which adds them (encode_batch alone does not)")
+        carries = _carry_loss(model, state, batch.carries[:, :n_in], rows, world_size, device)
+    return ReadoutTerms(running_sum, partial_products, carries)
 
 
 def _abacus_offsets(model_cfg, batch_size: int, generator, rows: slice):
@@ -129,6 +143,9 @@ class StepLosses(NamedTuple):
     # the partial-product readout's mean cross-entropy over its digit targets, unweighted by
     # train.partial_product_loss, this rank's weighted part; None when off
     partial_products: torch.Tensor | None = None
+    # the carry readout's mean cross-entropy over the answer digits, unweighted by
+    # train.carry_loss, this rank's weighted part; None when off
+    carries: torch.Tensor | None = None
 
 
 def _running_sum_loss(model, state, targets, rows: slice, world_size: int, device):
@@ -167,6 +184,23 @@ def _partial_product_loss(model, state, targets, rows: slice, world_size: int, d
         logits = model.read_partial_products(at_answers.to(torch.promote_types(at_answers.dtype, torch.float32)))[0]
     logits = logits[:, : wanted.shape[1]]  # [answer_digits k 2 10]: the task's k may be below the readout's
     return F.cross_entropy(logits.reshape(-1, 10), to_device(wanted, device).reshape(-1), ignore_index=-100) * weight
+
+
+def _carry_loss(model, state, targets, rows: slice, world_size: int, device):
+    """Mean cross-entropy of the carry readout of `state` against `targets` (the whole batch's
+    carry classes [batch n_in], in host memory, -100 where a position has none), weighted like
+    the answer's cross-entropy so that the average over ranks is the whole batch's mean over
+    its answer digits. Positions found on the host; the readout runs in float32 outside
+    autocast, as the other readouts do."""
+    has_target = targets >= 0  # [batch n_in], the whole batch
+    weight = ShardWeights.of(has_target, rows, world_size).per_token
+    batch_rows, positions = has_target[rows].nonzero(as_tuple=True)  # host tensors
+    wanted = targets[rows][batch_rows, positions]  # [answer_digits]
+    batch_rows, positions = to_device(batch_rows, device), to_device(positions, device)
+    at_answers = state[batch_rows, positions][None]  # [1 answer_digits d_model]
+    with torch.autocast(device.type, enabled=False):
+        logits = model.read_carries(at_answers.to(torch.promote_types(at_answers.dtype, torch.float32)))[0]
+    return F.cross_entropy(logits, to_device(wanted, device)) * weight
 
 
 @dataclass(frozen=True)
