@@ -1,6 +1,6 @@
 """What every model family shares: the input side (token and position embedding), the
-output side (final norm and unembedding), the `forward` signature, the text helpers and
-generation. `LoopedTransformer` (model.py) and the single-pass families (families/) derive
+output side (final norm and unembedding; the auxiliary readouts are `readouts.py`'s), the
+`forward` signature, the text helpers and generation. `LoopedTransformer` (model.py) and the single-pass families (families/) derive
 from `ArithmeticModel` and supply only the body between embedding and unembedding.
 
 The training loop, scoring, decoding and the analyses call any model as
@@ -30,6 +30,7 @@ from ..errors import UserError
 from .attention import bias_or_zero
 from .config import ModelConfig
 from .positions import abacus_indices, digit_table, learned_indices
+from .readouts import AuxiliaryReadouts
 from .scoring import next_token_loss
 from .tokens import PAD_ID
 
@@ -53,7 +54,7 @@ class LayerNorm(nn.Module):
         return self.hook_normalized(x) if hasattr(self, "hook_normalized") else x
 
 
-class ArithmeticModel(HookedRootModule, abc.ABC):
+class ArithmeticModel(AuxiliaryReadouts, HookedRootModule, abc.ABC):
     """A hooked language model over a task's tokens. A subclass's `__init__` calls
     `super().__init__(cfg)` (the input side), builds its layers, then `build_readout()` and
     `finish_setup()`, in that order: the parameters are then registered, and a seeded
@@ -101,16 +102,7 @@ class ArithmeticModel(HookedRootModule, abc.ABC):
             std = cfg.init_std if cfg.unembed_init_std is None else cfg.unembed_init_std
             self.W_U = nn.Parameter(torch.randn(cfg.d_model, cfg.d_vocab) * std)
         bias_or_zero(self, "b_U", torch.zeros(cfg.d_vocab), cfg.unembed_bias)
-        if cfg.running_sum_probe:  # decayed like W_U: a readout of norm ~2 suffices for sums of ~30 tens
-            self.W_sum = nn.Parameter(torch.randn(cfg.d_model) * cfg.init_std)
-            self.b_sum = nn.Parameter(torch.zeros(()))
-        if cfg.partial_product_probe is not None:  # decayed like W_U: ten-way classes, as the unembedding's
-            k = cfg.partial_product_probe
-            self.W_products = nn.Parameter(torch.randn(cfg.d_model, k, 2, 10) * cfg.init_std)
-            self.b_products = nn.Parameter(torch.zeros(k, 2, 10))
-        if cfg.carry_probe is not None:  # decayed like W_U: one class per carry
-            self.W_carry = nn.Parameter(torch.randn(cfg.d_model, cfg.carry_probe) * cfg.init_std)
-            self.b_carry = nn.Parameter(torch.zeros(cfg.carry_probe))
+        self.build_auxiliary_readouts()
 
     def finish_setup(self) -> None:
         """Index the hook points (TransformerLens' setup) once every module exists."""
@@ -264,35 +256,6 @@ class ArithmeticModel(HookedRootModule, abc.ABC):
     def unembed(self, state: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_vocab"]:
         """Final norm and unembedding; applied to any loop's state this is the logit lens."""
         return self.ln_final(state) @ self.W_U_effective + self.b_U
-
-    @property
-    def readout_parameters(self) -> dict[str, nn.Parameter]:
-        """The auxiliary readouts' parameters (running sum, partial products, carry) by name:
-        they read the state and write nothing into it, so they can be trained alone
-        (`train.readouts_first`)."""
-        names = ("W_sum", "b_sum", "W_products", "b_products", "W_carry", "b_carry")
-        return {name: getattr(self, name) for name in names if hasattr(self, name)}
-
-    def read_running_sum(self, state: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos"]:
-        """The running-sum readout (`cfg.running_sum_probe`) of a state, in units of ten (the
-        integer part is the carry out)."""
-        if not self.cfg.running_sum_probe:
-            raise ValueError("this model has no running-sum readout; build it with running_sum_probe=True")
-        return self.ln_final(state) @ self.W_sum + self.b_sum
-
-    def read_partial_products(self, state: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos k 2 10"]:
-        """The partial-product readout (`cfg.partial_product_probe`) of a state: per multiplier
-        digit j < k, logits over the units (index 0) and tens (index 1) of a_(i-j) * b_j."""
-        if self.cfg.partial_product_probe is None:
-            raise ValueError("this model has no partial-product readout; build it with partial_product_probe=k")
-        return torch.einsum("bpd,dkcv->bpkcv", self.ln_final(state), self.W_products) + self.b_products
-
-    def read_carries(self, state: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos n_classes"]:
-        """The carry readout (`cfg.carry_probe`) of a state: logits over the carry into the
-        answer column each position predicts, class c meaning a carry of c."""
-        if self.cfg.carry_probe is None:
-            raise ValueError("this model has no carry readout; build it with carry_probe=n_classes")
-        return self.ln_final(state) @ self.W_carry + self.b_carry
 
     def forward(
         self,

@@ -147,7 +147,7 @@ def _set_up(cfg: RunConfig, world: dist_utils.World) -> _Setup:
 
 def _own_weights(model, parameters: list[torch.nn.Parameter]) -> list[torch.nn.Parameter]:
     """`parameters` less the model's auxiliary readouts (`readout_parameters`)."""
-    readouts = {id(p) for p in getattr(model, "readout_parameters", {}).values()}
+    readouts = {id(p) for p in model.readout_parameters.values()}
     return [p for p in parameters if id(p) not in readouts]
 
 
