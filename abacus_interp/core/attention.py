@@ -36,6 +36,7 @@ from .masks import (
     attention_mask,
     hide_earlier_answer,
     hide_far_digits,
+    keep_list_items_apart,
     symbol_heads_read_only_answer,
 )
 from .positions import Rotary, closer_indices
@@ -110,6 +111,8 @@ class AttentionContext:
             mask = hide_earlier_answer(mask, index, n_query, n_key, device, spared)
         if cfg.answer_symbol_heads_read_only_answer:
             mask = symbol_heads_read_only_answer(mask, index, n_query, device, heads.symbol_head_range)
+        if cfg.list_items_read_alone:
+            mask = keep_list_items_apart(mask, index, n_query, n_key, device)
         if cfg.digit_window is not None:
             mask = hide_far_digits(mask, index, n_query, n_key, device, cfg.digit_window)
         rotary = None

@@ -158,8 +158,8 @@ def check_attention(cfg, d_head: int) -> None:
 
 def _check_answer_masks(cfg) -> None:
     """The sorting answer's masks: the blind's spared symbol heads and the symbol heads that read
-    only the answer, each a bool that needs the heads it acts on."""
-    for name in ("answer_blind_spares_symbol_heads", "answer_symbol_heads_read_only_answer"):
+    only the answer, each a bool that needs the heads it acts on; the list's items kept apart."""
+    for name in ("answer_blind_spares_symbol_heads", "answer_symbol_heads_read_only_answer", "list_items_read_alone"):
         if not isinstance(getattr(cfg, name), bool):
             raise UserError(f"ModelConfig.{name}={getattr(cfg, name)!r}: use true or false")
     if cfg.answer_blind_spares_symbol_heads and not (cfg.answer_hides_earlier_answer and cfg.symbol_heads):

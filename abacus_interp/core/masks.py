@@ -1,7 +1,8 @@
 """Which keys each query may see: the causal mask with padding, the window on the Abacus index,
 heads of several kinds (`HeadKinds`: offset, windowed, symbol, number and multiplier heads), and
 the sorting answer's blind to the labels written before it (`hide_earlier_answer`), its symbol
-heads narrowed to the answer (`symbol_heads_read_only_answer`) and the
+heads narrowed to the answer (`symbol_heads_read_only_answer`), the list's items kept apart
+(`keep_list_items_apart`) and the
 window that keeps digits and closers to nearby digits (`hide_far_digits`). Each is
 read off the Abacus index alone, so cached decoding rebuilds the same rows from the index of
 every position. `AttentionContext.build` (attention.py) applies them once per forward pass.
@@ -201,6 +202,31 @@ def symbol_heads_read_only_answer(
     narrowed = torch.zeros(mask.shape[1], dtype=torch.bool, device=device)  # [head]
     narrowed[symbol_heads.start:symbol_heads.stop] = True
     return mask & ~(outside[:, None] & narrowed[None, :, None, None])
+
+
+def keep_list_items_apart(
+    mask: Bool[Tensor, "batch head_or_1 query_pos key_pos"] | None,
+    index: Int[Tensor, "batch key_pos"],
+    n_query: int,
+    n_key: int,
+    device,
+) -> Bool[Tensor, "batch head_or_1 query_pos key_pos"]:
+    """`mask` (None: plain causal) with every query of the list but its closing "=" narrowed, at
+    every head, to its own item (`number_group`: label, colon, digits and the separator that
+    ends it; `ModelConfig.list_items_read_alone`). The "=" and the answer after it read as
+    `mask` lets them. So what the list's tokens hold of an item is the same whatever comes
+    before it, however many items: the comparing is left to the queries that write the answer."""
+    itself, causal = _itself_and_causal(n_query, n_key, device)
+    if mask is None:
+        mask = causal[None, None]  # [1 1 query key]
+    group = number_group(index)  # [batch key]
+    started = _numbers_started(index)
+    # the closing "=": the closer of the sequence's last number, the first answer query
+    closes_last = (group == started) & (index == 0) & (started == started[:, -1:])  # [batch key]
+    in_list = ~answer_positions(index) & ~closes_last  # [batch key]
+    query_group, query_in_list = group[:, -n_query:, None], in_list[:, -n_query:, None]  # [batch query 1]
+    other_item = query_in_list & (query_group != group[:, None, :])  # [batch query key]
+    return mask & ~other_item[:, None]
 
 
 def _numbers_started(index: Int[Tensor, "batch pos"]) -> Int[Tensor, "batch pos"]:

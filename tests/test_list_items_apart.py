@@ -1,0 +1,80 @@
+"""`ModelConfig.list_items_read_alone`: every token of a sorting list but its closing "=" reads,
+at every head, only its own item; the "=" and the answer read as before. Checked: the mask, that
+an item's states do not depend on the items before it, both attention paths, cached decoding,
+and the field's round trip."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from abacus_interp import LoopedTransformer, ModelConfig
+from abacus_interp.core.decoding import naive_generate
+from abacus_interp.core.masks import keep_list_items_apart
+from abacus_interp.core.positions import abacus_indices
+from abacus_interp.errors import UserError
+from abacus_interp.tasks import get_task
+
+TASK = get_task("sorting", max_numbers=3, max_digits=4, label_pool=8, random_labels=True)
+SORTER = dict(vocab=TASK.vocab, d_model=24, n_heads=3, n_layers=2, n_loops=2, max_seq_len=96, positional="none",
+              rotary="abacus", abacus_max_offset=4, init_std=0.3, list_items_read_alone=True)
+
+
+def sorter(**overrides) -> LoopedTransformer:
+    return LoopedTransformer(ModelConfig(**{**SORTER, **overrides})).eval()
+
+
+def test_a_list_token_reads_its_own_item_and_the_closing_equals_reads_the_list():
+    # "a:21,b:3,c:654=bac": items "a:21," (0-4), "b:3," (5-8), "c:654=" (9-14); the answer at 15-17
+    model = sorter()
+    index = abacus_indices(model.to_tokens(["a:21,b:3,c:654=bac"]), model.digit_ids)
+    mask = keep_list_items_apart(None, index, 18, 18, "cpu")[0, 0]  # [query key]
+    reads = [mask[q].nonzero().squeeze(-1).tolist() for q in range(18)]
+    assert reads[0] == [0] and reads[4] == [0, 1, 2, 3, 4]  # "a" itself; "," the whole item
+    assert reads[5] == [5] and reads[8] == [5, 6, 7, 8]  # "b" does not read item a
+    assert reads[13] == [9, 10, 11, 12, 13]  # the last item's leading digit
+    assert reads[14] == list(range(15))  # "=" closes the list and reads all of it
+    assert reads[16] == list(range(17))  # the answer reads as the causal mask lets it
+    # a cached step (one query after 18 keys) gets the row of the whole sequence
+    assert torch.equal(keep_list_items_apart(None, index, 1, 18, "cpu")[0, 0, 0], mask[17])
+
+
+def test_an_items_states_do_not_depend_on_the_items_before_it():
+    model = sorter()
+    tokens = model.to_tokens(["a:21,b:3,c:654=", "d:98,e:7,c:654="])
+    states = model(tokens, 3, return_type="state")  # [batch pos d_model]
+    torch.testing.assert_close(states[0, 9:14], states[1, 9:14])  # item c at 9-13, after other items
+    assert not torch.allclose(states[0, 14], states[1, 14])  # "=" reads the whole list
+    plain = sorter(list_items_read_alone=False)
+    plain.load_state_dict(model.state_dict())
+    other = plain(tokens, 3, return_type="state")
+    assert not torch.allclose(other[0, 9:14], other[1, 9:14])  # without the option item c reads a and b
+
+
+@pytest.mark.parametrize("head_kinds", [{}, {"number_heads": 1, "symbol_heads": 1, "n_heads": 4,
+                                             "answer_hides_earlier_answer": True,
+                                             "answer_blind_spares_symbol_heads": True, "digit_window": 2,
+                                             "rotary": "abacus_closers"}],
+                         ids=["alone", "with-the-window-recipe"])
+def test_attention_paths_agree_with_the_items_apart(head_kinds):
+    tokens = sorter().to_tokens(["a:21,b:3,c:654=bac", "d:7,e:1=ed"])
+    explicit = sorter(attention_backend="explicit", **head_kinds)
+    fast = sorter(attention_backend="sdpa", **head_kinds)
+    fast.load_state_dict(explicit.state_dict())
+    torch.testing.assert_close(fast(tokens, 3), explicit(tokens, 3), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("n_loops", [1, 3])
+def test_cached_decoding_equals_naive_decoding_with_the_items_apart(n_loops):
+    model = sorter(symbol_heads=1, answer_hides_earlier_answer=True, answer_blind_spares_symbol_heads=True)
+    prompts = ["a:21,b:3,c:654=", "d:7,e:1=", "b:9990,c:12="]  # of different lengths: decoding left-pads them
+    assert model.generate(prompts, n_loops=n_loops, max_new_tokens=4) == \
+        naive_generate(model, prompts, n_loops=n_loops, max_new_tokens=4)
+
+
+def test_the_field_round_trips_is_left_out_at_its_default_and_must_be_a_bool():
+    cfg = ModelConfig(**SORTER)
+    assert ModelConfig.from_dict(cfg.to_dict()) == cfg and cfg.to_dict()["list_items_read_alone"] is True
+    assert "list_items_read_alone" not in ModelConfig(**{**SORTER, "list_items_read_alone": False}).to_dict()
+    with pytest.raises(UserError, match="list_items_read_alone='yes': use true or false"):
+        ModelConfig(**{**SORTER, "list_items_read_alone": "yes"})
