@@ -236,7 +236,9 @@ class ModelConfig:
     # Why classes: an N x 3 run's last errors are large carries (9 and up) taken one too
     # small, which a carry held as a magnitude blurs and a class does not; the running-sum
     # readout asks for that magnitude. The value is n_classes, one more than the largest
-    # carry the task makes (28 for multipliers of up to 3 digits). Not used to answer.
+    # carry the task makes (28 for multipliers of up to 3 digits). Not used to answer. Added
+    # to a cycle from extrap-mul-digits-ft11 it cost 20 x 3 18 points and the loop its
+    # settling (docs/runs/multiplication.md); from nothing it is untried.
     carry_probe: int | None = None
 
     def __post_init__(self):

@@ -1,7 +1,8 @@
 """What every model family shares: the input side (token and position embedding), the
 output side (final norm and unembedding; the auxiliary readouts are `readouts.py`'s), the
-`forward` signature, the text helpers and generation. `LoopedTransformer` (model.py) and the single-pass families (families/) derive
-from `ArithmeticModel` and supply only the body between embedding and unembedding.
+`forward` signature, the text helpers and generation. `LoopedTransformer` (model.py) and the
+single-pass families (families/) derive from `ArithmeticModel` and supply only the body
+between embedding and unembedding.
 
 The training loop, scoring, decoding and the analyses call any model as
 
