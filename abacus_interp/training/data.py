@@ -69,19 +69,35 @@ class BatchSource:
 def running_sum_targets(task, examples, batch: Batch) -> Float[torch.Tensor, "batch pos"]:
     """Each answer column's running sum (`Task.running_sums`) at the position that predicts
     that answer digit, in units of ten; NaN at every other position (the prompt, EOS, pads)."""
-    rows, positions, values = [], [], []
-    for row, (example, start) in enumerate(zip(examples, batch.prompt_lengths.tolist(), strict=True)):
-        sums = task.running_sums(example)
-        if len(sums) != len(example.target):
-            raise ValueError(f"{type(task).__name__}.running_sums gave {len(sums)} sums for the "
-                             f"{len(example.target)}-digit answer of {example.prompt}{example.target}")
-        # logits at position p predict token p + 1: answer digit i is read at prompt_length - 1 + i
-        rows += [row] * len(sums)
-        positions += range(start - 1, start - 1 + len(sums))
-        values += sums
+    rows, positions, values = _per_answer_digit(examples, batch, task.running_sums, type(task).__name__)
     targets = torch.full(batch.tokens.shape, float("nan"))  # [batch pos]
     targets[rows, positions] = torch.tensor(values, dtype=torch.float32) / 10  # one assignment: a tensor per row is slow
     return targets
+
+
+def carry_targets(task, examples, batch: Batch) -> Int[torch.Tensor, "batch pos"]:
+    """The carry into each answer column (`Task.carries_in`) at the position that predicts that
+    answer digit; -100 (cross_entropy's ignore_index) at every other position."""
+    rows, positions, values = _per_answer_digit(examples, batch, task.carries_in, type(task).__name__)
+    targets = torch.full(batch.tokens.shape, -100, dtype=torch.long)  # [batch pos]
+    targets[rows, positions] = torch.tensor(values, dtype=torch.long)  # one assignment: a tensor per row is slow
+    return targets
+
+
+def _per_answer_digit(examples, batch: Batch, values_of, task_name: str) -> tuple[list[int], list[int], list]:
+    """`values_of(example)` (one value per answer digit) laid out where each answer digit is
+    predicted: the batch rows, positions and values, one entry per answer digit of `examples`."""
+    rows, positions, values = [], [], []
+    for row, (example, start) in enumerate(zip(examples, batch.prompt_lengths.tolist(), strict=True)):
+        per_digit = values_of(example)
+        if len(per_digit) != len(example.target):
+            raise ValueError(f"{task_name}.{values_of.__name__} gave {len(per_digit)} values for the "
+                             f"{len(example.target)}-digit answer of {example.prompt}{example.target}")
+        # logits at position p predict token p + 1: answer digit i is read at prompt_length - 1 + i
+        rows += [row] * len(per_digit)
+        positions += range(start - 1, start - 1 + len(per_digit))
+        values += per_digit
+    return rows, positions, values
 
 
 def scored_positions(batch: Batch, loss_positions: str) -> Bool[torch.Tensor, "batch pos"]:
@@ -142,21 +158,3 @@ class ShardWeights:
             per_token=world_size * int(scored[rows].sum()) / max(n_scored, 1),
             per_example=world_size * (rows.stop - rows.start) / n_examples,
         )
-
-
-def carry_targets(task, examples, batch: Batch) -> Int[torch.Tensor, "batch pos"]:
-    """The carry into each answer column (`Task.carries_in`) at the position that predicts that
-    answer digit; -100 (cross_entropy's ignore_index) at every other position."""
-    rows, positions, carries = [], [], []
-    for row, (example, start) in enumerate(zip(examples, batch.prompt_lengths.tolist(), strict=True)):
-        column_carries = task.carries_in(example)
-        if len(column_carries) != len(example.target):
-            raise ValueError(f"{type(task).__name__}.carries_in gave {len(column_carries)} carries for the "
-                             f"{len(example.target)}-digit answer of {example.prompt}{example.target}")
-        # logits at position p predict token p + 1: answer digit i is read at prompt_length - 1 + i
-        rows += [row] * len(column_carries)
-        positions += range(start - 1, start - 1 + len(column_carries))
-        carries += column_carries
-    targets = torch.full(batch.tokens.shape, -100, dtype=torch.long)  # [batch pos]
-    targets[rows, positions] = torch.tensor(carries, dtype=torch.long)  # one assignment: a tensor per row is slow
-    return targets

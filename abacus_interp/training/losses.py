@@ -151,56 +151,52 @@ class StepLosses(NamedTuple):
 def _running_sum_loss(model, state, targets, rows: slice, world_size: int, device):
     """Mean squared error of the running-sum readout of `state` against `targets` (the whole
     batch's, in host memory, NaN where a position has none), weighted like the cross-entropy so
-    that the average over ranks is the whole batch's mean over its answer digits. The answer
-    positions are found on the host (a boolean index on the device would wait for it), and the
-    readout runs in float32 outside autocast: in bfloat16 a sum of 26 tens is held to 0.125
-    tens, coarser than the unit the loss is meant to resolve."""
+    that the average over ranks is the whole batch's mean over its answer digits. In float32
+    (`_read_at_answers`): in bfloat16 a sum of 26 tens is held to 0.125 tens, coarser than the
+    unit the loss is meant to resolve."""
     has_target = ~targets.isnan()  # [batch n_in], the whole batch
+    predicted, wanted = _read_at_answers(model.read_running_sum, state, has_target, targets, rows, device)
     weight = ShardWeights.of(has_target, rows, world_size).per_token
+    return F.mse_loss(predicted, wanted.to(predicted.dtype)) * weight
+
+
+def _read_at_answers(read, state, has_target, targets, rows: slice, device):
+    """`read` (a readout of the model) of `state` at this rank's positions that have a target,
+    and those targets on the device: (readout [answer_digits ...], targets [answer_digits ...]).
+    The positions are found on the host (a boolean index on the device would wait for it), and
+    the readout runs outside autocast, in float32 at least (a float64 model stays so)."""
     batch_rows, positions = has_target[rows].nonzero(as_tuple=True)  # host tensors
-    wanted = targets[rows][batch_rows, positions]  # [answer digits]
+    wanted = targets[rows][batch_rows, positions]  # [answer_digits ...]
     batch_rows, positions = to_device(batch_rows, device), to_device(positions, device)
     at_answers = state[batch_rows, positions][None]  # [1 answer_digits d_model]
-    with torch.autocast(device.type, enabled=False):  # float32 at least (a float64 model stays so)
-        predicted = model.read_running_sum(at_answers.to(torch.promote_types(at_answers.dtype, torch.float32)))[0]
-    return F.mse_loss(predicted, to_device(wanted, device).to(predicted.dtype)) * weight
+    with torch.autocast(device.type, enabled=False):
+        read_out = read(at_answers.to(torch.promote_types(at_answers.dtype, torch.float32)))[0]
+    return read_out, to_device(wanted, device)
 
 
 def _partial_product_loss(model, state, targets, rows: slice, world_size: int, device):
     """Mean cross-entropy of the partial-product readout of `state` against `targets` (the
     whole batch's digit classes [batch n_in k 2], in host memory, -100 where a position or a
     multiplier digit has none), over every class read, weighted by this rank's share of those
-    classes so that the average over ranks is the whole batch's mean. Positions found on the
-    host, as for the running sum; the readout runs in float32 outside autocast."""
+    classes so that the average over ranks is the whole batch's mean; read as the running sum
+    is (`_read_at_answers`)."""
     read = targets >= 0  # [batch n_in k 2], the whole batch
     # ShardWeights.per_token's formula over digit targets, not positions: a row holds 2 to 2k of them
     weight = world_size * int(read[rows].sum()) / max(int(read.sum()), 1)
     has_target = read.flatten(2).any(-1)  # [batch n_in]
-    batch_rows, positions = has_target[rows].nonzero(as_tuple=True)  # host tensors
-    wanted = targets[rows][batch_rows, positions]  # [answer_digits k 2]
-    batch_rows, positions = to_device(batch_rows, device), to_device(positions, device)
-    at_answers = state[batch_rows, positions][None]  # [1 answer_digits d_model]
-    with torch.autocast(device.type, enabled=False):
-        logits = model.read_partial_products(at_answers.to(torch.promote_types(at_answers.dtype, torch.float32)))[0]
+    logits, wanted = _read_at_answers(model.read_partial_products, state, has_target, targets, rows, device)
     logits = logits[:, : wanted.shape[1]]  # [answer_digits k 2 10]: the task's k may be below the readout's
-    return F.cross_entropy(logits.reshape(-1, 10), to_device(wanted, device).reshape(-1), ignore_index=-100) * weight
+    return F.cross_entropy(logits.reshape(-1, 10), wanted.reshape(-1), ignore_index=-100) * weight
 
 
 def _carry_loss(model, state, targets, rows: slice, world_size: int, device):
     """Mean cross-entropy of the carry readout of `state` against `targets` (the whole batch's
     carry classes [batch n_in], in host memory, -100 where a position has none), weighted like
     the answer's cross-entropy so that the average over ranks is the whole batch's mean over
-    its answer digits. Positions found on the host; the readout runs in float32 outside
-    autocast, as the other readouts do."""
+    its answer digits; read as the running sum is (`_read_at_answers`)."""
     has_target = targets >= 0  # [batch n_in], the whole batch
-    weight = ShardWeights.of(has_target, rows, world_size).per_token
-    batch_rows, positions = has_target[rows].nonzero(as_tuple=True)  # host tensors
-    wanted = targets[rows][batch_rows, positions]  # [answer_digits]
-    batch_rows, positions = to_device(batch_rows, device), to_device(positions, device)
-    at_answers = state[batch_rows, positions][None]  # [1 answer_digits d_model]
-    with torch.autocast(device.type, enabled=False):
-        logits = model.read_carries(at_answers.to(torch.promote_types(at_answers.dtype, torch.float32)))[0]
-    return F.cross_entropy(logits, to_device(wanted, device)) * weight
+    logits, wanted = _read_at_answers(model.read_carries, state, has_target, targets, rows, device)
+    return F.cross_entropy(logits, wanted) * ShardWeights.of(has_target, rows, world_size).per_token
 
 
 @dataclass(frozen=True)
