@@ -13,11 +13,10 @@ from abacus_interp.core.decoding import naive_generate
 from abacus_interp.core.masks import keep_list_items_apart
 from abacus_interp.core.positions import abacus_indices
 from abacus_interp.errors import UserError
-from abacus_interp.tasks import get_task
+from tests.test_answer_blind import SORTER as BLIND_SORTER
 
-TASK = get_task("sorting", max_numbers=3, max_digits=4, label_pool=8, random_labels=True)
-SORTER = dict(vocab=TASK.vocab, d_model=24, n_heads=3, n_layers=2, n_loops=2, max_seq_len=96, positional="none",
-              rotary="abacus", abacus_max_offset=4, init_std=0.3, list_items_read_alone=True)
+# the blind's small sorter, with the items kept apart instead of the blind
+SORTER = {**BLIND_SORTER, "answer_hides_earlier_answer": False, "list_items_read_alone": True}
 
 
 def sorter(**overrides) -> LoopedTransformer:

@@ -216,14 +216,14 @@ def keep_list_items_apart(
     ends it; `ModelConfig.list_items_read_alone`). The "=" and the answer after it read as
     `mask` lets them. So what the list's tokens hold of an item is the same whatever comes
     before it, however many items: the comparing is left to the queries that write the answer."""
-    itself, causal = _itself_and_causal(n_query, n_key, device)
     if mask is None:
-        mask = causal[None, None]  # [1 1 query key]
+        mask = _itself_and_causal(n_query, n_key, device)[1][None, None]  # [1 1 query key]
     group = number_group(index)  # [batch key]
     started = _numbers_started(index)
-    # the closing "=": the closer of the sequence's last number, the first answer query
-    closes_last = (group == started) & (index == 0) & (started == started[:, -1:])  # [batch key]
-    in_list = ~answer_positions(index) & ~closes_last  # [batch key]
+    last = started[:, -1:]  # [batch 1]: the sequence's last number
+    # the closing "=" closes the last number (the first answer query); the answer follows it
+    closes_last = (group == started) & (index == 0) & (started == last)  # [batch key]
+    in_list = (group <= last) & ~closes_last  # [batch key]: `answer_positions` is group > last
     query_group, query_in_list = group[:, -n_query:, None], in_list[:, -n_query:, None]  # [batch query 1]
     other_item = query_in_list & (query_group != group[:, None, :])  # [batch query key]
     return mask & ~other_item[:, None]
