@@ -1,7 +1,8 @@
 """`ModelConfig.list_items_read_alone`: every token of a sorting list but its closing "=" reads,
-at every head, only its own item; the "=" and the answer read as before. Checked: the mask, that
-an item's states do not depend on the items before it, both attention paths, cached decoding,
-and the field's round trip."""
+at every head, only its own item; the "=" and the answer read as before; with
+`list_digits_read_across_items` its digits and closer still read the other items' digits. Checked:
+the mask, that an item's states do not depend on the items before it (with the digits meeting,
+its symbols' states), both attention paths, cached decoding, and the fields' round trips."""
 
 from __future__ import annotations
 
@@ -50,12 +51,35 @@ def test_an_items_states_do_not_depend_on_the_items_before_it():
     assert not torch.allclose(other[0, 9:14], other[1, 9:14])  # without the option item c reads a and b
 
 
-@pytest.mark.parametrize("head_kinds", [{}, {"number_heads": 1, "symbol_heads": 1, "n_heads": 4,
-                                             "answer_hides_earlier_answer": True,
-                                             "answer_blind_spares_symbol_heads": True, "digit_window": 2,
-                                             "rotary": "abacus_closers"}],
+def test_with_the_digits_meeting_a_digit_and_a_closer_also_read_the_other_items_digits():
+    model = sorter(list_digits_read_across_items=True)
+    index = abacus_indices(model.to_tokens(["a:21,b:3,c:654=bac"]), model.digit_ids)
+    mask = keep_list_items_apart(None, index, 18, 18, "cpu", digits_meet=True)[0, 0]  # [query key]
+    reads = [mask[q].nonzero().squeeze(-1).tolist() for q in range(18)]
+    assert reads[9] == [9] and reads[10] == [9, 10]  # item c's label and colon: still only item c
+    assert reads[11] == [2, 3, 7, 9, 10, 11]  # its first digit: the digits of a and b, then its own item
+    assert reads[8] == [2, 3, 5, 6, 7, 8]  # b's closing ",": a's digits and its own item
+    assert reads[14] == list(range(15)) and reads[16] == list(range(17))  # "=" and the answer as before
+    assert torch.equal(keep_list_items_apart(None, index, 1, 18, "cpu", digits_meet=True)[0, 0, 0], mask[17])
+
+
+def test_with_the_digits_meeting_an_items_symbols_still_do_not_depend_on_the_items_before_it():
+    model = sorter(list_digits_read_across_items=True)
+    tokens = model.to_tokens(["a:21,b:3,c:654=", "d:98,e:7,c:654="])
+    states = model(tokens, 3, return_type="state")  # [batch pos d_model]
+    torch.testing.assert_close(states[0, 9:11], states[1, 9:11])  # item c's label and colon
+    assert not torch.allclose(states[0, 11:14], states[1, 11:14])  # its digits read those of a and b
+
+
+WINDOW_RECIPE = {"number_heads": 1, "symbol_heads": 1, "n_heads": 4, "answer_hides_earlier_answer": True,
+                 "answer_blind_spares_symbol_heads": True, "digit_window": 2, "rotary": "abacus_closers"}
+
+
+@pytest.mark.parametrize("head_kinds", [{}, WINDOW_RECIPE],
                          ids=["alone", "with-the-window-recipe"])
-def test_attention_paths_agree_with_the_items_apart(head_kinds):
+@pytest.mark.parametrize("digits_meet", [False, True], ids=["apart", "digits-meet"])
+def test_attention_paths_agree_with_the_items_apart(head_kinds, digits_meet):
+    head_kinds = {**head_kinds, "list_digits_read_across_items": digits_meet}
     tokens = sorter().to_tokens(["a:21,b:3,c:654=bac", "d:7,e:1=ed"])
     explicit = sorter(attention_backend="explicit", **head_kinds)
     fast = sorter(attention_backend="sdpa", **head_kinds)
@@ -64,8 +88,10 @@ def test_attention_paths_agree_with_the_items_apart(head_kinds):
 
 
 @pytest.mark.parametrize("n_loops", [1, 3])
-def test_cached_decoding_equals_naive_decoding_with_the_items_apart(n_loops):
-    model = sorter(symbol_heads=1, answer_hides_earlier_answer=True, answer_blind_spares_symbol_heads=True)
+@pytest.mark.parametrize("digits_meet", [False, True], ids=["apart", "digits-meet"])
+def test_cached_decoding_equals_naive_decoding_with_the_items_apart(n_loops, digits_meet):
+    model = sorter(symbol_heads=1, answer_hides_earlier_answer=True, answer_blind_spares_symbol_heads=True,
+                   list_digits_read_across_items=digits_meet)
     prompts = ["a:21,b:3,c:654=", "d:7,e:1=", "b:9990,c:12="]  # of different lengths: decoding left-pads them
     assert model.generate(prompts, n_loops=n_loops, max_new_tokens=4) == \
         naive_generate(model, prompts, n_loops=n_loops, max_new_tokens=4)
@@ -77,3 +103,11 @@ def test_the_field_round_trips_is_left_out_at_its_default_and_must_be_a_bool():
     assert "list_items_read_alone" not in ModelConfig(**{**SORTER, "list_items_read_alone": False}).to_dict()
     with pytest.raises(UserError, match="list_items_read_alone='yes': use true or false"):
         ModelConfig(**{**SORTER, "list_items_read_alone": "yes"})
+
+
+def test_the_digits_meeting_round_trips_and_needs_the_items_apart():
+    cfg = ModelConfig(**{**SORTER, "list_digits_read_across_items": True})
+    assert ModelConfig.from_dict(cfg.to_dict()) == cfg
+    assert "list_digits_read_across_items" not in ModelConfig(**SORTER).to_dict()
+    with pytest.raises(UserError, match="set list_items_read_alone=true too"):
+        ModelConfig(**{**SORTER, "list_items_read_alone": False, "list_digits_read_across_items": True})

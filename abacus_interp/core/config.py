@@ -189,6 +189,11 @@ class ModelConfig:
     # them where training showed four at most. Kept apart, an item's tokens hold the same
     # whatever the count, and the comparing is left to the queries that write the answer.
     list_items_read_alone: bool = False
+    # With list_items_read_alone: a digit or a closer still reads the digits of the other items
+    # (with digit_window, those at its height), so only the symbols are kept apart. Why:
+    # extrap-sort-apart counts better than the window preset and sorts long numbers worse; this
+    # asks whether the digits meeting across items are what gives the length and what costs the count.
+    list_digits_read_across_items: bool = False
     max_seq_len: int = 64
     # Tied: the unembedding is the transpose of the token embedding (fewer parameters).
     tie_unembed: bool = False
@@ -339,4 +344,5 @@ _OMITTED_AT_DEFAULT = ("rotary", "rotary_base", "abacus_window", "digit_window",
                        "offset_heads_exclusive",
                        "symbol_heads", "number_heads", "running_sum_probe", "partial_product_probe", "carry_probe", "softmax_length_scale", "attention_sink",
                        "answer_hides_earlier_answer", "answer_blind_spares_symbol_heads",
-                       "answer_symbol_heads_read_only_answer", "list_items_read_alone")
+                       "answer_symbol_heads_read_only_answer", "list_items_read_alone",
+                       "list_digits_read_across_items")

@@ -159,9 +159,13 @@ def check_attention(cfg, d_head: int) -> None:
 def _check_answer_masks(cfg) -> None:
     """The sorting answer's masks: the blind's spared symbol heads and the symbol heads that read
     only the answer, each a bool that needs the heads it acts on; the list's items kept apart."""
-    for name in ("answer_blind_spares_symbol_heads", "answer_symbol_heads_read_only_answer", "list_items_read_alone"):
+    for name in ("answer_blind_spares_symbol_heads", "answer_symbol_heads_read_only_answer", "list_items_read_alone",
+                 "list_digits_read_across_items"):
         if not isinstance(getattr(cfg, name), bool):
             raise UserError(f"ModelConfig.{name}={getattr(cfg, name)!r}: use true or false")
+    if cfg.list_digits_read_across_items and not cfg.list_items_read_alone:
+        raise UserError("ModelConfig.list_digits_read_across_items=true lets digits read other items where "
+                        "list_items_read_alone=true keeps them apart: set list_items_read_alone=true too")
     if cfg.answer_blind_spares_symbol_heads and not (cfg.answer_hides_earlier_answer and cfg.symbol_heads):
         raise UserError("ModelConfig.answer_blind_spares_symbol_heads=true spares the symbol heads from the blind: "
                         "it needs answer_hides_earlier_answer=true and symbol_heads >= 1")

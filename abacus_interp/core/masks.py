@@ -210,12 +210,15 @@ def keep_list_items_apart(
     n_query: int,
     n_key: int,
     device,
+    digits_meet: bool = False,
 ) -> Bool[Tensor, "batch head_or_1 query_pos key_pos"]:
     """`mask` (None: plain causal) with every query of the list but its closing "=" narrowed, at
     every head, to its own item (`number_group`: label, colon, digits and the separator that
     ends it; `ModelConfig.list_items_read_alone`). The "=" and the answer after it read as
     `mask` lets them. So what the list's tokens hold of an item is the same whatever comes
-    before it, however many items: the comparing is left to the queries that write the answer."""
+    before it, however many items: the comparing is left to the queries that write the answer.
+    With `digits_meet` (`ModelConfig.list_digits_read_across_items`) a digit or a closer still
+    reads the other items' digits that `mask` lets it: only the symbols are kept apart."""
     if mask is None:
         mask = _itself_and_causal(n_query, n_key, device)[1][None, None]  # [1 1 query key]
     group = number_group(index)  # [batch key]
@@ -226,6 +229,9 @@ def keep_list_items_apart(
     in_list = (group <= last) & ~closes_last  # [batch key]: `answer_positions` is group > last
     query_group, query_in_list = group[:, -n_query:, None], in_list[:, -n_query:, None]  # [batch query 1]
     other_item = query_in_list & (query_group != group[:, None, :])  # [batch query key]
+    if digits_meet:
+        digit_query = closer_indices(index)[:, -n_query:, None] > 0  # [batch query 1]: a digit or a closer
+        other_item = other_item & ~(digit_query & (index > 0)[:, None, :])
     return mask & ~other_item[:, None]
 
 
