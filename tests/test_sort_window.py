@@ -155,3 +155,27 @@ def test_list_items_kept_apart_count_further_and_sort_shorter_numbers():
     long_numbers = {run.name: exact_match(run, "10-digit numbers", (2, 5), (10, 10)) for run in runs}
     assert long_numbers["extrap-sort-apart"] <= long_numbers["extrap-sort-window"] - 0.25, long_numbers
     assert exact_match(APART_RUN, "in distribution", (2, 5), (1, 5)) >= 0.96
+
+
+MEET_RUN = SHIPPED.parent / "extrap-sort-meet"
+
+
+@needs(MEET_RUN, APART_RUN)
+def test_digits_meeting_across_kept_apart_items_take_the_length_back_and_the_count_with_it():
+    """checkpoints/extrap-sort-meet is extrap-sort-apart's recipe with `list_digits_read_across_items`
+    (the list's symbols kept apart, its digits and closers reading the other items' digits near their
+    height), its seed and steps. docs/runs/sorting.md's rows (the eval's 400 lists of seed 1): 20-digit
+    lists 61% (apart 24.5%, extrap-sort-window 66.75%), 10 numbers 18% (apart 53.5%, window 11%): the
+    digits' reads across items carry both the length and the count's cost. Here 200 lists per row of
+    seed 0: 10-digit lists 60.5% against apart's 24.5%, 10 numbers 16.5% against 48.5%."""
+    preset, saved = get_preset("extrap-sort-window").to_dict(), read_run_config(MEET_RUN)
+    assert ModelConfig.from_dict(saved["model"]) == ModelConfig.from_dict(preset["model"]).replace(
+        list_items_read_alone=True, list_digits_read_across_items=True)
+    assert saved["task"] == preset["task"]
+    differ = {k for k, v in preset["train"].items() if saved["train"][k] != (list(v) if isinstance(v, tuple) else v)}
+    assert not differ, differ
+    long_numbers = {run.name: exact_match(run, "10-digit numbers", (2, 5), (10, 10)) for run in (MEET_RUN, APART_RUN)}
+    assert long_numbers["extrap-sort-meet"] >= long_numbers["extrap-sort-apart"] + 0.25, long_numbers
+    count = {run.name: exact_match(run, "10 numbers", (10, 10), (1, 5)) for run in (MEET_RUN, APART_RUN)}
+    assert count["extrap-sort-meet"] <= count["extrap-sort-apart"] - 0.2, count
+    assert exact_match(MEET_RUN, "in distribution", (2, 5), (1, 5)) >= 0.96
