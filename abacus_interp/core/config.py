@@ -190,9 +190,10 @@ class ModelConfig:
     # whatever the count, and the comparing is left to the queries that write the answer.
     list_items_read_alone: bool = False
     # With list_items_read_alone: a digit or a closer still reads the digits of the other items
-    # (with digit_window, those at its height), so only the symbols are kept apart. Why:
-    # extrap-sort-apart counts better than the window preset and sorts long numbers worse; this
-    # asks whether the digits meeting across items are what gives the length and what costs the count.
+    # (with digit_window, those at its height), so only the symbols are kept apart. It splits
+    # extrap-sort-apart's trade (more count, less length than the window preset): trained from
+    # nothing (checkpoints/extrap-sort-meet) it gets most of the length back and loses most of the
+    # count, so the digits' reads across items carry both (docs/runs/sorting.md).
     list_digits_read_across_items: bool = False
     max_seq_len: int = 64
     # Tied: the unembedding is the transpose of the token embedding (fewer parameters).
