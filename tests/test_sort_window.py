@@ -108,6 +108,16 @@ def test_more_steps_with_the_scale_add_count_and_keep_length():
 ANSWER_RUN = SHIPPED.parent / "extrap-sort-window-answer"
 
 
+def assert_is_the_window_preset_with(run: Path, **model_changes) -> None:
+    """`run` was trained as the preset extrap-sort-window with only `model_changes` to its model:
+    the preset's task and training (init_from None, seed 3, 7,000 steps, its schedule)."""
+    preset, saved = get_preset("extrap-sort-window").to_dict(), read_run_config(run)
+    assert ModelConfig.from_dict(saved["model"]) == ModelConfig.from_dict(preset["model"]).replace(**model_changes)
+    assert saved["task"] == preset["task"]
+    differ = {k for k, v in preset["train"].items() if saved["train"][k] != (list(v) if isinstance(v, tuple) else v)}
+    assert not differ, differ
+
+
 @needs(ANSWER_RUN, WINDOW_RUN)
 def test_symbol_heads_that_read_only_the_answer_sort_longer_numbers_and_count_less():
     """checkpoints/extrap-sort-window-answer is the preset extrap-sort-window trained from nothing with
@@ -117,12 +127,7 @@ def test_symbol_heads_that_read_only_the_answer_sort_longer_numbers_and_count_le
     5.5% against 11%). These are the two shipped runs (both seed 3); at seed 4 the order at 20 digits turns (70.75%
     with the option, 78% without), so this pins the shipped checkpoints, not a length gain of the option.
     The count's cost held on both seeds (10 numbers 2.5-5.5% against 10-12.5%)."""
-    preset, saved = get_preset("extrap-sort-window").to_dict(), read_run_config(ANSWER_RUN)
-    assert ModelConfig.from_dict(saved["model"]) == \
-        ModelConfig.from_dict(preset["model"]).replace(answer_symbol_heads_read_only_answer=True)
-    assert saved["task"] == preset["task"]
-    differ = {k for k, v in preset["train"].items() if saved["train"][k] != (list(v) if isinstance(v, tuple) else v)}
-    assert not differ, differ  # init_from None, seed 3, 7,000 steps, the preset's schedule
+    assert_is_the_window_preset_with(ANSWER_RUN, answer_symbol_heads_read_only_answer=True)
     runs = (ANSWER_RUN, WINDOW_RUN)
     long_numbers = {run.name: exact_match(run, "20-digit numbers", (2, 5), (20, 20)) for run in runs}
     assert long_numbers["extrap-sort-window-answer"] >= long_numbers["extrap-sort-window"] + 0.08, long_numbers
@@ -143,12 +148,7 @@ def test_list_items_kept_apart_count_further_and_sort_shorter_numbers():
     the list's cross-item reads that give the window its length are what cost it the count. Here 200
     lists per row of seed 0: 10 numbers 48.5% against 9%, 10-digit lists 24.5% against 83.5%, in
     distribution 97.5% each."""
-    preset, saved = get_preset("extrap-sort-window").to_dict(), read_run_config(APART_RUN)
-    assert ModelConfig.from_dict(saved["model"]) == \
-        ModelConfig.from_dict(preset["model"]).replace(list_items_read_alone=True)
-    assert saved["task"] == preset["task"]
-    differ = {k for k, v in preset["train"].items() if saved["train"][k] != (list(v) if isinstance(v, tuple) else v)}
-    assert not differ, differ  # init_from None, seed 3, 7,000 steps, the preset's schedule
+    assert_is_the_window_preset_with(APART_RUN, list_items_read_alone=True)
     runs = (APART_RUN, WINDOW_RUN)
     count = {run.name: exact_match(run, "10 numbers", (10, 10), (1, 5)) for run in runs}
     assert count["extrap-sort-apart"] >= count["extrap-sort-window"] + 0.25, count
@@ -168,12 +168,7 @@ def test_digits_meeting_across_kept_apart_items_take_the_length_back_and_the_cou
     lists 61% (apart 24.5%, extrap-sort-window 66.75%), 10 numbers 18% (apart 53.5%, window 11%): the
     digits' reads across items carry both the length and the count's cost. Here 200 lists per row of
     seed 0: 10-digit lists 60.5% against apart's 24.5%, 10 numbers 16.5% against 48.5%."""
-    preset, saved = get_preset("extrap-sort-window").to_dict(), read_run_config(MEET_RUN)
-    assert ModelConfig.from_dict(saved["model"]) == ModelConfig.from_dict(preset["model"]).replace(
-        list_items_read_alone=True, list_digits_read_across_items=True)
-    assert saved["task"] == preset["task"]
-    differ = {k for k, v in preset["train"].items() if saved["train"][k] != (list(v) if isinstance(v, tuple) else v)}
-    assert not differ, differ
+    assert_is_the_window_preset_with(MEET_RUN, list_items_read_alone=True, list_digits_read_across_items=True)
     long_numbers = {run.name: exact_match(run, "10-digit numbers", (2, 5), (10, 10)) for run in (MEET_RUN, APART_RUN)}
     assert long_numbers["extrap-sort-meet"] >= long_numbers["extrap-sort-apart"] + 0.25, long_numbers
     count = {run.name: exact_match(run, "10 numbers", (10, 10), (1, 5)) for run in (MEET_RUN, APART_RUN)}
