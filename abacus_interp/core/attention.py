@@ -112,7 +112,8 @@ class AttentionContext:
         if cfg.answer_symbol_heads_read_only_answer:
             mask = symbol_heads_read_only_answer(mask, index, n_query, device, heads.symbol_head_range)
         if cfg.list_items_read_alone:
-            mask = keep_list_items_apart(mask, index, n_query, n_key, device, cfg.list_digits_read_across_items)
+            mask = keep_list_items_apart(mask, index, n_query, n_key, device, cfg.list_digits_read_across_items,
+                                         cfg.list_digits_read_items_back)
         if cfg.digit_window is not None:
             mask = hide_far_digits(mask, index, n_query, n_key, device, cfg.digit_window)
         rotary = None

@@ -163,9 +163,7 @@ def _check_answer_masks(cfg) -> None:
                  "list_digits_read_across_items"):
         if not isinstance(getattr(cfg, name), bool):
             raise UserError(f"ModelConfig.{name}={getattr(cfg, name)!r}: use true or false")
-    if cfg.list_digits_read_across_items and not cfg.list_items_read_alone:
-        raise UserError("ModelConfig.list_digits_read_across_items=true lets digits read other items where "
-                        "list_items_read_alone=true keeps them apart: set list_items_read_alone=true too")
+    _check_list_items_apart(cfg)
     if cfg.answer_blind_spares_symbol_heads and not (cfg.answer_hides_earlier_answer and cfg.symbol_heads):
         raise UserError("ModelConfig.answer_blind_spares_symbol_heads=true spares the symbol heads from the blind: "
                         "it needs answer_hides_earlier_answer=true and symbol_heads >= 1")
@@ -176,6 +174,21 @@ def _check_answer_masks(cfg) -> None:
             and not cfg.answer_blind_spares_symbol_heads:
         raise UserError("ModelConfig.answer_symbol_heads_read_only_answer=true with answer_hides_earlier_answer=true "
                         "needs answer_blind_spares_symbol_heads=true: a blinded symbol head would read only itself")
+
+
+def _check_list_items_apart(cfg) -> None:
+    """The list's items kept apart: the digits meeting across items needs the items apart, and
+    how many items back they meet needs the digits meeting."""
+    if cfg.list_digits_read_across_items and not cfg.list_items_read_alone:
+        raise UserError("ModelConfig.list_digits_read_across_items=true lets digits read other items where "
+                        "list_items_read_alone=true keeps them apart: set list_items_read_alone=true too")
+    back = cfg.list_digits_read_items_back
+    if back is not None and (isinstance(back, bool) or not isinstance(back, int) or back < 1):
+        raise UserError(f"ModelConfig.list_digits_read_items_back={back!r}: use a whole number >= 1 "
+                        "(how many items before its own a list digit reads), or leave it unset")
+    if back is not None and not cfg.list_digits_read_across_items:
+        raise UserError("ModelConfig.list_digits_read_items_back narrows the digits' reads across items: "
+                        "set list_digits_read_across_items=true too")
 
 
 def _check_offset_heads(cfg) -> None:

@@ -211,6 +211,7 @@ def keep_list_items_apart(
     n_key: int,
     device,
     digits_meet: bool = False,
+    items_back: int | None = None,
 ) -> Bool[Tensor, "batch head_or_1 query_pos key_pos"]:
     """`mask` (None: plain causal) with every query of the list but its closing "=" narrowed, at
     every head, to its own item (`number_group`: label, colon, digits and the separator that
@@ -218,7 +219,9 @@ def keep_list_items_apart(
     `mask` lets them. So what the list's tokens hold of an item is the same whatever comes
     before it, however many items: the comparing is left to the queries that write the answer.
     With `digits_meet` (`ModelConfig.list_digits_read_across_items`) a digit or a closer still
-    reads the other items' digits that `mask` lets it: only the symbols are kept apart."""
+    reads the other items' digits that `mask` lets it: only the symbols are kept apart. With
+    `items_back` (`ModelConfig.list_digits_read_items_back`) only those of the `items_back` items
+    just before its own: what a digit reads no longer grows with the count."""
     if mask is None:
         mask = _itself_and_causal(n_query, n_key, device)[1][None, None]  # [1 1 query key]
     group = number_group(index)  # [batch key]
@@ -231,7 +234,10 @@ def keep_list_items_apart(
     other_item = query_in_list & (query_group != group[:, None, :])  # [batch query key]
     if digits_meet:
         digit_query = closer_indices(index)[:, -n_query:, None] > 0  # [batch query 1]: a digit or a closer
-        other_item = other_item & ~(digit_query & (index > 0)[:, None, :])
+        meets = digit_query & (index > 0)[:, None, :]  # [batch query key]
+        if items_back is not None:
+            meets = meets & (query_group - group[:, None, :] <= items_back)
+        other_item = other_item & ~meets
     return mask & ~other_item[:, None]
 
 
