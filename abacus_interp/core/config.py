@@ -200,7 +200,9 @@ class ModelConfig:
     # earlier item, each one's share falling as 1/count, and cut back at test time to the four
     # items training showed they drop 10-number lists from 15.5 to 3%: the far reads are used.
     # Trained in, a read that does not grow with the count leaves the far items to the loops
-    # (each loop passes what an item read one step further down the list). None: every item.
+    # (each loop passes what an item read one step further down the list). Trained from nothing
+    # with 1 it lands between extrap-sort-apart and -meet on both sides of their trade (10 numbers
+    # 37%, 20-digit lists 33%; docs/runs/sorting.md). None: every item.
     list_digits_read_items_back: int | None = None
     max_seq_len: int = 64
     # Tied: the unembedding is the transpose of the token embedding (fewer parameters).
