@@ -159,7 +159,9 @@ class ModelConfig:
     # many in a list of 10, and the answers after the first need what they read (docs/runs/sorting.md).
     # A warm start from a run without a sink starts it at this value: 0 (the softmax off by one)
     # moves a trained model's output at step 0; far below the scores (-20) keeps it but gets next
-    # to no gradient, its gradient being its own weight's size. None: no sink.
+    # to no gradient, its gradient being its own weight's size. From nothing at 4 the heads keep it
+    # high and read their keys as a sum, which lists longer than training's push past what they
+    # saw (10 numbers 1%, docs/runs/sorting.md). None: no sink.
     attention_sink: float | None = None
     # Sorting: no head at an answer query (a label after the list) reads the labels written
     # before it; each still reads what its kind allows of the list (a number head: itself only).
@@ -202,7 +204,8 @@ class ModelConfig:
     # Trained in, a read that does not grow with the count leaves the far items to the loops
     # (each loop passes what an item read one step further down the list). Trained from nothing
     # with 1 it lands between extrap-sort-apart and -meet on both sides of their trade (10 numbers
-    # 37%, 20-digit lists 33%; docs/runs/sorting.md). None: every item.
+    # 28-37% on two seeds, 20-digit lists 33-36%); with 2 it counts worse than either (3%;
+    # docs/runs/sorting.md). None: every item.
     list_digits_read_items_back: int | None = None
     max_seq_len: int = 64
     # Tied: the unembedding is the transpose of the token embedding (fewer parameters).
