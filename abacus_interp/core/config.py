@@ -204,8 +204,8 @@ class ModelConfig:
     # Trained in, a read that does not grow with the count leaves the far items to the loops
     # (each loop passes what an item read one step further down the list). Trained from nothing
     # with 1 it lands between extrap-sort-apart and -meet on both sides of their trade (10 numbers
-    # 28-37% on two seeds, 20-digit lists 33-36%); with 2 it counts worse than either (3%;
-    # docs/runs/sorting.md). None: every item.
+    # 28-37% on two seeds, 20-digit lists 33-36%); with 2 no better than every item (3 and
+    # 15% on two seeds; docs/runs/sorting.md). None: every item.
     list_digits_read_items_back: int | None = None
     max_seq_len: int = 64
     # Tied: the unembedding is the transpose of the token embedding (fewer parameters).
