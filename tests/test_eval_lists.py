@@ -5,6 +5,7 @@ errors for counts a run cannot label and flags that do not apply."""
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,17 @@ def test_the_trained_length_among_the_lengths_gets_one_hard_row(task):
 def test_eval_and_the_report_score_the_same_lists(task):
     model, cfg = tiny_sorter(task), ComparisonsConfig(n_per_row=10, far_digits=5, far_numbers=6)
     assert accuracy_rows(model, task, cfg) == list_rows(model, task, lengths=(3, 5), counts=(6,), n=10, seed=cfg.seed)
+
+
+@pytest.mark.parametrize("plant", [{"shared_prefix_fraction": 0.5}, {"same_length_fraction": 0.5}])
+def test_a_planted_run_is_scored_on_the_lists_of_a_plain_one(task, plant):
+    """The plant shapes training only: the rows draw the uniform lists the issue's bars are stated on."""
+    planted = get_task("sorting", **task.config(), **plant)
+    assert planted.sample(40, random.Random(0)) != task.sample(40, random.Random(0))  # the plant moves the draws
+    assert planted.plain().config() == task.config()
+    model = tiny_sorter(task)
+    assert list_rows(model, planted, lengths=(4,), counts=(5,), n=8, seed=0) == \
+        list_rows(model, task, lengths=(4,), counts=(5,), n=8, seed=0)
 
 
 @pytest.mark.parametrize("count", [0, 9])

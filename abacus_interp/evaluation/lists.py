@@ -52,8 +52,10 @@ def list_rows(model, task, *, lengths: Sequence[int], counts: Sequence[int], n: 
     """The rows, in this order: in distribution (the held-out split); numbers of each of
     `lengths` digits (the trained counts); each of `counts` numbers (the trained digits); each
     count of each length; then hard lists (the trained maximum of numbers, equal but the units)
-    of the trained maximum of digits and of each length. `n` lists per row."""
+    of the trained maximum of digits and of each length. `n` lists per row, drawn from the task
+    without its plants (`SortingTask.plain`): a planted run is scored on the lists any other is."""
     check_counts(task, counts)
+    task = task.plain()
     lengths = tuple(dict.fromkeys(lengths))  # a length named twice (or the trained one again) gets one row
     lo_n, hi_n, lo_d, hi_d = task.min_numbers, task.max_numbers, task.min_digits, task.max_digits
     specs = [("in distribution", (lo_n, hi_n), (lo_d, hi_d))]

@@ -98,6 +98,12 @@ class SortingTask(Task):
         """The longest list this task's vocabulary can label."""
         return len(self.labels)
 
+    def plain(self) -> SortingTask:
+        """This task without its plants: every list uniform, as the eval's rows and the issue's
+        bars take them. A run trained with a plant is scored on the same lists as one without."""
+        config = {k: v for k, v in self.config().items() if k not in ("shared_prefix_fraction", "same_length_fraction")}
+        return SortingTask(**config)
+
     def make(self, *operands: Any, labels: str | None = None) -> Example:
         """The example sorting `operands`, labelled a, b, c, ... or by `labels` (one distinct
         letter of the vocabulary per number)."""
