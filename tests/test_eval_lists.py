@@ -58,7 +58,7 @@ def test_eval_and_the_report_score_the_same_lists(task):
 
 @pytest.mark.parametrize("plant", [{"shared_prefix_fraction": 0.5}, {"same_length_fraction": 0.5}])
 def test_a_planted_run_is_scored_on_the_lists_of_a_plain_one(task, plant):
-    """The plant shapes training only: the rows draw the uniform lists the issue's bars are stated on."""
+    """A plant shapes training only: every row draws uniform lists, as for a run without one."""
     planted = get_task("sorting", **task.config(), **plant)
     assert planted.sample(40, random.Random(0)) != task.sample(40, random.Random(0))  # the plant moves the draws
     assert planted.plain().config() == task.config()

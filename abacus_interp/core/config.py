@@ -191,7 +191,7 @@ class ModelConfig:
     # them where training showed four at most. Kept apart, an item's tokens hold the same
     # whatever the count, and the comparing is left to the queries that write the answer.
     # checkpoints/extrap-sort-apart (one 7,000-step schedule) counts 53.5% with 10 numbers, and
-    # 64% trained on 4,500 steps more (checkpoints/extrap-sort-apart-ft, 56 minutes from nothing).
+    # 64% trained on 4,500 steps more (checkpoints/extrap-sort-apart-ft, 57 minutes from nothing).
     list_items_read_alone: bool = False
     # With list_items_read_alone: a digit or a closer still reads the digits of the other items
     # (with digit_window, those at its height), so only the symbols are kept apart. It splits

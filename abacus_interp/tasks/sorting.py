@@ -50,6 +50,8 @@ class SortingTask(Task):
 
     name: ClassVar[str] = "sorting"
     positional: ClassVar[str] = "abacus"
+    # the options that plant lists a uniform draw rarely gives; `plain()` turns them off
+    PLANTS: ClassVar[tuple[str, ...]] = ("shared_prefix_fraction", "same_length_fraction")
 
     def __init__(
         self,
@@ -99,10 +101,9 @@ class SortingTask(Task):
         return len(self.labels)
 
     def plain(self) -> SortingTask:
-        """This task without its plants: every list uniform, as the eval's rows and the issue's
-        bars take them. A run trained with a plant is scored on the same lists as one without."""
-        config = {k: v for k, v in self.config().items() if k not in ("shared_prefix_fraction", "same_length_fraction")}
-        return SortingTask(**config)
+        """This task without its plants: every list uniform, as the eval's rows score them, so a
+        run trained with a plant is scored on the same lists as one without."""
+        return SortingTask(**{**self.config(), **{plant: 0.0 for plant in self.PLANTS}})
 
     def make(self, *operands: Any, labels: str | None = None) -> Example:
         """The example sorting `operands`, labelled a, b, c, ... or by `labels` (one distinct
@@ -139,7 +140,7 @@ class SortingTask(Task):
         above the lowest `depth` (`shared_prefix_values`; one-digit lists share nothing). With
         `same_length_fraction`, that share of the lists draws one length for all its numbers. A plant
         is part of the task's distribution, like addition's cascade_fraction: held-out sets
-        drawn from this task hold it too, so compare such a run with another on a plain task."""
+        drawn from this task hold it too; the eval's rows draw from `plain()`, which has none."""
         check_count(n)
         lo_n = self.min_numbers if min_numbers is None else min_numbers
         hi_n = self.max_numbers if max_numbers is None else max_numbers
