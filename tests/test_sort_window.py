@@ -188,7 +188,8 @@ def test_the_kept_apart_run_trained_on_counts_further_and_not_longer():
     200 lists per row of seed 0: 10 numbers 65.5% against 48.5%, in distribution 99.5%, and the length does
     not come back (10-digit lists 23% against 24.5%)."""
     saved = started_from(APART_FT_RUN, APART_RUN / "checkpoints" / "step_0007000.safetensors")
-    assert saved["model"] == read_run_config(APART_RUN)["model"] and saved["task"] == read_run_config(APART_RUN)["task"]
+    source = read_run_config(APART_RUN)
+    assert saved["model"] == source["model"] and saved["task"] == source["task"]
     assert saved["train"]["steps"] == 4500 and saved["train"]["lr"] == 3e-4 and saved["train"]["seed"] == 4
     count = {run.name: exact_match(run, "10 numbers", (10, 10), (1, 5)) for run in (APART_FT_RUN, APART_RUN)}
     assert count["extrap-sort-apart-ft"] >= count["extrap-sort-apart"] + 0.1, count
