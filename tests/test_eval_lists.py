@@ -56,7 +56,8 @@ def test_eval_and_the_report_score_the_same_lists(task):
     assert accuracy_rows(model, task, cfg) == list_rows(model, task, lengths=(3, 5), counts=(6,), n=10, seed=cfg.seed)
 
 
-@pytest.mark.parametrize("plant", [{"shared_prefix_fraction": 0.5}, {"same_length_fraction": 0.5}])
+@pytest.mark.parametrize("plant", [{"shared_prefix_fraction": 0.5}, {"same_length_fraction": 0.5},
+                                   {"near_twin_fraction": 0.5}])
 def test_a_planted_run_is_scored_on_the_lists_of_a_plain_one(task, plant):
     """A plant shapes training only: every row draws uniform lists, as for a run without one."""
     planted = get_task("sorting", **task.config(), **plant)

@@ -262,6 +262,45 @@ def test_sorting_plants_lists_of_one_length_and_keeps_the_plain_stream() -> None
         SortingTask(shared_prefix_fraction=0.3, same_length_fraction=0.3)
 
 
+def near_tie_pairs(values) -> int:
+    """How many pairs of `values` have one length and the same leading digit."""
+    strings = [str(v) for v in values]
+    return sum(len(a) == len(b) and a[0] == b[0] for i, a in enumerate(strings) for b in strings[i + 1 :])
+
+
+def test_sorting_plants_a_near_twin_in_an_otherwise_uniform_list_and_keeps_the_plain_stream() -> None:
+    plain = SortingTask(max_digits=5, label_pool=26, random_labels=True)
+    zero = SortingTask(max_digits=5, label_pool=26, random_labels=True, near_twin_fraction=0.0)
+    assert zero.sample(50, random.Random(3)) == plain.sample(50, random.Random(3))
+    assert "near_twin_fraction" not in zero.config()
+
+    planted = SortingTask(max_digits=5, label_pool=26, random_labels=True, near_twin_fraction=1.0)
+    assert SortingTask(**planted.config()).near_twin_fraction == 1.0
+    twinned = planted.sample(400, random.Random(4))
+    for ex in twinned:
+        labels = [item[0] for item in ex.prompt.rstrip("=").split(",")]
+        order = sorted(range(len(ex.operands)), key=lambda k: (ex.operands[k], k))
+        assert ex.answer == "".join(labels[k] for k in order)
+        assert all(1 <= len(str(v)) <= 5 for v in ex.operands)
+    # every list with a number of two digits or more holds a pair of one length and leading digit;
+    # the plain draw gives one to about a list in six
+    with_pair = sum(near_tie_pairs(ex.operands) > 0 for ex in twinned) / len(twinned)
+    plain_pair = sum(near_tie_pairs(ex.operands) > 0 for ex in plain.sample(400, random.Random(4))) / 400
+    assert with_pair > 0.95 and plain_pair < 0.3, (with_pair, plain_pair)
+
+    rng = random.Random(5)
+    for values in ([7, 40213], [123, 5, 99999, 310], [1, 2, 3]):
+        twins = SortingTask.near_twin(values, rng)
+        changed = [k for k, (a, b) in enumerate(zip(values, twins, strict=True)) if a != b]
+        assert len(changed) <= 1
+        if values == [1, 2, 3]:
+            assert twins == values  # no number with a digit below its leading one to vary
+        for k in changed:
+            assert near_tie_pairs(twins) > near_tie_pairs(values[:k] + values[k + 1 :])
+    with pytest.raises(ValueError, match="near_twin_fraction"):
+        SortingTask(near_twin_fraction=2.0)
+
+
 # ---------------------------------------------------------------------------------------
 # Modular addition (grokking).
 

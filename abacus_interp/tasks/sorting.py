@@ -16,7 +16,9 @@ lists whose numbers agree on every digit above a random depth (`shared_prefix_va
 Nor, with each number's length drawn on its own, do two numbers often share a length (with 1-5
 digits, as extrap-sort: a pair in five, all five numbers of a list one time in 625), while every
 list of the length-extrapolation rows does: `same_length_fraction` plants lists of uniform numbers
-of one common length.
+of one common length. `near_twin_fraction` plants one near tie in a list left otherwise uniform:
+a number's twin, equal to it above a random depth (`near_twin`), so the two are compared below
+their leading digit while every other comparison of the list stays as a uniform draw makes it.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ class SortingTask(Task):
     name: ClassVar[str] = "sorting"
     positional: ClassVar[str] = "abacus"
     # the options that plant lists a uniform draw rarely gives; `plain()` turns them off
-    PLANTS: ClassVar[tuple[str, ...]] = ("shared_prefix_fraction", "same_length_fraction")
+    PLANTS: ClassVar[tuple[str, ...]] = ("shared_prefix_fraction", "same_length_fraction", "near_twin_fraction")
 
     def __init__(
         self,
@@ -63,10 +65,12 @@ class SortingTask(Task):
         random_labels: bool = False,
         shared_prefix_fraction: float = 0.0,
         same_length_fraction: float = 0.0,
+        near_twin_fraction: float = 0.0,
     ) -> None:
         check_digit_range(min_numbers, max_numbers, "numbers")
         check_fraction(shared_prefix_fraction, "shared_prefix_fraction")
         check_fraction(same_length_fraction, "same_length_fraction")
+        check_fraction(near_twin_fraction, "near_twin_fraction")
         if shared_prefix_fraction and same_length_fraction:
             raise UserError("shared_prefix_fraction and same_length_fraction are two plants of lists of one length; "
                             "set one of them, or neither")
@@ -87,6 +91,8 @@ class SortingTask(Task):
         self.shared_prefix_fraction = float(shared_prefix_fraction)
         # the share of sampled lists whose numbers all have one length, drawn once per list
         self.same_length_fraction = float(same_length_fraction)
+        # the share of sampled lists in which one number is replaced by another's near twin (`near_twin`)
+        self.near_twin_fraction = float(near_twin_fraction)
         # every letter the vocabulary holds: a list may have up to this many numbers
         self.labels = LETTERS[:pool]
         self.vocab = Vocab(symbols=tuple(DIGIT_SYMBOLS + self.labels + ":,="), separator="")
@@ -138,7 +144,9 @@ class SortingTask(Task):
         `shared_prefix_fraction`, that share of the lists instead takes one length d uniform
         over the digit range and a depth uniform over 1..d-1, and its numbers share every digit
         above the lowest `depth` (`shared_prefix_values`; one-digit lists share nothing). With
-        `same_length_fraction`, that share of the lists draws one length for all its numbers. A plant
+        `same_length_fraction`, that share of the lists draws one length for all its numbers. With
+        `near_twin_fraction`, that share of the lists then has one number replaced by a near twin
+        of another (`near_twin`). A plant
         is part of the task's distribution, like addition's cascade_fraction: held-out sets
         drawn from this task hold it too; the eval's rows draw from `plain()`, which has none."""
         check_count(n)
@@ -158,6 +166,7 @@ class SortingTask(Task):
             # no draw for the plant when there is none: the plain stream, draw for draw
             planted = bool(self.shared_prefix_fraction) and rng.random() < self.shared_prefix_fraction
             one_length = bool(self.same_length_fraction) and rng.random() < self.same_length_fraction
+            twinned = bool(self.near_twin_fraction) and rng.random() < self.near_twin_fraction
             count = rng.randint(lo_n, hi_n)
             if planted:  # at least the leading digit shared, so every number keeps its `digits` digits
                 digits = rng.randint(lo_d, hi_d)
@@ -167,6 +176,8 @@ class SortingTask(Task):
                 values = [random_with_digits(rng, digits) for _ in range(count)]
             else:
                 values = [random_with_digits(rng, rng.randint(lo_d, hi_d)) for _ in range(count)]
+            if twinned:
+                values = self.near_twin(values, rng)
             out.append(self.make(*values, labels=self.draw_labels(count, rng)))
         return out
 
@@ -182,6 +193,23 @@ class SortingTask(Task):
         low = 10**depth
         top = rng.randrange(10 ** (digits - 1), 10**digits) // low * low
         return [top + rng.randrange(low) for _ in range(count)]
+
+    @staticmethod
+    def near_twin(values: list[int], rng: random.Random) -> list[int]:
+        """`values` with one number replaced by a near twin of another: of the same length, equal to
+        it above a depth uniform over 1..length-1, its lowest `depth` digits drawn anew (as
+        `shared_prefix_values`). Whichever of the two is smaller, the next number out after it is
+        the other one unless a third lies between them, so the list asks for one comparison below
+        the leading digit. Lists of one number, or of one-digit numbers only, come back unchanged."""
+        candidates = [k for k, v in enumerate(values) if v >= 10]
+        if len(values) < 2 or not candidates:
+            return list(values)
+        source = rng.choice(candidates)
+        replaced = rng.choice([k for k in range(len(values)) if k != source])
+        digits = len(str(values[source]))
+        low = 10 ** rng.randint(1, digits - 1)
+        twin = values[source] // low * low + rng.randrange(low)
+        return [twin if k == replaced else v for k, v in enumerate(values)]
 
     def draw_labels(self, count: int, rng: random.Random) -> str | None:
         """The labels of a list of `count` numbers as training draws them: with random_labels
@@ -234,4 +262,6 @@ class SortingTask(Task):
             out["shared_prefix_fraction"] = self.shared_prefix_fraction
         if self.same_length_fraction:
             out["same_length_fraction"] = self.same_length_fraction
+        if self.near_twin_fraction:
+            out["near_twin_fraction"] = self.near_twin_fraction
         return out
