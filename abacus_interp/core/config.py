@@ -260,6 +260,14 @@ class ModelConfig:
     # to a cycle from extrap-mul-digits-ft11 it cost 20 x 3 18 points and the loop its
     # settling (docs/runs/multiplication.md); from nothing it is untried.
     carry_probe: int | None = None
+    # Sorting: a linear readout of every position's final state (through ln_final), W_order
+    # [d_model], trained by train.order_loss to put the items of one list in order of value
+    # where each item's closing separator reads it (a pairwise loss: only the order counts).
+    # Why: an answer query picks the next number through a linear key on the items' states,
+    # and extrap-sort-apart-ft's summaries hold the digits below the leading one but not
+    # lined up along the value, so the steps between numbers that share their leading digit
+    # fail most (docs/runs/sorting.md). Not used to answer.
+    order_probe: bool = False
 
     def __post_init__(self):
         if isinstance(self.vocab, dict):
@@ -357,7 +365,7 @@ _DEFAULTS = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
 _OMITTED_AT_DEFAULT = ("rotary", "rotary_base", "abacus_window", "digit_window", "halt_tol", "unembed_init_std", "attn_bias",
                        "unembed_bias", "multiplier_heads", "multiplier_select", "offset_heads", "offset_head_numbers",
                        "offset_heads_exclusive",
-                       "symbol_heads", "number_heads", "running_sum_probe", "partial_product_probe", "carry_probe", "softmax_length_scale", "attention_sink",
+                       "symbol_heads", "number_heads", "running_sum_probe", "partial_product_probe", "carry_probe", "order_probe", "softmax_length_scale", "attention_sink",
                        "answer_hides_earlier_answer", "answer_blind_spares_symbol_heads",
                        "answer_symbol_heads_read_only_answer", "list_items_read_alone",
                        "list_digits_read_across_items", "list_digits_read_items_back")

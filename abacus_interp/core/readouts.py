@@ -7,7 +7,9 @@ exist; the analyses then read them as the run's own probes.
   column's sum plus its carry in, as one magnitude in units of ten;
 - the partial products (`partial_product_probe`, `partial_product_loss`): the units and tens
   of each product a_(i-j) * b_j the column adds, as ten classes each;
-- the carry (`carry_probe`, `carry_loss`): the carry into the column, as one class per carry.
+- the carry (`carry_probe`, `carry_loss`): the carry into the column, as one class per carry;
+- the order (`order_probe`, `order_loss`): sorting's items, one score each at its closing
+  separator, in order of value within a list.
 
 A readout writes nothing into the state, so a warm start may add one (fresh) and the model
 still computes its source's function, and `train.readouts_first` may fit the readouts alone.
@@ -20,7 +22,7 @@ from jaxtyping import Float
 from torch import Tensor, nn
 
 # every auxiliary readout's parameters, by attribute name
-READOUT_PARAMETER_NAMES = ("W_sum", "b_sum", "W_products", "b_products", "W_carry", "b_carry")
+READOUT_PARAMETER_NAMES = ("W_sum", "b_sum", "W_products", "b_products", "W_carry", "b_carry", "W_order")
 
 
 class AuxiliaryReadouts:
@@ -39,6 +41,8 @@ class AuxiliaryReadouts:
         if cfg.carry_probe is not None:  # one class per carry
             self.W_carry = nn.Parameter(torch.randn(cfg.d_model, cfg.carry_probe) * cfg.init_std)
             self.b_carry = nn.Parameter(torch.zeros(cfg.carry_probe))
+        if cfg.order_probe:  # no bias: the loss reads differences of two scores only
+            self.W_order = nn.Parameter(torch.randn(cfg.d_model) * cfg.init_std)
 
     @property
     def readout_parameters(self) -> dict[str, nn.Parameter]:
@@ -66,3 +70,10 @@ class AuxiliaryReadouts:
         if self.cfg.carry_probe is None:
             raise ValueError("this model has no carry readout; build it with carry_probe=n_classes")
         return self.ln_final(state) @ self.W_carry + self.b_carry
+
+    def read_order(self, state: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos"]:
+        """The order readout (`cfg.order_probe`) of a state: one score per position, meant to
+        rise with the value of the item a closing separator ends."""
+        if not self.cfg.order_probe:
+            raise ValueError("this model has no order readout; build it with order_probe=True")
+        return self.ln_final(state) @ self.W_order

@@ -112,6 +112,9 @@ class Batch:
     # Training with train.carry_loss only: at each position that predicts an answer digit, the
     # carry into its column (`Task.carries_in`); -100 (cross_entropy's ignore_index) elsewhere.
     carries: Int[Tensor, "batch pos"] | None = None
+    # Training with train.order_loss only: at the separator that closes each item of a sorting
+    # list but the last (`Task.item_closers`), that item's value; NaN elsewhere.
+    item_values: Float[Tensor, "batch pos"] | None = None
 
 
 def encode_batch(

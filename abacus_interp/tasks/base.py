@@ -118,6 +118,11 @@ class Task(ABC):
         task declares no carries."""
         return None
 
+    def item_closers(self, example: Example) -> list[tuple[int, int]] | None:
+        """Per item of a list but the last, (the prompt position of the separator that closes
+        it, its value): the targets of `train.order_loss`. None: the task's prompt is no list."""
+        return None
+
     def partial_products(self, example: Example) -> list[tuple[int, ...]] | None:
         """Per answer digit i, the partial products a_(i-j) * b_j that its column adds, one per
         multiplier digit j (0 where a_(i-j) does not exist): the targets of

@@ -181,6 +181,12 @@ class SortingTask(Task):
             out.append(self.make(*values, labels=self.draw_labels(count, rng)))
         return out
 
+    def item_closers(self, example: Example) -> list[tuple[int, int]]:
+        """Each number's closing "," (its prompt position) and value, but the last number's,
+        which "=" closes: "=" also starts the answer, so it is no item's own summary."""
+        commas = [p for p, token in enumerate(self.vocab.split(example.prompt)) if token == ","]
+        return list(zip(commas, example.operands[:-1], strict=True))
+
     @staticmethod
     def shared_prefix_values(count: int, digits: int, depth: int, rng: random.Random) -> list[int]:
         """`count` numbers below 10^digits that agree on every digit above their lowest `depth`

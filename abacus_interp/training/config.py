@@ -107,6 +107,13 @@ class TrainConfig:
     # It asks the state for the carry the running sum holds as a magnitude: a carry of 12
     # read as 11 costs as much as one read as 0. None: off.
     carry_loss: float | None = None
+    # A weight: adds order_loss * the order readout's (model.order_probe) pairwise logistic
+    # loss at the full depth: over every two items of a sorting list with different values,
+    # softplus(score of the larger - score of the smaller) read at their closing separators
+    # (`Task.item_closers`); metrics.jsonl logs the loss itself as order_loss. A pair of
+    # numbers that share their leading digits weighs as much as any other, and pairs already
+    # in order weigh less and less, so the close pairs the answer gets wrong drive it. None: off.
+    order_loss: float | None = None
     # Start from another run's weights instead of a fresh initialisation: a run directory (its
     # latest checkpoint) or a .safetensors checkpoint. The model may add what the checkpoint
     # lacks (a lever such as model.running_sum_probe keeps its fresh initialisation) but must
@@ -195,7 +202,7 @@ class TrainConfig:
                             "already runs its prefix without gradient: set one of them")
         if self.init_from is not None and not str(self.init_from).strip():
             raise UserError("train.init_from is empty; name a run directory or a checkpoint file, or null for a fresh model")
-        for name in ("running_sum_loss", "partial_product_loss", "carry_loss"):
+        for name in ("running_sum_loss", "partial_product_loss", "carry_loss", "order_loss"):
             if getattr(self, name) is not None and getattr(self, name) < 0:
                 raise UserError(f"train.{name} must be >= 0, or null for none")
         if self.step_penalty is not None and self.step_penalty < 0:
@@ -226,14 +233,15 @@ class TrainConfig:
                 or self.readouts_first < 1:
             raise UserError(f"train.readouts_first={self.readouts_first!r}: how many steps train the readouts "
                             f"alone, an integer >= 1, or null for none")
-        if not (self.running_sum_loss or self.partial_product_loss or self.carry_loss):
+        if not (self.running_sum_loss or self.partial_product_loss or self.carry_loss or self.order_loss):
             raise UserError("train.readouts_first trains the auxiliary readouts alone, but no readout loss is on: "
-                            "set train.carry_loss, train.partial_product_loss or train.running_sum_loss")
+                            "set train.carry_loss, train.partial_product_loss, train.running_sum_loss or "
+                            "train.order_loss")
 
 
 # Training fields added after runs were saved: left out of to_dict while off (None), so those
 # runs' configs read, resume and compare as the same run.
-_TRAIN_OMITTED_WHEN_OFF = ("partial_product_loss", "carry_loss", "average_from", "readouts_first")
+_TRAIN_OMITTED_WHEN_OFF = ("partial_product_loss", "carry_loss", "order_loss", "average_from", "readouts_first")
 
 
 @dataclass(frozen=True)
@@ -276,6 +284,8 @@ class RunConfig:
             self._check_partial_products()
         if self.train.carry_loss or self.model.carry_probe is not None:
             self._check_carries()
+        if self.train.order_loss or self.model.order_probe:
+            self._check_order()
 
         if self.train.readout == "answer_symbols" and self.make_task().answer_token_ids is None:
             raise UserError(
@@ -331,6 +341,17 @@ class RunConfig:
         if largest >= classes:
             raise UserError(f"the task's carries reach {largest} but model.carry_probe={classes} gives classes "
                             f"0..{classes - 1}: set model.carry_probe={largest + 1}")
+
+    def _check_order(self) -> None:
+        """As the running sum's: the readout and its loss come together, on a task of lists."""
+        if not self.model.order_probe:
+            raise UserError("train.order_loss trains the model's order readout; set model.order_probe=true as well")
+        if not self.train.order_loss:
+            raise UserError("model.order_probe=true adds a readout that only train.order_loss trains; "
+                            "set train.order_loss (e.g. 0.5), or leave the readout out")
+        if type(self.make_task()).item_closers is Task.item_closers:
+            raise UserError(f"train.order_loss needs a task whose prompt is a list of items (Task.item_closers, "
+                            f"e.g. sorting); {self.task!r} has none: leave it null")
 
     def make_task(self):
         return get_task(self.task, **self.task_kwargs)

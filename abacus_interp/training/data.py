@@ -51,6 +51,8 @@ class BatchSource:
             batch.partial_products = partial_product_targets(self.task, examples, batch)
         if self.cfg.carry_loss:
             batch.carries = carry_targets(self.task, examples, batch)
+        if self.cfg.order_loss:
+            batch.item_values = order_targets(self.task, examples, batch)
         return batch
 
     def batch(self, step: int) -> Batch:
@@ -81,6 +83,20 @@ def carry_targets(task, examples, batch: Batch) -> Int[torch.Tensor, "batch pos"
     rows, positions, values = _per_answer_digit(examples, batch, task.carries_in, type(task).__name__)
     targets = torch.full(batch.tokens.shape, -100, dtype=torch.long)  # [batch pos]
     targets[rows, positions] = torch.tensor(values, dtype=torch.long)  # one assignment: a tensor per row is slow
+    return targets
+
+
+def order_targets(task, examples, batch: Batch) -> Float[torch.Tensor, "batch pos"]:
+    """Each item's value at the separator that closes it (`Task.item_closers`), in float64 so
+    that values past 2^24 keep their order; NaN at every other position."""
+    rows, positions, values = [], [], []
+    for row, example in enumerate(examples):
+        for position, value in task.item_closers(example):
+            rows.append(row)
+            positions.append(position)
+            values.append(float(value))
+    targets = torch.full(batch.tokens.shape, float("nan"), dtype=torch.float64)  # [batch pos]
+    targets[rows, positions] = torch.tensor(values, dtype=torch.float64)  # one assignment: a tensor per row is slow
     return targets
 
 

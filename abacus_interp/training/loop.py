@@ -277,6 +277,8 @@ def _logged_row(run: _Setup, book: Bookkeeping, step: int, losses: StepLosses, g
         row["partial_product_loss"] = dist_utils.mean_across_ranks(losses.partial_products.item(), world)
     if losses.carries is not None:  # the carry readout's mean cross-entropy over the answer digits
         row["carry_loss"] = dist_utils.mean_across_ranks(losses.carries.item(), world)
+    if losses.order is not None:  # the order readout's mean pairwise logistic loss
+        row["order_loss"] = dist_utils.mean_across_ranks(losses.order.item(), world)
     if run.average.active:  # the held-out figures and the checkpoint read the mean of this many steps
         row["averaged_steps"] = run.average.steps_averaged
     if book.is_writer and (step % tcfg.eval_every == 0 or step in run.save_at or step == tcfg.steps):

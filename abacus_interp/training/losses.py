@@ -1,6 +1,6 @@
 """One training step's forward pass and its losses: `training_losses` runs the loops once,
 reads out the full depth and the progressive depth on the way, and adds the configured terms
-(progressive loss, step penalty, the running-sum, partial-product and carry readouts). The training
+(progressive loss, step penalty, the running-sum, partial-product, carry and order readouts). The training
 loop (`loop.py`) calls it every step; tests and benchmarks call it alone.
 """
 
@@ -80,7 +80,7 @@ def training_losses(model, batch, generator, cfg, device, autocast, allowed=None
             loss = loss + tcfg.step_penalty * settle
     terms = _readout_terms(model, tcfg, batch, state_full, n_in, rows, part[1], device)
     for weight, term in ((tcfg.running_sum_loss, terms.running_sum), (tcfg.partial_product_loss, terms.partial_products),
-                         (tcfg.carry_loss, terms.carries)):
+                         (tcfg.carry_loss, terms.carries), (tcfg.order_loss, terms.order)):
         if term is not None:
             loss = loss + weight * term
     return StepLosses(loss, full, state_full, loss_mask, *terms)
@@ -93,11 +93,12 @@ class ReadoutTerms(NamedTuple):
     running_sum: torch.Tensor | None
     partial_products: torch.Tensor | None
     carries: torch.Tensor | None
+    order: torch.Tensor | None
 
 
 def _readout_terms(model, tcfg, batch, state, n_in: int, rows: slice, world_size: int, device) -> ReadoutTerms:
     """The auxiliary readouts' terms of the full-depth `state` (`ReadoutTerms`)."""
-    running_sum = partial_products = carries = None
+    running_sum = partial_products = carries = order = None
     if tcfg.running_sum_loss:
         if batch.running_sum is None:
             raise ValueError("train.running_sum_loss needs the batch's running-sum targets: draw batches with "
@@ -114,7 +115,12 @@ def _readout_terms(model, tcfg, batch, state, n_in: int, rows: slice, world_size
             raise ValueError("train.carry_loss needs the batch's carry targets: draw batches with "
                              "training.data.BatchSource, which adds them (encode_batch alone does not)")
         carries = _carry_loss(model, state, batch.carries[:, :n_in], rows, world_size, device)
-    return ReadoutTerms(running_sum, partial_products, carries)
+    if tcfg.order_loss:
+        if batch.item_values is None:
+            raise ValueError("train.order_loss needs the batch's item values: draw batches with "
+                             "training.data.BatchSource, which adds them (encode_batch alone does not)")
+        order = _order_loss(model, state, batch.item_values[:, :n_in], rows, world_size, device)
+    return ReadoutTerms(running_sum, partial_products, carries, order)
 
 
 def _abacus_offsets(model_cfg, batch_size: int, generator, rows: slice):
@@ -146,6 +152,9 @@ class StepLosses(NamedTuple):
     # the carry readout's mean cross-entropy over the answer digits, unweighted by
     # train.carry_loss, this rank's weighted part; None when off
     carries: torch.Tensor | None = None
+    # the order readout's mean pairwise logistic loss over the pairs of items of one list,
+    # unweighted by train.order_loss, this rank's weighted part; None when off
+    order: torch.Tensor | None = None
 
 
 def _running_sum_loss(model, state, targets, rows: slice, world_size: int, device):
@@ -269,3 +278,20 @@ def _states_at(model, inputs, depths: set[int], start=None, index=None,
                 state = model.run_loops(inputs, range(done, depth), state=state, index=index)
         states[depth], done = state, depth
     return states
+
+
+def _order_loss(model, state, values, rows: slice, world_size: int, device):
+    """Mean of softplus(score_i - score_j) over every two items i, j of one list with value_i <
+    value_j, the scores the order readout of `state` at their closing separators: zero only
+    when each list's scores rise with its values. `values`: the whole batch's item values
+    [batch n_in] in host memory, NaN where a position closes no item. Weighted by this rank's
+    share of the batch's pairs, so that the average over ranks is the whole batch's mean."""
+    smaller = values[:, :, None] < values[:, None, :]  # [batch n_in n_in]: NaN compares False
+    weight = world_size * int(smaller[rows].sum()) / max(int(smaller.sum()), 1)
+    # the pairs are found on the host: a boolean index on the device would wait for it
+    batch_rows, lower, higher = (to_device(index, device) for index in smaller[rows].nonzero(as_tuple=True))
+    with torch.autocast(device.type, enabled=False):
+        scores = model.read_order(state.to(torch.promote_types(state.dtype, torch.float32)))  # [batch n_in]
+    if batch_rows.numel() == 0:  # lists of one item only: nothing to order, the graph kept
+        return scores.sum() * 0.0
+    return F.softplus(scores[batch_rows, lower] - scores[batch_rows, higher]).mean() * weight
