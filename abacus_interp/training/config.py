@@ -133,7 +133,7 @@ class TrainConfig:
     # (2,000 problems). None: off, the checkpoints hold the live weights.
     average_from: int | None = None
     # For steps 1..readouts_first only the auxiliary readouts (running sum, partial products,
-    # carry) are updated; the model's own weights wait. Why: a readout that a warm start adds
+    # carry, order) are updated; the model's own weights wait. Why: a readout that a warm start adds
     # fresh sends its errors into a trained state from the first step (the partial-product
     # readout added to extrap-mul-ft16 cost it 20 x 3 ten points); fitted first, it pulls the
     # state only where the state does not hold what it asks. None: every weight from step 1.
