@@ -92,20 +92,22 @@ def test_a_readout_that_orders_the_items_scores_near_zero_and_the_reverse_high(s
     cfg = tiny_order()
     model = LoopedTransformer(cfg.model).double()
     task = cfg.make_task()
-    examples = [task.make(5, 300, 41, 41), task.make(7, 2)]
+    examples = [task.make(5, 41, 41, 300), task.make(7, 2)]
     batch = BatchSource(task, cfg.train, cfg.model.max_seq_len)._encode(examples)
     values = batch.item_values
-    for sign, expected in ((10.0, 0.0), (-10.0, None)):
+    for sign, ordered in ((10.0, True), (-10.0, False)):
         planted = torch.where(values.isnan(), torch.zeros_like(values), sign * torch.log(values + 1))
         model.read_order = lambda state, planted=planted: planted[:, : state.shape[1]]
         losses = training_losses(model, batch, BatchSource(task, cfg.train, 40).generator(0), cfg,
                                  torch.device("cpu"), nullcontext())
-        # the pairs: (5, 300), (5, 41) and (41, 300) in the first list (its last 41 is closed by "="), none in the second
+        # the pairs: 5 with each 41; the two 41s form none and 300 is closed by "="; the second list has none
         assert losses.order.item() == pytest.approx(naive_order_loss(planted, values), rel=1e-9)
-        if expected is not None:
+        if ordered:
             assert losses.order.item() < 0.01
         else:
             assert losses.order.item() > 10 * math.log(2)
+        assert naive_order_loss(planted, values) == pytest.approx(
+            F.softplus(sign * (torch.log(torch.tensor(6.0)) - torch.log(torch.tensor(42.0)))).item())
 
 
 def test_a_run_logs_the_term_learns_the_readout_and_saves_it(tmp_path, single_torch_thread):

@@ -283,7 +283,7 @@ def test_sorting_plants_a_near_twin_in_an_otherwise_uniform_list_and_keeps_the_p
         assert ex.answer == "".join(labels[k] for k in order)
         assert all(1 <= len(str(v)) <= 5 for v in ex.operands)
     # every list with a number of two digits or more holds a pair of one length and leading digit;
-    # the plain draw gives one to about a list in six
+    # the plain draw gives one to about a list in ten
     with_pair = sum(near_tie_pairs(ex.operands) > 0 for ex in twinned) / len(twinned)
     plain_pair = sum(near_tie_pairs(ex.operands) > 0 for ex in plain.sample(400, random.Random(4))) / 400
     assert with_pair > 0.95 and plain_pair < 0.3, (with_pair, plain_pair)

@@ -266,7 +266,8 @@ class ModelConfig:
     # Why: an answer query picks the next number through a linear key on the items' states,
     # and extrap-sort-apart-ft's summaries hold the digits below the leading one but not
     # lined up along the value, so the steps between numbers that share their leading digit
-    # fail most (docs/runs/sorting.md). Not used to answer.
+    # fail most. Not used to answer. Tried on extrap-sort-apart-ft's continuation: it lines the
+    # items up but not the close ones, and the answers gain nothing (docs/runs/sorting.md).
     order_probe: bool = False
 
     def __post_init__(self):

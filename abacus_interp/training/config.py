@@ -108,11 +108,10 @@ class TrainConfig:
     # read as 11 costs as much as one read as 0. None: off.
     carry_loss: float | None = None
     # A weight: adds order_loss * the order readout's (model.order_probe) pairwise logistic
-    # loss at the full depth: over every two items of a sorting list with different values,
-    # softplus(score of the larger - score of the smaller) read at their closing separators
-    # (`Task.item_closers`); metrics.jsonl logs the loss itself as order_loss. A pair of
-    # numbers that share their leading digits weighs as much as any other, and pairs already
-    # in order weigh less and less, so the close pairs the answer gets wrong drive it. None: off.
+    # loss at the full depth: softplus(score of the smaller - score of the larger) over every
+    # two items of a sorting list with different values, read at their closing commas (the
+    # last item, closed by "=", left out; `Task.item_closers`); metrics.jsonl logs it as
+    # order_loss. Close pairs weigh as much as any, but uniform lists rarely hold them. None: off.
     order_loss: float | None = None
     # Start from another run's weights instead of a fresh initialisation: a run directory (its
     # latest checkpoint) or a .safetensors checkpoint. The model may add what the checkpoint
@@ -343,7 +342,8 @@ class RunConfig:
                             f"0..{classes - 1}: set model.carry_probe={largest + 1}")
 
     def _check_order(self) -> None:
-        """As the running sum's: the readout and its loss come together, on a task of lists."""
+        """The order readout and its loss come together (a readout never trained would be read as
+        the run's own), on a task whose prompt is a list of items."""
         if not self.model.order_probe:
             raise UserError("train.order_loss trains the model's order readout; set model.order_probe=true as well")
         if not self.train.order_loss:

@@ -88,7 +88,8 @@ def carry_targets(task, examples, batch: Batch) -> Int[torch.Tensor, "batch pos"
 
 def order_targets(task, examples, batch: Batch) -> Float[torch.Tensor, "batch pos"]:
     """Each item's value at the separator that closes it (`Task.item_closers`), in float64 so
-    that values past 2^24 keep their order; NaN at every other position."""
+    that values past 2^24 keep their order (up to 2^53: numbers of 16 digits or more may tie);
+    NaN at every other position."""
     rows, positions, values = [], [], []
     for row, example in enumerate(examples):
         for position, value in task.item_closers(example):
