@@ -8,8 +8,8 @@ DEV_STAMP := $(VENV)/.installed-dev
 
 .PHONY: demo test test-fast env clean-env browser notebooks
 
-# OpenMP keeps its own wait policy (an idle thread spins a while, then sleeps): demo-add's
-# one-process, two-thread training took 25 s with it and 35 s with OMP_WAIT_POLICY=PASSIVE,
+# OpenMP keeps its own wait policy (an idle thread spins a while, then sleeps): the demo of the
+# time (1,500 steps, one process of two threads) took 25 s with it and 35 s with OMP_WAIT_POLICY=PASSIVE,
 # which makes every small op wait for a sleeping thread (benchmarks/README.md). The tests
 # run with one thread, where the policy does nothing. Training beside other work on a
 # 2-core machine, set OMP_WAIT_POLICY=PASSIVE yourself: spinning threads of two busy

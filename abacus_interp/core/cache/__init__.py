@@ -15,10 +15,10 @@ residual-stream methods that walk over (loop, layer) in execution order:
 Points in the computation are named by (loop, layer), as everywhere in this package: `layer`
 is the layer inside the looped block, and "the residual entering (loop, layer)" is
 `loops.{loop}.blocks.{layer}.hook_resid_pre`; `layer = n_layers` (or None) means the state
-leaving the loop, and `loop = None` the last loop that ran. Labels follow the same scheme:
-`L2_pre` (the state entering loop 2, after injection), `L2.0_mid`, `L2.0_post`,
-`L2_input` (what loop 2 injects), `L2.0_attn_out`, `L2.0_mlp_out`, `L2.0H3` (loop 2, layer 0,
-head 3), `L2.0N17` (neuron 17).
+leaving the loop, and `loop = None` the last loop that ran. Labels count loops from 1
+(`core/hooks.py`): `loop 3 pre` (the state entering loop index 2, after injection),
+`loop 3 L0 mid`, `loop 3 L0 post`, `loop 3 input` (what it injects), `loop 3 L0 attn_out`,
+`loop 3 L0 mlp_out`, `loop 3 L0H3` (layer 0, head 3), `loop 3 L0N17` (neuron 17).
 
 The class is built in layers, one concept per module, each using only the ones before it:
 
