@@ -50,12 +50,14 @@ def next_token_loss(
     loss_mask: Bool[Tensor, "batch pos"],
     dtype: torch.dtype = torch.float32,
     allowed: Tensor | None = None,
+    focal_gamma: float | None = None,
 ) -> Float[Tensor, ""]:
     """Mean cross-entropy of the next token over the masked positions, the one loss of
     training and scoring on every device. `dtype=float64` follows Nanda et al.: in float32,
     grokking's tiny losses underflow and stall. `allowed` (token ids) restricts the softmax
     to those ids, as Nanda et al.'s readout; None: the whole vocabulary. A scored target
-    outside `allowed` is a ValueError.
+    outside `allowed` is a ValueError. `focal_gamma` (`train.focal_gamma`): each token's
+    cross-entropy weighed by (1 - p)^focal_gamma, p its target's probability; None: plain.
 
     Which positions are scored and what their targets are is worked out where `tokens` and
     `loss_mask` live; only the logits need be on the accelerator. The training loop passes
@@ -72,7 +74,11 @@ def next_token_loss(
     logits = logits[:, :-1][rows, positions].to(dtype)  # [n_scored d_vocab]
     if allowed is not None:
         logits = logits[:, allowed.to(device, non_blocking=True)]
-    return F.cross_entropy(logits, targets.to(device, non_blocking=True))
+    targets = targets.to(device, non_blocking=True)
+    if focal_gamma is None:
+        return F.cross_entropy(logits, targets)
+    per_token = F.cross_entropy(logits, targets, reduction="none")  # [n_scored]
+    return ((1 - torch.exp(-per_token)) ** focal_gamma * per_token).mean()
 
 
 def readout_ids(readout: str, task) -> Tensor | None:

@@ -91,9 +91,8 @@ class TrainConfig:
     # products plus its carry in); metrics.jsonl logs the error itself as running_sum_loss.
     # Bai et al. 2025 found that a transformer fine-tuned on multiplication settles in a local
     # optimum without the long-range partial products, and that this auxiliary target lets it
-    # learn them. Read at the full depth only, the depth whose answer the loss trains; its
-    # gradient reaches every loop, which is the point: it shapes the state, not only the
-    # readout. None: off.
+    # learn them. Read at the full depth only; its gradient reaches every loop, which is the
+    # point: it shapes the state, not only the readout. None: off.
     running_sum_loss: float | None = None
     # A weight: adds partial_product_loss * the cross-entropy of the model's partial-product
     # readout (model.partial_product_probe) at the full depth, against the units and tens of
@@ -113,6 +112,10 @@ class TrainConfig:
     # last item, closed by "=", left out; `Task.item_closers`); metrics.jsonl logs it as
     # order_loss. Close pairs weigh as much as any, but uniform lists rarely hold them. None: off.
     order_loss: float | None = None
+    # Focal loss (Lin et al. 2017): each scored token's cross-entropy times (1 - p)^focal_gamma,
+    # p its target's probability, so tokens already right weigh less and the rare hard ones (a
+    # sorting step decided below the leading digit) more, the data left as it is. None: plain.
+    focal_gamma: float | None = None
     # Start from another run's weights instead of a fresh initialisation: a run directory (its
     # latest checkpoint) or a .safetensors checkpoint. The model may add what the checkpoint
     # lacks (a lever such as model.running_sum_probe keeps its fresh initialisation) but must
@@ -125,11 +128,9 @@ class TrainConfig:
     init_from: str | None = None
     # From this step on, the held-out evaluations and the checkpoints read the mean of the
     # weights after every step since (stochastic weight averaging, Izmailov et al. 2018:
-    # `averaging.py`); the optimizer still steps the live weights, which the resume state keeps.
-    # The mean of a late stretch of a run sits nearer the middle of the flat region its steps
-    # wander in: on a cycle from extrap-mul-digits-ft10, the mean of its checkpoints from step
-    # 2,500 on scored 20-digit x 3-digit products at 98.1% against 97.6% for its last step
-    # (2,000 problems). None: off, the checkpoints hold the live weights.
+    # `averaging.py`); the optimizer steps the live weights, which the resume state keeps. On a
+    # cycle from extrap-mul-digits-ft10 the mean of its steps from 2,500 on scored 20 x 3-digit
+    # products at 98.1% against 97.6% for its last step. None: off.
     average_from: int | None = None
     # For steps 1..readouts_first only the auxiliary readouts (running sum, partial products,
     # carry, order) are updated; the model's own weights wait. Why: a readout that a warm start adds
@@ -142,18 +143,16 @@ class TrainConfig:
     log_every: int = 10
     eval_every: int = 100
     eval_problems: int = 256
-    # Checkpoints: `dense_checkpoints` log-spaced steps within the first `dense_until` steps
-    # (the fast early phase evolution analyses need), then one every `checkpoint_every`.
+    # `dense_checkpoints` log-spaced checkpoints within the first `dense_until` steps (the fast
+    # early phase evolution analyses need), then one every `checkpoint_every`.
     dense_checkpoints: int = 10
     dense_until: int | None = None
     checkpoint_every: int = 500
     device: str = "auto"
-    # bf16 autocast on CUDA (ignored on CPU).
-    bf16: bool = True
-    # torch.compile the looped block's layers (`LoopedTransformer.compile_loops`): compiling
-    # the paper-add-1x16 model made its bf16 train step 1.87x faster on an H100 (82.6 -> 44.2
-    # ms, issue 17). Off by default: the first steps wait for compilation (tens of seconds on a
-    # GPU, a minute or more on a small CPU), which a short CPU run never earns back.
+    bf16: bool = True  # bf16 autocast on CUDA (ignored on CPU)
+    # torch.compile the looped block's layers (`LoopedTransformer.compile_loops`): 1.87x faster
+    # bf16 steps for paper-add-1x16 on an H100. Off by default: compiling takes tens of seconds
+    # on a GPU and minutes on a small CPU, which a short CPU run never earns back.
     compile: bool = False
     # Processes that share each batch (each takes its rows, gradients averaged): on a CPU a
     # small model keeps one core busy with one process, and a second process uses the second
@@ -201,7 +200,7 @@ class TrainConfig:
                             "already runs its prefix without gradient: set one of them")
         if self.init_from is not None and not str(self.init_from).strip():
             raise UserError("train.init_from is empty; name a run directory or a checkpoint file, or null for a fresh model")
-        for name in ("running_sum_loss", "partial_product_loss", "carry_loss", "order_loss"):
+        for name in ("running_sum_loss", "partial_product_loss", "carry_loss", "order_loss", "focal_gamma"):
             if getattr(self, name) is not None and getattr(self, name) < 0:
                 raise UserError(f"train.{name} must be >= 0, or null for none")
         if self.step_penalty is not None and self.step_penalty < 0:
@@ -240,7 +239,8 @@ class TrainConfig:
 
 # Training fields added after runs were saved: left out of to_dict while off (None), so those
 # runs' configs read, resume and compare as the same run.
-_TRAIN_OMITTED_WHEN_OFF = ("partial_product_loss", "carry_loss", "order_loss", "average_from", "readouts_first")
+_TRAIN_OMITTED_WHEN_OFF = ("partial_product_loss", "carry_loss", "order_loss", "focal_gamma", "average_from",
+                           "readouts_first")
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,7 @@ def training_losses(model, batch, generator, cfg, device, autocast, allowed=None
             logits = F.pad(logits, (0, 0, 0, 1))
         # the targets and scored positions from host memory: nothing waits for the device,
         # and a target outside the readout raises here, before the step, on every device
-        mean = next_token_loss(logits, host_tokens, host_mask, dtype, allowed)
+        mean = next_token_loss(logits, host_tokens, host_mask, dtype, allowed, tcfg.focal_gamma)
         return mean * weights.per_token
 
     with autocast:
