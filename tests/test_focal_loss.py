@@ -1,6 +1,7 @@
 """The focal loss (train.focal_gamma): each scored token's cross-entropy weighed by (1 - p)^gamma,
-p its target's probability; None or 0 is the plain loss, the training step uses it at every
-depth it scores, and saved configs leave it out while off."""
+p its target's probability; None or 0 is the plain loss, a restricted readout and a gamma below 1
+(where a sure token's weight has an infinite slope) work, the training step scores its answers
+with it, and saved configs leave it out while off."""
 
 from __future__ import annotations
 
@@ -52,6 +53,24 @@ def test_the_weight_is_one_minus_p_to_the_gamma():
         plain.item(), rel=1e-12)
 
 
+def test_a_restricted_readout_weighs_its_own_probabilities():
+    logits = torch.tensor([[[0.0, 2.0, 1.0, -1.0], [0.0, 0.0, 0.0, 0.0]]], dtype=torch.float64)  # [1 2 4]
+    tokens, loss_mask = torch.tensor([[0, 2]]), torch.tensor([[True, True]])
+    allowed = torch.tensor([1, 2])  # the softmax over ids 1 and 2 only: p(2) = e / (e^2 + e)
+    p = math.e / (math.e**2 + math.e)
+    focal = next_token_loss(logits, tokens, loss_mask, torch.float64, allowed, focal_gamma=1.5)
+    assert focal.item() == pytest.approx((1 - p) ** 1.5 * -math.log(p), rel=1e-12)
+
+
+def test_a_gamma_below_one_keeps_finite_gradients_on_sure_tokens():
+    logits = torch.tensor([[[0.0, 200.0], [0.0, 1.0], [0.0, 0.0]]], requires_grad=True)  # the first: loss 0 in float32
+    tokens, loss_mask = torch.ones(1, 3, dtype=torch.long), torch.ones(1, 3, dtype=torch.bool)
+    loss = next_token_loss(logits, tokens, loss_mask, focal_gamma=0.5)
+    loss.backward()
+    assert torch.isfinite(loss) and torch.isfinite(logits.grad).all()
+    assert logits.grad[0, 1].abs().sum() > 0
+
+
 def test_a_confident_token_weighs_less_than_a_hard_one():
     logits, tokens, loss_mask = planted([0.99, 0.3])
     logits.requires_grad_(True)
@@ -80,7 +99,7 @@ def test_the_training_step_scores_its_tokens_with_it(single_torch_thread):
     assert focal.full.item() < plain.full.item()
 
 
-def test_a_run_trains_with_it_and_records_it(tmp_path, single_torch_thread):
+def test_a_run_trains_with_it_and_records_it(tmp_path, single_torch_thread):  # the formula: the test above
     train(tiny_sort("train.steps=60", "train.log_every=10", "train.lr=3e-3", "train.focal_gamma=2"),
           tmp_path / "run", progress=False)
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]

@@ -52,7 +52,7 @@ def next_token_loss(
     allowed: Tensor | None = None,
     focal_gamma: float | None = None,
 ) -> Float[Tensor, ""]:
-    """Mean cross-entropy of the next token over the masked positions, the one loss of
+    """Mean cross-entropy of the next token over the masked positions (focal, if asked), the one loss of
     training and scoring on every device. `dtype=float64` follows Nanda et al.: in float32,
     grokking's tiny losses underflow and stall. `allowed` (token ids) restricts the softmax
     to those ids, as Nanda et al.'s readout; None: the whole vocabulary. A scored target
@@ -78,7 +78,10 @@ def next_token_loss(
     if focal_gamma is None:
         return F.cross_entropy(logits, targets)
     per_token = F.cross_entropy(logits, targets, reduction="none")  # [n_scored]
-    return ((1 - torch.exp(-per_token)) ** focal_gamma * per_token).mean()
+    # 1 - p as -expm1(-loss): exact for the tiny losses of tokens already right; floored above 0
+    # so that a gamma below 1 has a finite gradient where a token's loss is exactly 0
+    one_minus_p = (-torch.expm1(-per_token)).clamp_min(torch.finfo(per_token.dtype).tiny)
+    return (one_minus_p**focal_gamma * per_token).mean()
 
 
 def readout_ids(readout: str, task) -> Tensor | None:

@@ -112,9 +112,9 @@ class TrainConfig:
     # last item, closed by "=", left out; `Task.item_closers`); metrics.jsonl logs it as
     # order_loss. Close pairs weigh as much as any, but uniform lists rarely hold them. None: off.
     order_loss: float | None = None
-    # Focal loss (Lin et al. 2017): each scored token's cross-entropy times (1 - p)^focal_gamma,
-    # p its target's probability, so tokens already right weigh less and the rare hard ones (a
-    # sorting step decided below the leading digit) more, the data left as it is. None: plain.
+    # Focal loss (Lin et al. 2017): each answer token's cross-entropy times (1 - p)^focal_gamma, p its
+    # target's probability: tokens already right weigh less, the data stay as they are. The logged
+    # loss is then focal; the readout terms above are not, so weigh more beside it. None: plain.
     focal_gamma: float | None = None
     # Start from another run's weights instead of a fresh initialisation: a run directory (its
     # latest checkpoint) or a .safetensors checkpoint. The model may add what the checkpoint
@@ -129,7 +129,7 @@ class TrainConfig:
     # From this step on, the held-out evaluations and the checkpoints read the mean of the
     # weights after every step since (stochastic weight averaging, Izmailov et al. 2018:
     # `averaging.py`); the optimizer steps the live weights, which the resume state keeps. On a
-    # cycle from extrap-mul-digits-ft10 the mean of its steps from 2,500 on scored 20 x 3-digit
+    # cycle from extrap-mul-digits-ft10 the mean of its checkpoints from 2,500 on scored 20 x 3
     # products at 98.1% against 97.6% for its last step. None: off.
     average_from: int | None = None
     # For steps 1..readouts_first only the auxiliary readouts (running sum, partial products,

@@ -140,7 +140,7 @@ class StepLosses(NamedTuple):
     """What one training step's forward pass gives, of this rank's rows."""
 
     loss: torch.Tensor  # what backward reads: the full-depth loss and every configured term
-    full: torch.Tensor  # the cross-entropy at the full depth (n_loops), this rank's weighted part
+    full: torch.Tensor  # the cross-entropy (focal with train.focal_gamma) at the full depth, this rank's weighted part
     state: torch.Tensor  # the full-depth state [batch n_in d_model]
     loss_mask: torch.Tensor  # the scored positions [batch pos], on the device
     # the running-sum readout's mean squared error, in tens squared, unweighted by
