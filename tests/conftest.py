@@ -110,3 +110,19 @@ def tiny_mul_run(*settings: str):
     from abacus_interp.training import apply_overrides, get_preset
 
     return apply_overrides(get_preset("mul"), [*TINY_MUL_RUN, *settings])
+
+
+# the kept-apart sorter's preset (extrap-sort-window, list_items_read_alone) small enough to
+# train in seconds, on one process
+TINY_SORT_RUN = (
+    "task.max_digits=3", "task.max_numbers=4", "model.d_model=32", "model.n_heads=3", "model.d_head=8",
+    "model.d_mlp=64", "model.n_layers=1", "model.n_loops=2", "model.max_seq_len=40", "train.batch_size=16",
+    "train.eval_problems=8", "train.warmup_steps=0", "train.processes=1", "model.list_items_read_alone=true",
+)  # fmt: skip
+
+
+def tiny_sort_run(*settings: str):
+    """The config of TINY_SORT_RUN with `settings` (`--set` assignments) applied after it."""
+    from abacus_interp.training import apply_overrides, get_preset
+
+    return apply_overrides(get_preset("extrap-sort-window"), [*TINY_SORT_RUN, *settings])

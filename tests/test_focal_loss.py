@@ -16,19 +16,10 @@ import torch.nn.functional as F
 from abacus_interp.core.model import LoopedTransformer
 from abacus_interp.core.scoring import next_token_loss
 from abacus_interp.errors import UserError
-from abacus_interp.training import apply_overrides, get_preset, train
+from abacus_interp.training import train
 from abacus_interp.training.data import BatchSource
 from abacus_interp.training.losses import training_losses
-
-TINY_SORT_RUN = (
-    "task.max_digits=3", "task.max_numbers=4", "model.d_model=32", "model.n_heads=3", "model.d_head=8",
-    "model.d_mlp=64", "model.n_layers=1", "model.n_loops=2", "model.max_seq_len=40", "train.batch_size=16",
-    "train.eval_problems=8", "train.warmup_steps=0", "train.processes=1", "model.list_items_read_alone=true",
-)  # fmt: skip
-
-
-def tiny_sort(*extra: str):
-    return apply_overrides(get_preset("extrap-sort-window"), [*TINY_SORT_RUN, *extra])
+from tests.conftest import tiny_sort_run
 
 
 def planted(probabilities: list[float]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -84,7 +75,7 @@ def test_a_confident_token_weighs_less_than_a_hard_one():
 
 
 def test_the_training_step_scores_its_tokens_with_it(single_torch_thread):
-    plain_cfg, focal_cfg = tiny_sort(), tiny_sort("train.focal_gamma=2")
+    plain_cfg, focal_cfg = tiny_sort_run(), tiny_sort_run("train.focal_gamma=2")
     model = LoopedTransformer(plain_cfg.model)
     source = BatchSource(plain_cfg.make_task(), plain_cfg.train, plain_cfg.model.max_seq_len)
     batch = source.batch(0)
@@ -100,7 +91,7 @@ def test_the_training_step_scores_its_tokens_with_it(single_torch_thread):
 
 
 def test_a_run_trains_with_it_and_records_it(tmp_path, single_torch_thread):  # the formula: the test above
-    train(tiny_sort("train.steps=60", "train.log_every=10", "train.lr=3e-3", "train.focal_gamma=2"),
+    train(tiny_sort_run("train.steps=60", "train.log_every=10", "train.lr=3e-3", "train.focal_gamma=2"),
           tmp_path / "run", progress=False)
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert rows[-1]["loss"] < 0.8 * rows[0]["loss"]
@@ -108,6 +99,6 @@ def test_a_run_trains_with_it_and_records_it(tmp_path, single_torch_thread):  # 
 
 
 def test_it_is_left_out_of_saved_configs_while_off_and_a_negative_gamma_says_so():
-    assert "focal_gamma" not in tiny_sort().to_dict()["train"]
+    assert "focal_gamma" not in tiny_sort_run().to_dict()["train"]
     with pytest.raises(UserError, match="focal_gamma must be >= 0"):
-        tiny_sort("train.focal_gamma=-1")
+        tiny_sort_run("train.focal_gamma=-1")

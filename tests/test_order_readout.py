@@ -22,18 +22,11 @@ from abacus_interp.tasks import get_task
 from abacus_interp.training import apply_overrides, get_preset, train
 from abacus_interp.training.data import BatchSource
 from abacus_interp.training.losses import training_losses
-
-# the kept-apart sorter's preset, small enough to train in seconds on one process
-TINY_SORT_RUN = (
-    "task.max_digits=3", "task.max_numbers=4", "model.d_model=32", "model.n_heads=3", "model.d_head=8",
-    "model.d_mlp=64", "model.n_layers=1", "model.n_loops=2", "model.max_seq_len=40", "train.batch_size=16",
-    "train.eval_problems=8", "train.warmup_steps=0", "train.processes=1", "model.list_items_read_alone=true",
-)  # fmt: skip
+from tests.conftest import tiny_sort_run
 
 
 def tiny_order(*extra: str):
-    return apply_overrides(get_preset("extrap-sort-window"),
-                           [*TINY_SORT_RUN, "model.order_probe=true", "train.order_loss=0.5", *extra])
+    return tiny_sort_run("model.order_probe=true", "train.order_loss=0.5", *extra)
 
 
 def naive_order_loss(scores: torch.Tensor, values: torch.Tensor) -> float:
@@ -163,8 +156,7 @@ def test_bad_settings_say_what_to_set():
         batch = encode_batch(cfg.make_task().vocab, ["a:21,b:3="], ["ba"])
         training_losses(LoopedTransformer(cfg.model), batch, torch.Generator(), cfg, torch.device("cpu"), nullcontext())
     with pytest.raises(ValueError, match="no order readout"):
-        LoopedTransformer(apply_overrides(get_preset("extrap-sort-window"), TINY_SORT_RUN).model
-                          ).read_order(torch.zeros(1, 2, 32))
+        LoopedTransformer(tiny_sort_run().model).read_order(torch.zeros(1, 2, 32))
 
 
 def test_the_readout_and_its_loss_are_left_out_of_saved_configs_while_off():
