@@ -48,12 +48,14 @@ def hard_lists(task, n: int, count: int, digits: int, rng: random.Random):
             for _ in range(n)]
 
 
-def list_rows(model, task, *, lengths: Sequence[int], counts: Sequence[int], n: int, seed: int) -> tuple[ListRow, ...]:
+def list_rows(model, task, *, lengths: Sequence[int], counts: Sequence[int], n: int, seed: int,
+              n_loops: int | None = None) -> tuple[ListRow, ...]:
     """The rows, in this order: in distribution (the held-out split); numbers of each of
     `lengths` digits (the trained counts); each of `counts` numbers (the trained digits); each
     count of each length; then hard lists (the trained maximum of numbers, equal but the units)
     of the trained maximum of digits and of each length. `n` lists per row, drawn from the task
-    without its plants (`SortingTask.plain`): a planted run is scored on the lists any other is."""
+    without its plants (`SortingTask.plain`): a planted run is scored on the lists any other is.
+    Read at `n_loops` loops (None: the model's own); every loop count reads the same lists."""
     check_counts(task, counts)
     task = task.plain()
     lengths = tuple(dict.fromkeys(lengths))  # a length named twice (or the trained one again) gets one row
@@ -67,12 +69,12 @@ def list_rows(model, task, *, lengths: Sequence[int], counts: Sequence[int], n: 
         rng = section_rng(seed, "comparisons rows", label)  # the report's comparisons rows draw the same lists
         examples = task.sample_held_out(n, rng) if label == "in distribution" else \
             task.sample(n, rng, min_numbers=n0, max_numbers=n1, min_digits=d0, max_digits=d1)
-        rows.append(list_row(model, task, label, (n0, n1), (d0, d1), examples, label == "in distribution"))
+        rows.append(list_row(model, task, label, (n0, n1), (d0, d1), examples, label == "in distribution", n_loops))
     for digits in dict.fromkeys((hi_d, *lengths)):
         rng = section_rng(seed, "comparisons hard", digits)
         examples = hard_lists(task, n, hi_n, digits, rng)
         rows.append(list_row(model, task, f"hard: {hi_n} numbers of {digits} digits, equal but the units",
-                             (hi_n, hi_n), (digits, digits), examples, False))
+                             (hi_n, hi_n), (digits, digits), examples, False, n_loops))
     return tuple(rows)
 
 
@@ -84,13 +86,14 @@ def check_counts(task, counts: Sequence[int]) -> None:
                             f"of its label pool each); pick counts in that range")
 
 
-def list_row(model, task, label, numbers, digits, examples, in_distribution) -> ListRow:
+def list_row(model, task, label, numbers, digits, examples, in_distribution, n_loops: int | None = None) -> ListRow:
     """The row of `examples` (those that fit the model): exact match, each label's accuracy over
-    the lists that have it, and the stop's, teacher-forced in eval mode."""
+    the lists that have it, and the stop's, teacher-forced in eval mode at `n_loops` loops (None:
+    the model's own)."""
     fitting = [e for e in examples if fits_context(e, task.vocab, model.cfg.max_seq_len)]
     if not fitting:
         return ListRow(label, numbers, digits, 0, None, in_distribution)
-    scores = score_examples(model, fitting, per_token=True)
+    scores = score_examples(model, fitting, n_loops=n_loops, per_token=True)
     correct = scores.per_token_correct  # per list: each label, then EOS
     exact = [all(c) for c in correct]
     longest = max(len(c) for c in correct) - 1  # labels of the longest list (its last token is EOS)
@@ -100,10 +103,12 @@ def list_row(model, task, label, numbers, digits, examples, in_distribution) -> 
                    wrong_picks=wrong_picks(fitting, scores.per_token_predicted, task.vocab))
 
 
-def format_list_table(rows: Sequence[ListRow], task, n_loops: int) -> str:
-    """The rows as the CLI prints them: one line each, the labels' accuracies in answer order."""
+def format_list_table(rows: Sequence[ListRow], task, n_loops: int, trained_loops: int | None = None) -> str:
+    """The rows as the CLI prints them: one line each, the labels' accuracies in answer order.
+    `trained_loops`, where it differs from `n_loops`, is named beside it."""
+    loops = f"{n_loops} loops" if trained_loops in (None, n_loops) else f"{n_loops} loops (trained at {trained_loops})"
     lines = [f"lists (trained on {task.min_numbers}-{task.max_numbers} numbers of {task.min_digits}-"
-             f"{task.max_digits} digits; held-out lists, teacher-forced at {n_loops} loops = greedy exact match)",
+             f"{task.max_digits} digits; held-out lists, teacher-forced at {loops} = greedy exact match)",
              f"{'lists':<50} {'n':>4} {'exact':>6} {'stop':>6}  each label, in answer order"]
     for row in rows:
         if row.exact_match is None:

@@ -93,17 +93,20 @@ def _eval_extrapolation(model, task, args) -> int:
 
 def _eval_lists(model, task, args) -> int:
     from abacus_interp.evaluation.lists import format_list_table, list_rows
+    from abacus_interp.jsonsafe import to_json
 
-    for flag in ("chains", "multipliers", "loops", "halt_tol"):
+    for flag in ("chains", "multipliers", "halt_tol"):
         if getattr(args, flag):
             raise UserError(f"--{flag.replace('_', '-')} does not apply to sorting; --lengths (digits per number) "
-                            f"and --counts (numbers per list) choose the rows")
-    rows = list_rows(model, task, lengths=args.lengths or (), counts=args.counts or (), n=args.n, seed=args.seed)
-    print(format_list_table(rows, task, model.cfg.n_loops))
+                            f"and --counts (numbers per list) choose the rows, --loops the loop counts read")
+    written = []
+    for n_loops in args.loops or [model.cfg.n_loops]:  # each loop count reads the same lists
+        rows = list_rows(model, task, lengths=args.lengths or (), counts=args.counts or (), n=args.n, seed=args.seed,
+                         n_loops=n_loops)
+        print(format_list_table(rows, task, n_loops, trained_loops=model.cfg.n_loops))
+        written += [{**to_json(row), "n_loops": n_loops} for row in rows]
     if args.json:
-        from abacus_interp.jsonsafe import to_json
-
-        write_json(args.json, {"lists": [to_json(row) for row in rows]})
+        write_json(args.json, {"lists": written})
         print(f"wrote {args.json}")
     return 0
 
@@ -175,7 +178,8 @@ def _add_eval_command(sub) -> None:
     p.add_argument("--step", type=int, help="checkpoint step (default: latest)")
     p.add_argument("--grid", type=parse_range, help="operand digit range, e.g. 1..20")
     p.add_argument("--loops", type=parse_int_list,
-                   help="loop counts, e.g. 1,2,4,8 (default: powers of two and 1x, 2x, 4x the trained loops, up to 4x)")
+                   help="loop counts, e.g. 1,2,4,8 (default: powers of two and 1x, 2x, 4x the trained loops, up to 4x); "
+                        "with --lengths/--chains/--counts every row is read at each (default: the run's own loops)")
     p.add_argument("--n", type=int, default=25,
                    help="problems per grid cell (default 25, so eval takes seconds; 100 for finer cells); whole sets "
                         "(vs loops, perplexity) get 4x this (per row with --lengths/--chains)")
