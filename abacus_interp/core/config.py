@@ -209,6 +209,13 @@ class ModelConfig:
     # 28-37% on two seeds, 20-digit lists 33-36%); with 2 no better than every item (3 and
     # 15% on two seeds; docs/runs/sorting.md). None: every item.
     list_digits_read_items_back: int | None = None
+    # With list_items_read_alone: the list's tokens keep the state they have after this many
+    # loops, so the answer queries of later loops read each item as it stood then. Why: a
+    # linear probe on extrap-sort-apart-ft's closers reads the digit one below the leading one
+    # 99.7% of the time after loop 1 and 72.6% after loop 4 (its own item's later loops
+    # overwrite it), while the answer queries need the loops (2 loops count far less than 4).
+    # None: every position is updated every loop.
+    list_items_settle_after: int | None = None
     max_seq_len: int = 64
     # Tied: the unembedding is the transpose of the token embedding (fewer parameters).
     tie_unembed: bool = False
@@ -369,4 +376,4 @@ _OMITTED_AT_DEFAULT = ("rotary", "rotary_base", "abacus_window", "digit_window",
                        "symbol_heads", "number_heads", "running_sum_probe", "partial_product_probe", "carry_probe", "order_probe", "softmax_length_scale", "attention_sink",
                        "answer_hides_earlier_answer", "answer_blind_spares_symbol_heads",
                        "answer_symbol_heads_read_only_answer", "list_items_read_alone",
-                       "list_digits_read_across_items", "list_digits_read_items_back")
+                       "list_digits_read_across_items", "list_digits_read_items_back", "list_items_settle_after")

@@ -178,7 +178,8 @@ def _check_answer_masks(cfg) -> None:
 
 def _check_list_items_apart(cfg) -> None:
     """The list's items kept apart: the digits meeting across items needs the items apart, and
-    how many items back they meet needs the digits meeting."""
+    how many items back they meet needs the digits meeting; their state held after a loop needs
+    them apart too."""
     if cfg.list_digits_read_across_items and not cfg.list_items_read_alone:
         raise UserError("ModelConfig.list_digits_read_across_items=true lets digits read other items where "
                         "list_items_read_alone=true keeps them apart: set list_items_read_alone=true too")
@@ -189,6 +190,13 @@ def _check_list_items_apart(cfg) -> None:
     if back is not None and not cfg.list_digits_read_across_items:
         raise UserError("ModelConfig.list_digits_read_items_back narrows the digits' reads across items: "
                         "set list_digits_read_across_items=true too")
+    settle = cfg.list_items_settle_after
+    if settle is not None and (isinstance(settle, bool) or not isinstance(settle, int) or settle < 1):
+        raise UserError(f"ModelConfig.list_items_settle_after={settle!r}: use a whole number >= 1 (the loops after "
+                        "which the list's tokens keep their state), or leave it unset")
+    if settle is not None and not cfg.list_items_read_alone:
+        raise UserError("ModelConfig.list_items_settle_after holds each list item's state, which is its own only "
+                        "where list_items_read_alone=true keeps the items apart: set list_items_read_alone=true too")
 
 
 def _check_offset_heads(cfg) -> None:

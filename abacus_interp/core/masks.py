@@ -225,11 +225,7 @@ def keep_list_items_apart(
     if mask is None:
         mask = _itself_and_causal(n_query, n_key, device)[1][None, None]  # [1 1 query key]
     group = number_group(index)  # [batch key]
-    started = _numbers_started(index)
-    last = started[:, -1:]  # [batch 1]: the sequence's last number
-    # the closing "=" closes the last number (the first answer query); the answer follows it
-    closes_last = (group == started) & (index == 0) & (started == last)  # [batch key]
-    in_list = (group <= last) & ~closes_last  # [batch key]: `answer_positions` is group > last
+    in_list = list_positions(index)  # [batch key]
     query_group, query_in_list = group[:, -n_query:, None], in_list[:, -n_query:, None]  # [batch query 1]
     other_item = query_in_list & (query_group != group[:, None, :])  # [batch query key]
     if digits_meet:
@@ -239,6 +235,17 @@ def keep_list_items_apart(
             meets = meets & (query_group - group[:, None, :] <= items_back)
         other_item = other_item & ~meets
     return mask & ~other_item[:, None]
+
+
+def list_positions(index: Int[Tensor, "batch pos"]) -> Bool[Tensor, "batch pos"]:
+    """The tokens of a sorting list but its closing "=": each item's label, colon, digits and
+    separator. The "=" closes the last number and is the first answer query; the answer
+    follows it (`answer_positions` marks those after it)."""
+    group = number_group(index)
+    started = _numbers_started(index)
+    last = started[:, -1:]  # [batch 1]: the sequence's last number
+    closes_last = (group == started) & (index == 0) & (started == last)  # [batch pos]
+    return (group <= last) & ~closes_last
 
 
 def _numbers_started(index: Int[Tensor, "batch pos"]) -> Int[Tensor, "batch pos"]:

@@ -34,6 +34,7 @@ from .flops import attention_flops_per_token, mlp_flops_per_token
 from .hooks import (
     act_name as act_name,  # re-exported: `from abacus_interp.core.model import act_name`
 )
+from .masks import list_positions
 from .model_base import ArithmeticModel, LayerNorm
 
 logger = logging.getLogger(__name__)
@@ -166,6 +167,10 @@ class LoopedTransformer(ArithmeticModel):
         position (`attention_index(tokens)`), which a model with rotary positions or a window
         needs; None for the others.
 
+        With `cfg.list_items_settle_after = L`, the list's tokens leave every loop from the
+        (L+1)-th on with the state they entered it with, so loops from L on read the list as it
+        stood after L loops.
+
         After `compile_loops()`, a loop with no hook attached runs its layers through the
         compiled graph; hooked loops and cached decoding run eagerly."""
         self.check_loops(loops.stop)
@@ -177,13 +182,16 @@ class LoopedTransformer(ArithmeticModel):
         # built once: every layer of every loop shares the mask and the rotation
         context = AttentionContext.build(self.cfg, n_query, n_key, inputs.device, key_valid, index)
         compiled = _compiled_layers(self.compile_backend) if self.compile_backend and cache is None else None
+        settle = self.cfg.list_items_settle_after
+        settled = list_positions(index)[:, -n_query:, None] if settle is not None else None  # [batch pos 1]
         for t in loops:
             hooks = self.loops[t]
             x = self.inject(inputs, state)
+            held = (settled, state) if settled is not None and t >= settle else None
             if compiled is not None and not self._loop_is_hooked(t):
-                state = compiled(self, hooks, x, context)
+                state = compiled(self, hooks, x, context, None, held)
             else:
-                state = self.apply_layers(hooks, x, context, cache[t] if cache is not None else None)
+                state = self.apply_layers(hooks, x, context, cache[t] if cache is not None else None, held)
         return state
 
     def inject(
@@ -205,16 +213,22 @@ class LoopedTransformer(ArithmeticModel):
         x: Float[Tensor, "batch pos d_model"],
         context: AttentionContext,
         cache_row: list[KVEntry | None] | None = None,
+        held: tuple[Bool[Tensor, "batch pos 1"], Float[Tensor, "batch pos d_model"]] | None = None,
     ) -> Float[Tensor, "batch pos d_model"]:
         """One application of the looped block's layers, from hook_state_pre to
         hook_state_post of the loop whose `hooks` are given. `context`: the attention mask and
         rotation of this pass (`run_loops` builds it). `cache_row`: that loop's keys and values
-        per layer, updated in place (cached decoding)."""
+        per layer, updated in place (cached decoding). `held`: (positions, state) where the
+        loop leaves those positions with that state (`list_items_settle_after`), as
+        hook_state_post sees it."""
         x = hooks.hook_state_pre(x)
         for layer, (block, block_hooks) in enumerate(zip(self.blocks, hooks.blocks, strict=True)):
             x, kv = block(x, block_hooks, context, cache_row[layer] if cache_row is not None else None)
             if cache_row is not None:
                 cache_row[layer] = kv
+        if held is not None:
+            positions, state = held
+            x = torch.where(positions, state, x)
         return hooks.hook_state_post(x)
 
     def compile_loops(self, backend: str | None = None) -> LoopedTransformer:

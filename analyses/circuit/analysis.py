@@ -44,6 +44,9 @@ def circuit_reason(model, task) -> str | None:
     if not model.is_looped:
         return (f"the loop graph is the looped family's (heads, MLPs and the state between loops); family "
                 f"{model.cfg.family!r} has none (core.attribution still attributes its nodes)")
+    if model.cfg.list_items_settle_after is not None:
+        return ("the loop graph updates every position every loop; with list_items_settle_after the list's tokens "
+                "keep their state, which it does not model")
     return pairs_reason(task)
 
 
