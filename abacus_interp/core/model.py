@@ -168,8 +168,9 @@ class LoopedTransformer(ArithmeticModel):
         needs; None for the others.
 
         With `cfg.list_items_settle_after = L`, the list's tokens leave every loop from the
-        (L+1)-th on with the state they entered it with, so loops from L on read the list as it
-        stood after L loops.
+        (L+1)-th on with the state they entered it with: each of those loops reads the list as
+        it stood after L loops (its keys and values are those of loop L+1, so L = n_loops - 1
+        changes no answer).
 
         After `compile_loops()`, a loop with no hook attached runs its layers through the
         compiled graph; hooked loops and cached decoding run eagerly."""
