@@ -214,7 +214,8 @@ class ModelConfig:
     # linear probe on extrap-sort-apart-ft's closers reads the digit one below the leading one
     # 99.7% of the time after loop 1 and 72.6% after loop 4 (its own item's later loops
     # overwrite it), while the answer queries need the loops (2 loops count far less than 4).
-    # None: every position is updated every loop.
+    # Held after loop 1 on apart-ft's continuation it counts less (10 numbers 38 / 42% against
+    # 64 / 65%): the later loops carry the comparison (docs/runs/sorting.md). None: every loop.
     list_items_settle_after: int | None = None
     max_seq_len: int = 64
     # Tied: the unembedding is the transpose of the token embedding (fewer parameters).
