@@ -1,8 +1,9 @@
 """`ModelConfig.list_items_settle_after`: with the items kept apart, the list's tokens leave
 every loop past the L-th with the state they entered it with, so the answer queries of later
-loops read the list as it stood after L loops. Checked: the states per loop, that it is exactly
-the plain model with the list's states put back by hooks, both attention paths, cached and
-compiled decoding, the circuit analysis's refusal, the field's rules and a run trained with it."""
+loops read the list as it stood after L loops. Checked: the states per loop, that it is the
+plain model with the list's states put back by hooks (to float error), loop by loop as in one
+pass, both attention paths, cached and compiled decoding, what the cache and the analyses
+refuse to decompose, the field's rules and a run trained with it."""
 
 from __future__ import annotations
 
@@ -17,12 +18,15 @@ from abacus_interp.core.decoding import naive_generate
 from abacus_interp.core.hooks import act_name
 from abacus_interp.core.masks import list_positions
 from abacus_interp.errors import UserError
+from abacus_interp.tasks import get_task
 from abacus_interp.training import train
 from analyses.circuit.analysis import circuit_reason
+from analyses.comparisons.analysis import skip_reason as comparisons_skip_reason
 from tests.conftest import tiny_sort_run
 from tests.test_list_items_apart import SORTER, WINDOW_RECIPE
 
 PROMPTS = ["a:21,b:3,c:654=bac", "d:7,e:1=ed"]
+SORT_TASK = get_task("sorting", max_numbers=3, max_digits=3, label_pool=8)
 
 
 def sorter(**overrides) -> LoopedTransformer:
@@ -75,7 +79,7 @@ def test_settling_is_the_plain_model_with_the_lists_states_put_back(settle):
     torch.testing.assert_close(model(tokens, settle), plain(tokens, settle), rtol=0, atol=0)  # not before it
 
 
-def test_the_answer_reads_the_held_list_from_the_loop_after_next():
+def test_a_hold_after_the_last_but_one_loop_changes_no_answer():
     """Held after L loops, the list's keys and values are still those of loop L+1: at 4 loops a
     hold after 3 changes no answer (the "=" and the labels after it), one after 1 or 2 does."""
     plain = sorter()
@@ -96,7 +100,7 @@ def test_attention_paths_agree_with_the_items_settled(head_kinds):
     torch.testing.assert_close(fast(tokens, 3), explicit(tokens, 3), atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("n_loops", [1, 3])
+@pytest.mark.parametrize("n_loops", [2, 3])
 def test_cached_decoding_equals_naive_decoding_with_the_items_settled(n_loops):
     model = sorter(list_items_settle_after=1, symbol_heads=1, answer_hides_earlier_answer=True,
                    answer_blind_spares_symbol_heads=True)
@@ -118,8 +122,28 @@ def test_the_compiled_loop_holds_the_list_as_the_eager_one_does():
     torch.testing.assert_close(model(tokens, 3), eager, rtol=1e-6, atol=1e-6)
 
 
-def test_the_circuit_analysis_says_it_does_not_model_the_hold():
-    assert "list_items_settle_after" in circuit_reason(sorter(list_items_settle_after=1), None)
+def test_loop_by_loop_is_one_pass_and_a_later_start_needs_the_state():
+    model = sorter(list_items_settle_after=1)
+    tokens = model.to_tokens(PROMPTS)
+    inputs, index = model.embed(tokens), model.attention_index(tokens)
+    state = None
+    for t in range(4):
+        state = model.run_loops(inputs, range(t, t + 1), state=state, index=index)
+    torch.testing.assert_close(state, model.run_loops(inputs, range(4), index=index), rtol=0, atol=0)
+    with pytest.raises(ValueError, match="run_loops from loop index 2 needs `state`"):
+        model.run_loops(inputs, range(2, 4), index=index)
+
+
+def test_the_cache_decomposes_only_up_to_the_hold_and_the_analyses_say_why_they_skip():
+    model = sorter(n_loops=3, list_items_settle_after=1)
+    _, cache = model.run_with_cache(model.to_tokens(PROMPTS[:1]), 3)
+    inside = cache.decompose_resid(loop=1, layer=1)  # the layers of loop 2 before the hold
+    torch.testing.assert_close(inside.sum(0), cache.resid_pre(1, 1), rtol=1e-5, atol=1e-5)
+    for loop, layer in ((1, 2), (2, 0)):  # loop 2's output, and past it
+        with pytest.raises(ValueError, match="no stack of writes sums to a residual past that"):
+            cache.decompose_resid(loop=loop, layer=layer)
+    assert "list_items_settle_after" in circuit_reason(model, None)
+    assert "list_items_settle_after=1" in comparisons_skip_reason(model, SORT_TASK)
 
 
 def test_the_field_round_trips_is_left_out_unset_and_needs_the_items_apart():

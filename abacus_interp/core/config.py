@@ -210,7 +210,8 @@ class ModelConfig:
     # 15% on two seeds; docs/runs/sorting.md). None: every item.
     list_digits_read_items_back: int | None = None
     # With list_items_read_alone: the list's tokens keep the state they have after this many
-    # loops, so the answer queries of later loops read each item as it stood then. Why: a
+    # loops, so the answer queries of later loops read each item as it stood then (n_loops - 1
+    # or more changes no answer at the trained loops). Why: a
     # linear probe on extrap-sort-apart-ft's closers reads the digit one below the leading one
     # 99.7% of the time after loop 1 and 72.6% after loop 4 (its own item's later loops
     # overwrite it), while the answer queries need the loops (2 loops count far less than 4).

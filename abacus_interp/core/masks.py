@@ -240,7 +240,9 @@ def keep_list_items_apart(
 def list_positions(index: Int[Tensor, "batch pos"]) -> Bool[Tensor, "batch pos"]:
     """The tokens of a sorting list but its closing "=": each item's label, colon, digits and
     separator. The "=" closes the last number and is the first answer query; the answer
-    follows it (`answer_positions` marks those after it)."""
+    follows it (`answer_positions` marks those after it). Left padding counts with the first
+    item (no query reads a padding key); as for `answer_positions`, a digit written into the
+    answer starts a number, and the labels before it then count as the list's."""
     group = number_group(index)
     started = _numbers_started(index)
     last = started[:, -1:]  # [batch 1]: the sequence's last number

@@ -168,22 +168,25 @@ class LoopedTransformer(ArithmeticModel):
         needs; None for the others.
 
         With `cfg.list_items_settle_after = L`, the list's tokens leave every loop from the
-        (L+1)-th on with the state they entered it with: each of those loops reads the list as
-        it stood after L loops (its keys and values are those of loop L+1, so L = n_loops - 1
-        changes no answer).
+        (L+1)-th on with the state they left the L-th with (before the input is injected
+        again): each of those loops reads the list as it stood after L loops (its keys and
+        values are those of loop L+1, so L >= n_loops - 1 changes no answer).
 
         After `compile_loops()`, a loop with no hook attached runs its layers through the
         compiled graph; hooked loops and cached decoding run eagerly."""
         self.check_loops(loops.stop)
         if len(loops) == 0:
             return state
+        settle = self.cfg.list_items_settle_after
+        if settle is not None and state is None and loops.start > 0:
+            raise ValueError(f"run_loops from loop index {loops.start} needs `state`, the state leaving the loop "
+                             "before: the list's hold (list_items_settle_after) puts it back")
         n_query = inputs.shape[1]
         first = cache[loops.start][0] if cache is not None else None
         n_key = n_query + (first.k.shape[1] if first is not None else 0)
         # built once: every layer of every loop shares the mask and the rotation
         context = AttentionContext.build(self.cfg, n_query, n_key, inputs.device, key_valid, index)
         compiled = _compiled_layers(self.compile_backend) if self.compile_backend and cache is None else None
-        settle = self.cfg.list_items_settle_after
         settled = list_positions(index)[:, -n_query:, None] if settle is not None else None  # [batch pos 1]
         for t in loops:
             hooks = self.loops[t]

@@ -41,6 +41,10 @@ def skip_reason(model, task) -> str | None:
         return f"the comparisons are read on sorting; this run's task is {task.name}"
     if not model.is_looped:
         return "the comparisons are read loop by loop; this model has no loops"
+    if model.cfg.list_items_settle_after is not None:
+        return (f"the deciding digit's patching and the item probes read the list loop by loop; with "
+                f"list_items_settle_after={model.cfg.list_items_settle_after} its states stop after that loop, "
+                "which they do not model")
     return None
 
 

@@ -63,7 +63,7 @@ class HeadsAndNeurons(ResidualStream):
         (loop, layer, head): a stack of one whole run reshapes to [loop, layer, head, ...].
         `incl_remainder` adds the target residual minus the heads' sum."""
         loop, layer = self._norm_loop(loop), self._norm_layer(layer)
-        start = self._start(loop, from_loop)
+        start = self._start(loop, from_loop, layer)
         pos_slice = as_slice(pos_slice)
         parts, labels = [], []
         for t, li in self._blocks(start, loop, layer):
@@ -91,7 +91,7 @@ class HeadsAndNeurons(ResidualStream):
         """Every MLP neuron's write (post[n] * W_out[n], no b_out) in the blocks before
         (loop, layer), labelled `neuron_label(l, n, t)`. Memory: d_mlp x d_model per position and block."""
         loop, layer = self._norm_loop(loop), self._norm_layer(layer)
-        start = self._start(loop, from_loop)
+        start = self._start(loop, from_loop, layer)
         pos_slice = as_slice(pos_slice)
         parts, labels = [], []
         for t, li in self._blocks(start, loop, layer):
@@ -121,7 +121,7 @@ class HeadsAndNeurons(ResidualStream):
         (or "loop {t+1} L{l} mlp_out"), and last `bias`: every b_O (and b_out when neurons are
         expanded) of the blocks covered. Sums to the residual."""
         loop, layer = self._norm_loop(loop), self._norm_layer(layer)
-        start = self._start(loop, from_loop)
+        start = self._start(loop, from_loop, layer)
         pos_slice = as_slice(pos_slice)
         parts, labels = [], []
         if start > 0:

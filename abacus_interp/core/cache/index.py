@@ -129,12 +129,10 @@ class LoopCacheIndex(ActivationCache):
             raise IndexError(f"layer={layer}: the looped block has layers 0..{k - 1} ({k} = the loop's output)")
         return out
 
-    def _start(self, loop: int, from_loop: int | None) -> int:
-        """The first loop of an exact additive decomposition of a residual in `loop`."""
+    def _start(self, loop: int, from_loop: int | None, layer: int = 0) -> int:
+        """The first loop of an exact additive decomposition of the residual entering (loop, layer)."""
         earliest = loop if self._cfg.input_injection == "norm_add" else 0
-        if from_loop is None:
-            return earliest
-        start = self._norm_loop(from_loop)
+        start = earliest if from_loop is None else self._norm_loop(from_loop)
         if start > loop:
             raise ValueError(f"from_loop={from_loop} is after loop={loop}")
         if start < earliest:
@@ -143,7 +141,20 @@ class LoopCacheIndex(ActivationCache):
                 f"between loops, so a residual in loop={loop} is a sum of components from that loop on only "
                 f"(its '{loop_label(loop)} state' entry is ln_state of the previous loop's output)"
             )
+        self._check_no_hold_between(start, loop, layer)
         return start
+
+    def _check_no_hold_between(self, start: int, loop: int, layer: int) -> None:
+        """ValueError where a loop from `start` up to (loop, layer) ends in the list's hold
+        (`list_items_settle_after`): its output there is not what its layers wrote."""
+        settle, k = self._cfg.list_items_settle_after, self._cfg.n_layers
+        held = None if settle is None else max(start, settle)  # the first held loop in the span
+        if held is not None and (held < loop or (held == loop and layer == k)):
+            raise ValueError(
+                f"with list_items_settle_after={settle} the list's tokens leave every loop from {loop_label(settle)} "
+                f"on with the state they had, not with what the layers wrote, so no stack of writes sums to a "
+                f"residual past that: decompose one inside {loop_label(settle)} or before (loop <= {settle}, "
+                f"layer < {k})")
 
     def _blocks(self, start: int, loop: int, layer: int):
         """(t, l) of every block that ran from loop `start` up to the input of (loop, layer)."""

@@ -128,7 +128,7 @@ class ResidualStream(NormsAndLogits):
         (loop, layer) itself, i.e. decomposes the MLP's input. `apply_ln` applies the norm that
         reads this residual (ln_final for a loop's output, else ln1/ln2) with its cached scale."""
         loop, layer = self._norm_loop(loop), self._norm_layer(layer)
-        start = self._start(loop, from_loop)
+        start = self._start(loop, from_loop, layer)
         pos_slice = as_slice(pos_slice)
         parts, labels = [], []
 
