@@ -66,12 +66,11 @@ def check_choices_and_sizes(cfg) -> None:
     if cfg.abacus_max_offset < 0:
         raise UserError("ModelConfig.abacus_max_offset must be >= 0")
     probe = cfg.partial_product_probe
-    if probe is not None and (isinstance(probe, bool) or not isinstance(probe, int) or not 1 <= probe <= MAX_DIMENSION):
+    if probe is not None and not _is_whole(probe, 1, MAX_DIMENSION):
         raise UserError(f"ModelConfig.partial_product_probe={probe!r}: the most multiplier digits the readout "
                         "covers, a whole number >= 1 (e.g. 3 for multipliers of up to 3 digits), or null for none")
     classes = cfg.carry_probe
-    if classes is not None and (isinstance(classes, bool) or not isinstance(classes, int)
-                                or not 2 <= classes <= MAX_DIMENSION):
+    if classes is not None and not _is_whole(classes, 2, MAX_DIMENSION):
         raise UserError(f"ModelConfig.carry_probe={classes!r}: the number of carry classes the readout gives, a "
                         "whole number >= 2 (one more than the largest carry, e.g. 28 for multipliers of up to 3 "
                         "digits), or null for none")
@@ -184,19 +183,25 @@ def _check_list_items_apart(cfg) -> None:
         raise UserError("ModelConfig.list_digits_read_across_items=true lets digits read other items where "
                         "list_items_read_alone=true keeps them apart: set list_items_read_alone=true too")
     back = cfg.list_digits_read_items_back
-    if back is not None and (isinstance(back, bool) or not isinstance(back, int) or back < 1):
+    if back is not None and not _is_whole(back, 1):
         raise UserError(f"ModelConfig.list_digits_read_items_back={back!r}: use a whole number >= 1 "
                         "(how many items before its own a list digit reads), or leave it unset")
     if back is not None and not cfg.list_digits_read_across_items:
         raise UserError("ModelConfig.list_digits_read_items_back narrows the digits' reads across items: "
                         "set list_digits_read_across_items=true too")
     settle = cfg.list_items_settle_after
-    if settle is not None and (isinstance(settle, bool) or not isinstance(settle, int) or settle < 1):
+    if settle is not None and not _is_whole(settle, 1):
         raise UserError(f"ModelConfig.list_items_settle_after={settle!r}: use a whole number >= 1 (the loops after "
                         "which the list's tokens keep their state), or leave it unset")
     if settle is not None and not cfg.list_items_read_alone:
         raise UserError("ModelConfig.list_items_settle_after holds each list item's state, which is its own only "
                         "where list_items_read_alone=true keeps the items apart: set list_items_read_alone=true too")
+
+
+def _is_whole(value, least: int, most: int | None = None) -> bool:
+    """Whether `value` is an int (not a bool) in least..most (no upper bound with most None)."""
+    return (isinstance(value, int) and not isinstance(value, bool) and value >= least
+            and (most is None or value <= most))
 
 
 def _check_offset_heads(cfg) -> None:
