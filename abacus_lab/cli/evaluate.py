@@ -37,7 +37,9 @@ def cmd_eval(args) -> int:
     path = checkpoint_at(run, args.step) if args.step is not None else run
     saved_capacity = ModelConfig.from_dict(read_run_config(run)["model"]).max_loops
     # more hook sets only when asked for deeper loops; never fewer than the model has
-    model = load_model(path, max_loops=max([saved_capacity, *(args.loops or [])]), device=args.device)
+    _check_loop_cap(args)
+    model = load_model(path, max_loops=max([saved_capacity, *(args.loops or []), args.max_loops or 0]),
+                       device=args.device)
     task = load_task(run_dir_of(run))
     if task.name == "sorting" and (args.lengths or args.counts):
         with _eval_threads(model):
@@ -52,6 +54,10 @@ def cmd_eval(args) -> int:
     if args.lengths or args.chains:
         with _eval_threads(model):
             return _eval_extrapolation(model, task, args)
+    for flag in ("halt_tol", "max_loops"):
+        if getattr(args, flag) is not None:
+            raise UserError(f"--{flag.replace('_', '-')} sets the adaptive loops of --lengths/--chains rows; "
+                            "add --lengths (e.g. --lengths 5,20) or drop it")
     readout = run_readout(read_run_config(run)["train"], task)  # score it the way it was trained
     with _eval_threads(model):
         report = evaluate(model, task, grid=args.grid, loops=args.loops, n_per_cell=args.n, seed=args.seed, **readout)
@@ -60,6 +66,16 @@ def cmd_eval(args) -> int:
         write_json(args.json, report.to_dict())
         print(f"wrote {args.json}")
     return 0
+
+
+def _check_loop_cap(args) -> None:
+    """--max-loops caps adaptive loops: it needs a count of at least 1 and no fixed --loops."""
+    if args.max_loops is None:
+        return
+    if args.max_loops < 1:
+        raise UserError(f"--max-loops {args.max_loops}: give at least 1 loop")
+    if args.loops:
+        raise UserError("--max-loops caps adaptive loops and --loops fixes the loop count: give one of them")
 
 
 def _eval_threads(model):
@@ -75,11 +91,15 @@ def _eval_threads(model):
 def _eval_extrapolation(model, task, args) -> int:
     from abacus_interp.evaluation.extrapolation import format_table, length_extrapolation
 
+    if args.max_loops is not None and model.cfg.halt_tol is None and args.halt_tol is None:
+        raise UserError("--max-loops caps adaptive loops, and this run decodes at a fixed loop count (its model has "
+                        "no halt_tol): add --halt-tol (e.g. 1e-3) to decode it adaptively, or drop --max-loops")
     counts = args.loops or [None]  # None: the model's default loops (adaptive when it has halt_tol)
     results = []
     for n_loops in counts:
         result = length_extrapolation(model, task, args.lengths or [], args.chains or [], n=args.n, n_loops=n_loops,
-                                      tol=args.halt_tol, seed=args.seed, multipliers=args.multipliers or ())
+                                      tol=args.halt_tol, max_loops=args.max_loops, seed=args.seed,
+                                      multipliers=args.multipliers or ())
         print(format_table(result))
         results.append(result.to_dict())
     print("samples: 'uniform' = both operands of exactly that many digits, digits uniform; "
@@ -95,8 +115,8 @@ def _eval_lists(model, task, args) -> int:
     from abacus_interp.evaluation.lists import format_list_table, list_rows
     from abacus_interp.jsonsafe import to_json
 
-    for flag in ("chains", "multipliers", "halt_tol"):
-        if getattr(args, flag):
+    for flag in ("chains", "multipliers", "halt_tol", "max_loops"):
+        if getattr(args, flag) is not None:
             raise UserError(f"--{flag.replace('_', '-')} does not apply to sorting; --lengths (digits per number) "
                             f"and --counts (numbers per list) choose the rows, --loops the loop counts read")
     written = []
@@ -194,6 +214,9 @@ def _add_eval_command(sub) -> None:
                    help="with --lengths, multiplication: score each length times multipliers of these digit counts, e.g. 1,2,3")
     p.add_argument("--halt-tol", type=float,
                    help="with --lengths/--chains: adaptive loops at this tolerance (default: the model's halt_tol)")
+    p.add_argument("--max-loops", type=int,
+                   help="with --lengths/--chains: adaptive loops stop at this many at most (default: the model's "
+                        "max_loops); a wrong answer that converged below the cap is a wrong fixed point, not a cut")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", help="write every number to this file")
     add_device_option(p)

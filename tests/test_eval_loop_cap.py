@@ -1,0 +1,62 @@
+"""`abacus-interp eval RUN --lengths/--chains ... --max-loops N`: adaptive loops stop at N at
+most, so a user can tell a wrong answer that converged (a wrong fixed point) from one the cap
+cut short; every way to ask for it where it means nothing ends in one `error:` line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from abacus_lab.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED_EXTRAP = ROOT / "checkpoints" / "extrap-add"  # adaptive loops (halt_tol 1e-3, at most 128)
+SHIPPED_FIXED = ROOT / "checkpoints" / "small-add"  # no halt_tol: a fixed loop count
+SHIPPED_SORT = ROOT / "checkpoints" / "extrap-sort"
+
+
+def shipped(run: Path) -> Path:
+    if not (run / "config.json").exists():
+        pytest.skip(f"{run} is not in this checkout")
+    return run
+
+
+def chain_row(run: Path, tmp_path: Path, *flags: str) -> dict:
+    out = tmp_path / f"eval{len(flags)}.json"
+    assert main(["eval", str(run), "--chains", "20", "--n", "4", "--device", "cpu", *flags, "--json", str(out)]) == 0
+    (result,) = json.loads(out.read_text())["extrapolation"]
+    (row,) = result["rows"]
+    return {**row, "cap": result["cap"]}
+
+
+def test_the_cap_stops_every_problem_that_needs_more_loops(tmp_path, capsys):
+    run = shipped(SHIPPED_EXTRAP)
+    # a carry through 20 columns needs more than 8 loops: with the model's own cap (128) every
+    # problem converges, with a cap of 8 none does and each stops at exactly 8
+    free = chain_row(run, tmp_path)
+    capped = chain_row(run, tmp_path, "--max-loops", "8")
+    assert free["cap"] == 128 and free["converged"] == 1.0 and free["loops_max"] > 8, free
+    assert capped["cap"] == 8 and capped["converged"] == 0.0 and capped["loops_max"] == 8, capped
+    assert "at most 8" in capsys.readouterr().out
+
+
+def test_a_cap_past_the_models_hook_sets_loads_more_of_them(tmp_path):
+    run = shipped(SHIPPED_EXTRAP)
+    row = chain_row(run, tmp_path, "--max-loops", "200", "--halt-tol", "0")  # tol 0: every problem runs to the cap
+    assert row["cap"] == 200 and row["loops_max"] == 200 and row["converged"] == 0.0, row
+
+
+@pytest.mark.parametrize("run, flags, says", [
+    (SHIPPED_EXTRAP, ["--chains", "5", "--max-loops", "0"], "give at least 1 loop"),
+    (SHIPPED_EXTRAP, ["--chains", "5", "--max-loops", "8", "--loops", "4"], "give one of them"),
+    (SHIPPED_EXTRAP, ["--max-loops", "8"], "add --lengths"),
+    (SHIPPED_EXTRAP, ["--halt-tol", "1e-4"], "add --lengths"),
+    (SHIPPED_FIXED, ["--lengths", "5", "--max-loops", "8"], "decodes at a fixed loop count"),
+    (SHIPPED_SORT, ["--counts", "6", "--max-loops", "8"], "does not apply to sorting"),
+])
+def test_a_cap_that_means_nothing_is_refused_in_one_line(run, flags, says, capsys):
+    assert main(["eval", str(shipped(run)), "--n", "2", "--device", "cpu", *flags]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and says in err[0], err
