@@ -157,6 +157,17 @@ def test_adaptive_decoding_computes_the_whole_answer_past_max_seq_len():
 
 
 @needs_shipped_extrap
+def test_the_shipped_extrapolator_adds_numbers_200_times_longer_than_its_training():
+    # docs/runs/addition.md: 100% at 1,000 digits (n = 8, median 13 loops); two of them here
+    model = load_model(SHIPPED_EXTRAP, device="cpu")
+    task = get_task("addition", max_digits=5, answer_format="slots")
+    examples = [task.make(int(random_operand(1000, seed)), int(random_operand(1000, seed + 10))) for seed in (5, 6)]
+    decoded = generate_adaptive(model, [e.prompt for e in examples])
+    assert all(decoded.converged) and max(decoded.loops_used) <= 32, decoded.loops_used
+    assert [task.check(e, c) for e, c in zip(examples, decoded.completions, strict=True)] == [True, True]
+
+
+@needs_shipped_extrap
 def test_a_problem_whose_attention_does_not_fit_in_memory_is_refused_in_one_line(monkeypatch, capsys):
     from abacus_interp.evaluation import common
 
