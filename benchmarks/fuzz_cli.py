@@ -590,7 +590,7 @@ EVAL_CHEAP = {"--n": "1", "--grid": "1..2", "--loops": "1"}
 OPTIONS = {
     "solve": ["--loops", "--device", "--verbose"],
     "eval": ["--step", "--grid", "--loops", "--n", "--lengths", "--chains", "--multipliers", "--halt-tol",
-             "--seed", "--json", "--device"],
+             "--max-loops", "--seed", "--json", "--device"],
     "summary": ["--device"],
     "report": ["--step", "--compare", "--ablation", "--architectures", "--device", "--out"],
 }
@@ -675,6 +675,7 @@ def options_fixed(fx: Fixtures) -> list[Case]:
         ("eval", "--n", "0"), ("eval", "--n", "-5"), ("eval", "--lengths", "0"), ("eval", "--lengths", "-3"),
         ("eval", "--lengths", str(10**30)), ("eval", "--chains", "20:5"), ("eval", "--multipliers", "2"),
         ("eval", "--halt-tol", "nan"), ("eval", "--halt-tol", "-1"), ("eval", "--halt-tol", "inf"),
+        ("eval", "--max-loops", "0"), ("eval", "--max-loops", str(10**9)), ("eval", "--max-loops", "8"),
         ("eval", "--seed", str(2**64)), ("eval", "--seed", "-1"), ("eval", "--device", "tpu"),
         ("eval", "--device", "cuda:7"), ("eval", "--json", OUT), ("solve", "--loops", "0"),
         ("solve", "--loops", str(10**9)), ("solve", "--device", "🙂"), ("summary", "--device", ""),

@@ -49,14 +49,27 @@ def test_a_cap_past_the_models_hook_sets_loads_more_of_them(tmp_path):
 
 
 @pytest.mark.parametrize("run, flags, says", [
-    (SHIPPED_EXTRAP, ["--chains", "5", "--max-loops", "0"], "give at least 1 loop"),
     (SHIPPED_EXTRAP, ["--chains", "5", "--max-loops", "8", "--loops", "4"], "give one of them"),
+    (SHIPPED_EXTRAP, ["--chains", "5", "--halt-tol", "1e-4", "--loops", "4"], "give one of them"),
     (SHIPPED_EXTRAP, ["--max-loops", "8"], "add --lengths"),
     (SHIPPED_EXTRAP, ["--halt-tol", "1e-4"], "add --lengths"),
-    (SHIPPED_FIXED, ["--lengths", "5", "--max-loops", "8"], "decodes at a fixed loop count"),
-    (SHIPPED_SORT, ["--counts", "6", "--max-loops", "8"], "does not apply to sorting"),
+    (SHIPPED_EXTRAP, ["--chains", "5", "--halt-tol", "nan"], "give a finite tolerance >= 0"),
+    # small-add writes its answer token by token: no tolerance makes it loop adaptively
+    (SHIPPED_FIXED, ["--lengths", "5", "--max-loops", "8"], "cannot loop adaptively"),
+    (SHIPPED_FIXED, ["--lengths", "5", "--halt-tol", "1e-3"], "cannot loop adaptively"),
+    # sorting has no adaptive loops, with or without rows of lists asked for
+    (SHIPPED_SORT, ["--counts", "6", "--max-loops", "8"], "task is sorting: drop --max-loops"),
+    (SHIPPED_SORT, ["--max-loops", "8"], "task is sorting: drop --max-loops"),
+    (SHIPPED_SORT, ["--counts", "6", "--max-loops", "8", "--loops", "4"], "task is sorting: drop --max-loops"),
 ])
 def test_a_cap_that_means_nothing_is_refused_in_one_line(run, flags, says, capsys):
     assert main(["eval", str(shipped(run)), "--n", "2", "--device", "cpu", *flags]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and says in err[0], err
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "eight", str(10**9)])
+def test_a_cap_that_is_no_loop_count_is_refused_by_the_parser(value, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["eval", str(SHIPPED_EXTRAP), "--chains", "5", "--max-loops", value])
+    assert stop.value.code == 2 and "loop count" in capsys.readouterr().err

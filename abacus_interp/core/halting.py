@@ -23,6 +23,7 @@ readout is stable (at most one re-run per answer position), so the two agree alw
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -93,8 +94,8 @@ def generate_adaptive(
     if not cfg.answer_slots:
         raise UserError("adaptive loops need a model trained in the answer-slot format (answer_slots=True)")
     _, tol = resolve_halting(model, None, tol)
-    if tol is None or tol < 0:
-        raise UserError(f"tol={tol}: give a tolerance >= 0 (0 runs every problem to the cap)")
+    if tol is None or not math.isfinite(tol) or tol < 0:
+        raise UserError(f"tol={tol}: give a finite tolerance >= 0 (0 runs every problem to the cap)")
     cap = cfg.max_loops if max_loops is None else max_loops
     model.check_loops(cap)
     placeholder = cfg.vocab.encode("0")[0]  # read as the slot symbol; any digit gives the same indices

@@ -35,12 +35,12 @@ def cmd_eval(args) -> int:
     run = Path(args.run)
     check_json_path(args.json)  # now, not after the evaluation
     path = checkpoint_at(run, args.step) if args.step is not None else run
-    saved_capacity = ModelConfig.from_dict(read_run_config(run)["model"]).max_loops
-    # more hook sets only when asked for deeper loops; never fewer than the model has
-    _check_loop_cap(args)
-    model = load_model(path, max_loops=max([saved_capacity, *(args.loops or []), args.max_loops or 0]),
-                       device=args.device)
+    saved = ModelConfig.from_dict(read_run_config(run)["model"])
     task = load_task(run_dir_of(run))
+    _check_adaptive_flags(args, task, saved)  # before the model is built with the hook sets they ask for
+    # more hook sets only when asked for deeper loops; never fewer than the model has
+    model = load_model(path, max_loops=max([saved.max_loops, *(args.loops or []), args.max_loops or 0]),
+                       device=args.device)
     if task.name == "sorting" and (args.lengths or args.counts):
         with _eval_threads(model):
             return _eval_lists(model, task, args)
@@ -54,10 +54,6 @@ def cmd_eval(args) -> int:
     if args.lengths or args.chains:
         with _eval_threads(model):
             return _eval_extrapolation(model, task, args)
-    for flag in ("halt_tol", "max_loops"):
-        if getattr(args, flag) is not None:
-            raise UserError(f"--{flag.replace('_', '-')} sets the adaptive loops of --lengths/--chains rows; "
-                            "add --lengths (e.g. --lengths 5,20) or drop it")
     readout = run_readout(read_run_config(run)["train"], task)  # score it the way it was trained
     with _eval_threads(model):
         report = evaluate(model, task, grid=args.grid, loops=args.loops, n_per_cell=args.n, seed=args.seed, **readout)
@@ -68,14 +64,28 @@ def cmd_eval(args) -> int:
     return 0
 
 
-def _check_loop_cap(args) -> None:
-    """--max-loops caps adaptive loops: it needs a count of at least 1 and no fixed --loops."""
-    if args.max_loops is None:
+def _check_adaptive_flags(args, task, cfg) -> None:
+    """--halt-tol and --max-loops set the adaptive loops of addition's and multiplication's
+    --lengths/--chains rows: refuse them, saying what to do, wherever they would mean nothing."""
+    given = [f"--{flag.replace('_', '-')}" for flag in ("halt_tol", "max_loops") if getattr(args, flag) is not None]
+    if not given:
         return
-    if args.max_loops < 1:
-        raise UserError(f"--max-loops {args.max_loops}: give at least 1 loop")
+    what = " and ".join(given)
+    if not (task.has_carries or task.name == "multiplication"):
+        raise UserError(f"{what} set the adaptive loops of addition's and multiplication's --lengths/--chains rows; "
+                        f"this run's task is {task.name}: drop {what} (--loops sets the loop counts read)")
+    if not (args.lengths or args.chains):
+        raise UserError(f"{what} set the adaptive loops of --lengths/--chains rows: add --lengths (e.g. --lengths "
+                        f"5,20) or drop {what}")
     if args.loops:
-        raise UserError("--max-loops caps adaptive loops and --loops fixes the loop count: give one of them")
+        raise UserError(f"{what} set adaptive loops and --loops fixes the loop count: give one of them")
+    if cfg.family != "looped" or not cfg.answer_slots:
+        raise UserError(f"this run cannot loop adaptively (a {cfg.family} model"
+                        f"{'' if cfg.answer_slots else ' that writes its answer token by token'}); it decodes at a "
+                        f"fixed loop count: drop {what} (--loops sets the count)")
+    if args.max_loops is not None and cfg.halt_tol is None and args.halt_tol is None:
+        raise UserError("--max-loops caps adaptive loops, and this run decodes at a fixed loop count (its model has "
+                        "no halt_tol): add --halt-tol (e.g. 1e-3) to decode it adaptively, or drop --max-loops")
 
 
 def _eval_threads(model):
@@ -91,9 +101,6 @@ def _eval_threads(model):
 def _eval_extrapolation(model, task, args) -> int:
     from abacus_interp.evaluation.extrapolation import format_table, length_extrapolation
 
-    if args.max_loops is not None and model.cfg.halt_tol is None and args.halt_tol is None:
-        raise UserError("--max-loops caps adaptive loops, and this run decodes at a fixed loop count (its model has "
-                        "no halt_tol): add --halt-tol (e.g. 1e-3) to decode it adaptively, or drop --max-loops")
     counts = args.loops or [None]  # None: the model's default loops (adaptive when it has halt_tol)
     results = []
     for n_loops in counts:
@@ -115,8 +122,8 @@ def _eval_lists(model, task, args) -> int:
     from abacus_interp.evaluation.lists import format_list_table, list_rows
     from abacus_interp.jsonsafe import to_json
 
-    for flag in ("chains", "multipliers", "halt_tol", "max_loops"):
-        if getattr(args, flag) is not None:
+    for flag in ("chains", "multipliers"):
+        if getattr(args, flag):
             raise UserError(f"--{flag.replace('_', '-')} does not apply to sorting; --lengths (digits per number) "
                             f"and --counts (numbers per list) choose the rows, --loops the loop counts read")
     written = []
@@ -214,7 +221,7 @@ def _add_eval_command(sub) -> None:
                    help="with --lengths, multiplication: score each length times multipliers of these digit counts, e.g. 1,2,3")
     p.add_argument("--halt-tol", type=float,
                    help="with --lengths/--chains: adaptive loops at this tolerance (default: the model's halt_tol)")
-    p.add_argument("--max-loops", type=int,
+    p.add_argument("--max-loops", type=parse_loop_count,
                    help="with --lengths/--chains: adaptive loops stop at this many at most (default: the model's "
                         "max_loops); a wrong answer that converged below the cap is a wrong fixed point, not a cut")
     p.add_argument("--seed", type=int, default=0)
