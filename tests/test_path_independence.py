@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 from conftest import make_tiny_model
@@ -16,6 +17,7 @@ from analyses.fixed_point.path_independence import (
     path_independence,
     trajectories_agree,
 )
+from analyses.fixed_point.result import PathIndependence, StartAgreement
 
 
 def test_contractive_map_forgets_its_start():
@@ -75,3 +77,45 @@ def test_identity_loop_never_forgets_noise_and_summary_is_json():
     assert "Path independence after 4 loops" in out["headline"]
     with pytest.raises(ValueError, match="at least 2"):
         path_independence(model, examples[:1], horizon=2)
+
+
+def test_an_untrained_loop_gets_every_answer_wrong_so_its_wrong_answers_are_all_its_answers():
+    model = make_tiny_model(n_layers=1, n_loops=2, max_loops=4)
+    task = get_task("addition", max_digits=3)
+    examples = task.sample(9, __import__("random").Random(1))
+    out = path_independence(model, examples, horizon=4, seed=0, batch_size=4)
+    assert out["reference_exact_match"] == 0.0 and out["reference_wrong"] == 9
+    for start in out["starts"].values():
+        assert start["same_wrong_answer_fraction"] == start["same_answer_fraction"]
+
+
+def test_the_wrong_answers_share_counts_only_the_problems_the_reference_gets_wrong():
+    from analyses.fixed_point.path_independence import _start_summary
+
+    parts = {"cos": [np.ones((4, 2))], "same_state": [np.array([True, True, False, True])],
+             "same_answer": [np.array([True, True, False, False])], "correct": [np.array([True, False, False, False])],
+             "reference_correct": [np.array([True, False, False, True])]}
+    summary = _start_summary(parts)
+    assert summary["same_answer_fraction"] == 0.5
+    assert summary["same_wrong_answer_fraction"] == 0.5  # problems 1 and 2: kept, then left
+    parts["reference_correct"] = [np.ones(4, dtype=bool)]
+    assert _start_summary(parts)["same_wrong_answer_fraction"] is None
+
+
+def _path(kept: float | None, wrong: int | None) -> PathIndependence:
+    agree = StartAgreement(same_state_fraction=1.0, same_answer_fraction=0.9, exact_match=0.8, end_cosine_median=1.0,
+                           cosine_median_by_loop=(1.0,), cosine_q25_by_loop=(1.0,), same_wrong_answer_fraction=kept)
+    return PathIndependence(horizon=128, threshold=0.99, n_problems=62, reference_exact_match=0.5,
+                            starts={"noise": agree, "other": agree}, headline="", reference_wrong=wrong)
+
+
+def test_the_finding_says_whether_the_wrong_answers_are_fixed_points_of_the_map():
+    from analyses.fixed_point.findings import _path as sentence
+
+    fixed = sentence(_path(1.0, 31))
+    assert ("of the 31 it answers wrong from its own start, 100% are answered the same wrong way from each other "
+            "start (wrong fixed points of the loop's map).") in fixed
+    assert "depend on where the loop began" in sentence(_path(0.2, 31))
+    assert sentence(_path(0.7, 31)).endswith("70% are answered the same wrong way from each other start.")  # no reading
+    for old in (_path(None, None), _path(None, 0)):  # a report from before the split, or no wrong answer
+        assert "answers wrong" not in sentence(old) and sentence(old).endswith("same answer.")

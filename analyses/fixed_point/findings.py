@@ -137,4 +137,18 @@ def _path(path: PathIndependence | None) -> str:
     parts = [f"{name}: {pct(a.same_state_fraction)} same end state, {pct(a.same_answer_fraction)} same answer"
              for name, a in path.starts.items()]
     return (f"Started from other states (Anil et al.'s path independence, {path.n_problems} problems, "
-            f"{_loops(path.horizon)}, cosine >= {path.threshold}): " + "; ".join(parts) + ".")
+            f"{_loops(path.horizon)}, cosine >= {path.threshold}): " + "; ".join(parts) + _wrong_clause(path) + ".")
+
+
+def _wrong_clause(path: PathIndependence) -> str:
+    """How many of the wrong answers every start reaches again: wrong fixed points of the map,
+    not of the start (empty when the reference got none wrong, or the report predates it)."""
+    kept = [a.same_wrong_answer_fraction for a in path.starts.values()]
+    if not path.reference_wrong or None in kept:
+        return ""
+    low, high = pct(min(kept)), pct(max(kept))
+    span = low if low == high else f"{low}-{high}"
+    reading = (" (wrong fixed points of the loop's map)" if min(kept) >= 0.9
+               else " (most of them depend on where the loop began)" if max(kept) < 0.5 else "")
+    return (f"; of the {path.reference_wrong} it answers wrong from its own start, {span} are answered the same "
+            f"wrong way from each other start{reading}")

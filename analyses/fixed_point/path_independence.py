@@ -11,7 +11,10 @@ the end state is compared with the reference run's end state:
 
 A path-independent loop forgets where it started: its end state is an attractor of the
 input alone. `agreement` reports how often the end states agree (cosine >= `threshold` over
-the real positions) and how often the answer read out there equals the reference answer.
+the real positions) and how often the answer read out there equals the reference answer,
+also among the problems the reference run gets wrong: a wrong answer that every start reaches
+again is a wrong fixed point of the loop's map, one that another start leaves depends on where
+the loop began (ft12's last 20 x 3 errors are the first kind, docs/runs/multiplication.md).
 The generic part takes any step function, so tests can plant a contractive or a bistable map.
 """
 
@@ -111,16 +114,19 @@ def path_independence(
     end state (cosine over real positions) and the teacher-forced answer with the run
     from the model's own start. JSON-safe summary per start."""
     generator = torch.Generator().manual_seed(seed)
-    per_start: dict[str, dict[str, list]] = {name: {"cos": [], "same_state": [], "same_answer": [], "correct": []}
-                                             for name in starts}
+    per_start: dict[str, dict[str, list]] = {
+        name: {"cos": [], "same_state": [], "same_answer": [], "correct": [], "reference_correct": []}
+        for name in starts}
     reference_correct: list[np.ndarray] = []
     for chunk in _chunks(list(examples), max(batch_size, 2)):
         reference_correct.append(_compare_chunk(model, chunk, horizon, starts, threshold, generator, per_start))
+    reference_right = np.concatenate(reference_correct)
     out: dict[str, Any] = {
         "horizon": horizon,
         "threshold": threshold,
         "n_problems": len(examples),
-        "reference_exact_match": float(np.concatenate(reference_correct).mean()),
+        "reference_exact_match": float(reference_right.mean()),
+        "reference_wrong": int((~reference_right).sum()),
         "starts": {name: _start_summary(parts) for name, parts in per_start.items()},
     }
     out["headline"] = headline(out)
@@ -153,6 +159,7 @@ def _compare_chunk(model, chunk: list[Example], horizon: int, starts: Sequence[s
 
     ref_answer = answers(reference_end)
     target = tokens[:, 1:]
+    reference_right = ((ref_answer == target) | ~readout).all(-1).cpu().numpy()
     for name in starts:
         answer = answers(ends[name])
         cos_end = cosines[name][:, -1]
@@ -160,16 +167,20 @@ def _compare_chunk(model, chunk: list[Example], horizon: int, starts: Sequence[s
         per_start[name]["same_state"].append((cos_end >= threshold).cpu().numpy())
         per_start[name]["same_answer"].append(((answer == ref_answer) | ~readout).all(-1).cpu().numpy())
         per_start[name]["correct"].append(((answer == target) | ~readout).all(-1).cpu().numpy())
-    return ((ref_answer == target) | ~readout).all(-1).cpu().numpy()
+        per_start[name]["reference_correct"].append(reference_right)
+    return reference_right
 
 
 def _start_summary(parts: dict[str, list]) -> dict[str, Any]:
     """One start's agreement over every batch: shares of the same end state, the same answer
-    and the right answer, and the cosine to the reference run loop by loop."""
+    (among every problem, and among those the reference run gets wrong: None when it gets none
+    wrong) and the right answer, and the cosine to the reference run loop by loop."""
     cos = np.concatenate(parts["cos"])  # [N horizon]
+    same_answer, wrong = np.concatenate(parts["same_answer"]), ~np.concatenate(parts["reference_correct"])
     return {
         "same_state_fraction": float(np.concatenate(parts["same_state"]).mean()),
-        "same_answer_fraction": float(np.concatenate(parts["same_answer"]).mean()),
+        "same_answer_fraction": float(same_answer.mean()),
+        "same_wrong_answer_fraction": float(same_answer[wrong].mean()) if wrong.any() else None,
         "exact_match": float(np.concatenate(parts["correct"]).mean()),
         "end_cosine_median": float(np.median(cos[:, -1])),
         "cosine_median_by_loop": np.median(cos, axis=0).tolist(),

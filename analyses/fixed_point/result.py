@@ -224,6 +224,9 @@ class StartAgreement:
     end_cosine_median: float
     cosine_median_by_loop: tuple[float, ...]
     cosine_q25_by_loop: tuple[float, ...]
+    # among the problems the model's own start gets wrong: the share this start answers the same
+    # (wrongly) again; None when the reference got none wrong (and in reports written before it)
+    same_wrong_answer_fraction: float | None = None
 
 
 @dataclass(frozen=True)
@@ -234,6 +237,7 @@ class PathIndependence:
     reference_exact_match: float
     starts: dict[str, StartAgreement]  # start name -> agreement with the model's own start
     headline: str
+    reference_wrong: int | None = None  # problems the model's own start answers wrong (None: reports before it)
 
 
 @dataclass(frozen=True)
