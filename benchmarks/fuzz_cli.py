@@ -684,6 +684,9 @@ def options_fixed(fx: Fixtures) -> list[Case]:
     ]:
         cases.append(Case("options", f"{command} {option} {str(value)[:20]}", command_argv(command, fuzzed={option: value}),
                           check=checks_for(command)))
+    # the adaptive loops' flags on a row they apply to (command_argv's cheap --loops would refuse them first)
+    for flags in (["--max-loops", "8"], ["--halt-tol", "0", "--max-loops", "3"], ["--halt-tol", "1e-9"]):
+        cases.append(Case("options", f"eval --chains 3 {' '.join(flags)}", ["eval", RUN, "--n", "1", "--chains", "3", *flags]))
     for command in ("solve", "eval", "summary", "report"):
         for run in (OUT, Place("run", "config.json"), Place("run", "checkpoints"), "", "-", "🙂/nowhere",
                     Place("run", "checkpoints/step_0000000.json")):

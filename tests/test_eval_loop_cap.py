@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SHIPPED_EXTRAP = ROOT / "checkpoints" / "extrap-add"  # adaptive loops (halt_tol 1e-3, at most 128)
 SHIPPED_FIXED = ROOT / "checkpoints" / "small-add"  # no halt_tol: a fixed loop count
 SHIPPED_SORT = ROOT / "checkpoints" / "extrap-sort"
+SHIPPED_SLOTS = ROOT / "checkpoints" / "loop-add"  # answer slots, no halt_tol: a fixed loop count unless told
 
 
 def shipped(run: Path) -> Path:
@@ -53,10 +54,13 @@ def test_a_cap_past_the_models_hook_sets_loads_more_of_them(tmp_path):
     (SHIPPED_EXTRAP, ["--chains", "5", "--halt-tol", "1e-4", "--loops", "4"], "give one of them"),
     (SHIPPED_EXTRAP, ["--max-loops", "8"], "add --lengths"),
     (SHIPPED_EXTRAP, ["--halt-tol", "1e-4"], "add --lengths"),
-    (SHIPPED_EXTRAP, ["--chains", "5", "--halt-tol", "nan"], "give a finite tolerance >= 0"),
-    # small-add writes its answer token by token: no tolerance makes it loop adaptively
-    (SHIPPED_FIXED, ["--lengths", "5", "--max-loops", "8"], "cannot loop adaptively"),
-    (SHIPPED_FIXED, ["--lengths", "5", "--halt-tol", "1e-3"], "cannot loop adaptively"),
+    # small-add writes its answer token by token: no tolerance makes it loop adaptively, which is
+    # said first, whatever else is missing
+    (SHIPPED_FIXED, ["--lengths", "5", "--max-loops", "8"], "token by token"),
+    (SHIPPED_FIXED, ["--halt-tol", "1e-3"], "token by token"),
+    (SHIPPED_FIXED, ["--lengths", "5", "--loops", "4", "--halt-tol", "1e-3"], "token by token"),
+    # loop-add has answer slots but no halt_tol of its own: a cap needs a tolerance
+    (SHIPPED_SLOTS, ["--lengths", "5", "--max-loops", "8"], "add --halt-tol"),
     # sorting has no adaptive loops, with or without rows of lists asked for
     (SHIPPED_SORT, ["--counts", "6", "--max-loops", "8"], "task is sorting: drop --max-loops"),
     (SHIPPED_SORT, ["--max-loops", "8"], "task is sorting: drop --max-loops"),
@@ -68,8 +72,12 @@ def test_a_cap_that_means_nothing_is_refused_in_one_line(run, flags, says, capsy
     assert len(err) == 1 and err[0].startswith("error: ") and says in err[0], err
 
 
-@pytest.mark.parametrize("value", ["0", "-3", "eight", str(10**9)])
-def test_a_cap_that_is_no_loop_count_is_refused_by_the_parser(value, capsys):
+@pytest.mark.parametrize("flag, value, says", [
+    ("--max-loops", "0", "loop count"), ("--max-loops", "-3", "loop count"), ("--max-loops", "eight", "loop count"),
+    ("--max-loops", str(10**9), "loop count"), ("--halt-tol", "nan", "tolerance"), ("--halt-tol", "inf", "tolerance"),
+    ("--halt-tol", "-1", "tolerance"), ("--halt-tol", "tight", "tolerance"),
+])
+def test_a_value_that_is_no_loop_count_or_tolerance_is_refused_by_the_parser(flag, value, says, capsys):
     with pytest.raises(SystemExit) as stop:
-        main(["eval", str(SHIPPED_EXTRAP), "--chains", "5", "--max-loops", value])
-    assert stop.value.code == 2 and "loop count" in capsys.readouterr().err
+        main(["eval", str(SHIPPED_EXTRAP), "--chains", "5", flag, value])
+    assert stop.value.code == 2 and says in capsys.readouterr().err

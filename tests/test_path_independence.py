@@ -92,30 +92,47 @@ def test_an_untrained_loop_gets_every_answer_wrong_so_its_wrong_answers_are_all_
 def test_the_wrong_answers_share_counts_only_the_problems_the_reference_gets_wrong():
     from analyses.fixed_point.path_independence import _start_summary
 
+    # the reference gets problems 0 and 1 wrong and this start answers both the same way: 100%, where
+    # every problem (3 of 4) or the right ones alone (1 of 2) would read otherwise
     parts = {"cos": [np.ones((4, 2))], "same_state": [np.array([True, True, False, True])],
-             "same_answer": [np.array([True, True, False, False])], "correct": [np.array([True, False, False, False])],
-             "reference_correct": [np.array([True, False, False, True])]}
+             "same_answer": [np.array([True, True, False, True])], "correct": [np.array([False, False, False, True])],
+             "reference_correct": [np.array([False, False, True, True])]}
     summary = _start_summary(parts)
-    assert summary["same_answer_fraction"] == 0.5
-    assert summary["same_wrong_answer_fraction"] == 0.5  # problems 1 and 2: kept, then left
+    assert summary["same_answer_fraction"] == 0.75
+    assert summary["same_wrong_answer_fraction"] == 1.0
     parts["reference_correct"] = [np.ones(4, dtype=bool)]
     assert _start_summary(parts)["same_wrong_answer_fraction"] is None
 
 
-def _path(kept: float | None, wrong: int | None) -> PathIndependence:
-    agree = StartAgreement(same_state_fraction=1.0, same_answer_fraction=0.9, exact_match=0.8, end_cosine_median=1.0,
-                           cosine_median_by_loop=(1.0,), cosine_q25_by_loop=(1.0,), same_wrong_answer_fraction=kept)
+def _path(kept: dict[str, float | None], wrong: int | None) -> PathIndependence:
+    def agree(share):
+        return StartAgreement(same_state_fraction=1.0, same_answer_fraction=0.9, exact_match=0.8, end_cosine_median=1.0,
+                              cosine_median_by_loop=(1.0,), cosine_q25_by_loop=(1.0,), same_wrong_answer_fraction=share)
     return PathIndependence(horizon=128, threshold=0.99, n_problems=62, reference_exact_match=0.5,
-                            starts={"noise": agree, "other": agree}, headline="", reference_wrong=wrong)
+                            starts={name: agree(share) for name, share in kept.items()}, headline="",
+                            reference_wrong=wrong)
 
 
 def test_the_finding_says_whether_the_wrong_answers_are_fixed_points_of_the_map():
     from analyses.fixed_point.findings import _path as sentence
 
-    fixed = sentence(_path(1.0, 31))
-    assert ("of the 31 it answers wrong from its own start, 100% are answered the same wrong way from each other "
-            "start (wrong fixed points of the loop's map).") in fixed
-    assert "depend on where the loop began" in sentence(_path(0.2, 31))
-    assert sentence(_path(0.7, 31)).endswith("70% are answered the same wrong way from each other start.")  # no reading
-    for old in (_path(None, None), _path(None, 0)):  # a report from before the split, or no wrong answer
+    assert sentence(_path({"noise": 1.0, "other": 1.0}, 31)).endswith(
+        "of the 31 it answers wrong from its own start, the share each other start answers the same wrong way: "
+        "noise 100%, other 100%; the loop's map, not its start, makes them.")
+    # as printed: 99.6% reads 100% and gets the reading, 49.6% reads 50% and does not get the other
+    assert sentence(_path({"noise": 0.996}, 250)).endswith("noise 100%; the loop's map, not its start, makes them.")
+    assert sentence(_path({"noise": 0.2, "other": 0.4}, 31)).endswith("other 40%; most depend on where the loop began.")
+    assert sentence(_path({"noise": 0.496, "other": 0.2}, 250)).endswith("noise 50%, other 20%.")
+    assert sentence(_path({"noise": 1.0, "other": 0.7}, 31)).endswith("noise 100%, other 70%.")  # no reading
+    for old in (_path({"noise": None}, None), _path({"noise": None}, 0)):  # a report before the split; none wrong
         assert "answers wrong" not in sentence(old) and sentence(old).endswith("same answer.")
+
+
+def test_a_report_written_before_the_split_reads_back_without_it():
+    from abacus_interp.jsonsafe import from_json
+
+    old = {"horizon": 4, "threshold": 0.99, "n_problems": 2, "reference_exact_match": 1.0, "headline": "",
+           "starts": {"noise": {"same_state_fraction": 1.0, "same_answer_fraction": 1.0, "exact_match": 1.0,
+                                "end_cosine_median": 1.0, "cosine_median_by_loop": [1.0], "cosine_q25_by_loop": [1.0]}}}
+    path = from_json(PathIndependence, old)
+    assert path.reference_wrong is None and path.starts["noise"].same_wrong_answer_fraction is None

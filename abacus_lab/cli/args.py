@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 
 from abacus_interp.errors import UserError, check_output_dir
@@ -28,6 +29,18 @@ def parse_loop_count(text: str) -> int:
         raise argparse.ArgumentTypeError(f"a loop count is an integer >= 1; got {text!r}")
     if value > MAX_LAYERS_AND_LOOPS:  # each loop runs the block once more: 10**9 would not end
         raise argparse.ArgumentTypeError(f"a loop count is at most {MAX_LAYERS_AND_LOOPS:,}; got {text!r}")
+    return value
+
+
+def parse_tolerance(text: str) -> float:
+    """A halting tolerance: a finite number >= 0 (0 runs every problem to the cap)."""
+    try:
+        value = float(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"expected a tolerance (a number >= 0, e.g. 1e-3); got {text!r}") from e
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"a tolerance is a finite number >= 0 (0 runs every problem to the cap); "
+                                         f"got {text!r}")
     return value
 
 

@@ -16,6 +16,7 @@ from .args import (
     parse_int_list,
     parse_loop_count,
     parse_range,
+    parse_tolerance,
     write_json,
 )
 
@@ -74,15 +75,17 @@ def _check_adaptive_flags(args, task, cfg) -> None:
     if not (task.has_carries or task.name == "multiplication"):
         raise UserError(f"{what} set the adaptive loops of addition's and multiplication's --lengths/--chains rows; "
                         f"this run's task is {task.name}: drop {what} (--loops sets the loop counts read)")
+    # what the run can do first, so that no advice below leads to another refusal
+    if cfg.family != "looped":
+        raise UserError(f"a {cfg.family} model has no loop to run adaptively: drop {what}")
+    if not cfg.answer_slots:
+        raise UserError(f"this run writes its answer token by token, so it decodes at a fixed loop count, not "
+                        f"adaptively: drop {what} (--loops sets the count)")
     if not (args.lengths or args.chains):
         raise UserError(f"{what} set the adaptive loops of --lengths/--chains rows: add --lengths (e.g. --lengths "
                         f"5,20) or drop {what}")
     if args.loops:
         raise UserError(f"{what} set adaptive loops and --loops fixes the loop count: give one of them")
-    if cfg.family != "looped" or not cfg.answer_slots:
-        raise UserError(f"this run cannot loop adaptively (a {cfg.family} model"
-                        f"{'' if cfg.answer_slots else ' that writes its answer token by token'}); it decodes at a "
-                        f"fixed loop count: drop {what} (--loops sets the count)")
     if args.max_loops is not None and cfg.halt_tol is None and args.halt_tol is None:
         raise UserError("--max-loops caps adaptive loops, and this run decodes at a fixed loop count (its model has "
                         "no halt_tol): add --halt-tol (e.g. 1e-3) to decode it adaptively, or drop --max-loops")
@@ -219,7 +222,7 @@ def _add_eval_command(sub) -> None:
                    help="length extrapolation on planted carry chains: 5,10 (chain c in c digits) or 5:20")
     p.add_argument("--multipliers", type=parse_int_list,
                    help="with --lengths, multiplication: score each length times multipliers of these digit counts, e.g. 1,2,3")
-    p.add_argument("--halt-tol", type=float,
+    p.add_argument("--halt-tol", type=parse_tolerance,
                    help="with --lengths/--chains: adaptive loops at this tolerance (default: the model's halt_tol)")
     p.add_argument("--max-loops", type=parse_loop_count,
                    help="with --lengths/--chains: adaptive loops stop at this many at most (default: the model's "

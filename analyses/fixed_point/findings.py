@@ -143,12 +143,13 @@ def _path(path: PathIndependence | None) -> str:
 def _wrong_clause(path: PathIndependence) -> str:
     """How many of the wrong answers every start reaches again: wrong fixed points of the map,
     not of the start (empty when the reference got none wrong, or the report predates it)."""
-    kept = [a.same_wrong_answer_fraction for a in path.starts.values()]
-    if not path.reference_wrong or None in kept:
+    kept = {name: a.same_wrong_answer_fraction for name, a in path.starts.items()}
+    if not path.reference_wrong or None in kept.values():
         return ""
-    low, high = pct(min(kept)), pct(max(kept))
-    span = low if low == high else f"{low}-{high}"
-    reading = (" (wrong fixed points of the loop's map)" if min(kept) >= 0.9
-               else " (most of them depend on where the loop began)" if max(kept) < 0.5 else "")
-    return (f"; of the {path.reference_wrong} it answers wrong from its own start, {span} are answered the same "
-            f"wrong way from each other start{reading}")
+    shares = ", ".join(f"{name} {pct(share)}" for name, share in kept.items())
+    # the reading follows the shares as printed: every one, or fewer than half from every start
+    printed = [round(100 * share) for share in kept.values()]
+    reading = ("; the loop's map, not its start, makes them" if min(printed) == 100
+               else "; most depend on where the loop began" if max(printed) < 50 else "")
+    return (f"; of the {path.reference_wrong} it answers wrong from its own start, the share each other start "
+            f"answers the same wrong way: {shares}{reading}")
