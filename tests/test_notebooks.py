@@ -38,7 +38,7 @@ RUNS = {
 # at the notebook's own sizes (`python notebooks/execute.py`).
 SMALLER = {
     "06_extrapolation.ipynb": "n_per_row = 8\nn_chains = 8\nn_problems = 16",
-    "07_multiplication.ipynb": "n_problems = 16\nn_per_multiplier = 48\nn_far = 12",
+    "07_multiplication.ipynb": "n_problems = 16\nn_per_multiplier = 48\nn_far = 12\nn_search = 64",
     "08_circuits.ipynb": "n_pairs = 16\nn_patch_pairs = 8\nn_held_out = 16",
     "09_sorting.ipynb": "n_per_row = 16\nn_reading = 16\nn_pairs = 8\nn_choice = 32\nn_summary = 120",
 }
