@@ -95,13 +95,11 @@ def test_the_wrong_answers_share_counts_only_the_problems_the_reference_gets_wro
     # the reference gets problems 0 and 1 wrong and this start answers both the same way: 100%, where
     # every problem (3 of 4) or the right ones alone (1 of 2) would read otherwise
     parts = {"cos": [np.ones((4, 2))], "same_state": [np.array([True, True, False, True])],
-             "same_answer": [np.array([True, True, False, True])], "correct": [np.array([False, False, False, True])],
-             "reference_correct": [np.array([False, False, True, True])]}
-    summary = _start_summary(parts)
+             "same_answer": [np.array([True, True, False, True])], "correct": [np.array([False, False, False, True])]}
+    summary = _start_summary(parts, np.array([False, False, True, True]))
     assert summary["same_answer_fraction"] == 0.75
     assert summary["same_wrong_answer_fraction"] == 1.0
-    parts["reference_correct"] = [np.ones(4, dtype=bool)]
-    assert _start_summary(parts)["same_wrong_answer_fraction"] is None
+    assert _start_summary(parts, np.ones(4, dtype=bool))["same_wrong_answer_fraction"] is None
 
 
 def _path(kept: dict[str, float | None], wrong: int | None) -> PathIndependence:

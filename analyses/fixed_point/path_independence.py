@@ -114,9 +114,8 @@ def path_independence(
     end state (cosine over real positions) and the teacher-forced answer with the run
     from the model's own start. JSON-safe summary per start."""
     generator = torch.Generator().manual_seed(seed)
-    per_start: dict[str, dict[str, list]] = {
-        name: {"cos": [], "same_state": [], "same_answer": [], "correct": [], "reference_correct": []}
-        for name in starts}
+    per_start: dict[str, dict[str, list]] = {name: {"cos": [], "same_state": [], "same_answer": [], "correct": []}
+                                             for name in starts}
     reference_correct: list[np.ndarray] = []
     for chunk in _chunks(list(examples), max(batch_size, 2)):
         reference_correct.append(_compare_chunk(model, chunk, horizon, starts, threshold, generator, per_start))
@@ -127,7 +126,7 @@ def path_independence(
         "n_problems": len(examples),
         "reference_exact_match": float(reference_right.mean()),
         "reference_wrong": int((~reference_right).sum()),
-        "starts": {name: _start_summary(parts) for name, parts in per_start.items()},
+        "starts": {name: _start_summary(parts, reference_right) for name, parts in per_start.items()},
     }
     out["headline"] = headline(out)
     return out
@@ -167,16 +166,16 @@ def _compare_chunk(model, chunk: list[Example], horizon: int, starts: Sequence[s
         per_start[name]["same_state"].append((cos_end >= threshold).cpu().numpy())
         per_start[name]["same_answer"].append(((answer == ref_answer) | ~readout).all(-1).cpu().numpy())
         per_start[name]["correct"].append(((answer == target) | ~readout).all(-1).cpu().numpy())
-        per_start[name]["reference_correct"].append(reference_right)
     return reference_right
 
 
-def _start_summary(parts: dict[str, list]) -> dict[str, Any]:
+def _start_summary(parts: dict[str, list], reference_right: np.ndarray) -> dict[str, Any]:
     """One start's agreement over every batch: shares of the same end state, the same answer
-    (among every problem, and among those the reference run gets wrong: None when it gets none
-    wrong) and the right answer, and the cosine to the reference run loop by loop."""
+    (among every problem, and among those the reference run gets wrong, `reference_right` False:
+    None when it gets none wrong) and the right answer, and the cosine to the reference run loop
+    by loop."""
     cos = np.concatenate(parts["cos"])  # [N horizon]
-    same_answer, wrong = np.concatenate(parts["same_answer"]), ~np.concatenate(parts["reference_correct"])
+    same_answer, wrong = np.concatenate(parts["same_answer"]), ~reference_right
     return {
         "same_state_fraction": float(np.concatenate(parts["same_state"]).mean()),
         "same_answer_fraction": float(same_answer.mean()),
