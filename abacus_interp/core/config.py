@@ -218,6 +218,19 @@ class ModelConfig:
     # Held after loop 1 on apart-ft's continuation it counts less (10 numbers 38 / 42% against
     # 64 / 65%): the later loops carry the comparison (docs/runs/sorting.md). None: every loop.
     list_items_settle_after: int | None = None
+    # Sorting: the answer adds, to each remaining item's label logit, the sum over the other
+    # remaining items of log P(it is smaller), read by a pairwise MLP of this many hidden units
+    # from the two items' summaries (each item's most significant digit's final state), and a
+    # label written is not written again (core/comparator.py). Why: an answer query picks with one
+    # score per item, and on every sorting run here that single line fails between numbers
+    # sharing their leading digit (a step decided one digit below it wrong about a quarter of the
+    # time among 10 numbers); a pair is compared the same way however long the list. None: off.
+    item_comparator: int | None = None
+    # With item_comparator: the answer's label logits are the comparison's only (the
+    # unembedding's label logits are dropped at the "=" and the answer, a letter no item carries
+    # is never written), so every pick is the pairwise one: trained beside the unembedding's,
+    # the comparison may be left a small part of a pick that then fails with the count as before.
+    item_comparator_alone: bool = False
     max_seq_len: int = 64
     # Tied: the unembedding is the transpose of the token embedding (fewer parameters).
     tie_unembed: bool = False
@@ -378,4 +391,4 @@ _OMITTED_AT_DEFAULT = ("rotary", "rotary_base", "abacus_window", "digit_window",
                        "symbol_heads", "number_heads", "running_sum_probe", "partial_product_probe", "carry_probe", "order_probe", "softmax_length_scale", "attention_sink",
                        "answer_hides_earlier_answer", "answer_blind_spares_symbol_heads",
                        "answer_symbol_heads_read_only_answer", "list_items_read_alone",
-                       "list_digits_read_across_items", "list_digits_read_items_back", "list_items_settle_after")
+                       "list_digits_read_across_items", "list_digits_read_items_back", "list_items_settle_after", "item_comparator", "item_comparator_alone")

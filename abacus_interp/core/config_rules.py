@@ -163,6 +163,7 @@ def _check_answer_masks(cfg) -> None:
         if not isinstance(getattr(cfg, name), bool):
             raise UserError(f"ModelConfig.{name}={getattr(cfg, name)!r}: use true or false")
     _check_list_items_apart(cfg)
+    _check_item_comparator(cfg)
     if cfg.answer_blind_spares_symbol_heads and not (cfg.answer_hides_earlier_answer and cfg.symbol_heads):
         raise UserError("ModelConfig.answer_blind_spares_symbol_heads=true spares the symbol heads from the blind: "
                         "it needs answer_hides_earlier_answer=true and symbol_heads >= 1")
@@ -196,6 +197,22 @@ def _check_list_items_apart(cfg) -> None:
     if settle is not None and not cfg.list_items_read_alone:
         raise UserError("ModelConfig.list_items_settle_after holds each list item's state, which is its own only "
                         "where list_items_read_alone=true keeps the items apart: set list_items_read_alone=true too")
+
+
+def _check_item_comparator(cfg) -> None:
+    """Sorting's pairwise answer: a width, a vocabulary of labelled items, and `alone` only with it."""
+    width = cfg.item_comparator
+    if width is not None and not _is_whole(width, 1):
+        raise UserError(f"ModelConfig.item_comparator={width!r}: use a whole number >= 1 (the pairwise comparison's "
+                        "hidden units), or leave it unset")
+    if width is not None and not (cfg.vocab.label_ids and "=" in cfg.vocab.symbols):
+        raise UserError("ModelConfig.item_comparator compares a sorting list's labelled items before its \"=\", and this vocabulary "
+                        "has no letter labels or no \"=\": use it with the sorting task only")
+    if not isinstance(cfg.item_comparator_alone, bool):
+        raise UserError(f"ModelConfig.item_comparator_alone={cfg.item_comparator_alone!r}: use true or false")
+    if cfg.item_comparator_alone and width is None:
+        raise UserError("ModelConfig.item_comparator_alone=true answers with the pairwise comparison only: "
+                        "set item_comparator (its hidden units) too")
 
 
 def _is_whole(value, least: int, most: int | None = None) -> bool:

@@ -106,7 +106,9 @@ def _generate_cached(model, tokens, valid, n_loops, budgets) -> Int[Tensor, "bat
     inputs = model.embed(tokens, valid)
     index = model.attention_index(tokens)
     state = model.run_loops(inputs, range(n_loops), key_valid=key_valid, cache=cache, index=index)
-    logits = model.unembed(state[:, -1:])
+    # every position's final state is kept: sorting's pairwise answer reads the list's items
+    states = state
+    logits = model.answer_logits(states, tokens)[:, -1:]
     new_tokens = []
     done = torch.zeros(tokens.shape[0], dtype=torch.bool, device=tokens.device)
     for i in range(int(budgets.max())):
@@ -121,5 +123,6 @@ def _generate_cached(model, tokens, valid, n_loops, budgets) -> Int[Tensor, "bat
         inputs = model.embed(tokens, key_valid, last=1)
         index = model.attention_index(tokens)  # every position's: the window compares with all keys
         state = model.run_loops(inputs, range(n_loops), key_valid=key_valid, cache=cache, index=index)
-        logits = model.unembed(state)
+        states = torch.cat([states, state], dim=1) if model.cfg.item_comparator is not None else state
+        logits = model.answer_logits(states, tokens)[:, -1:]
     return torch.stack(new_tokens, dim=1)

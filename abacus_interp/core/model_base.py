@@ -29,6 +29,7 @@ from transformer_lens.hook_points import HookPoint
 
 from ..errors import UserError
 from .attention import bias_or_zero
+from .comparator import ItemComparator
 from .config import ModelConfig
 from .positions import abacus_indices, digit_table, learned_indices
 from .readouts import AuxiliaryReadouts
@@ -104,6 +105,9 @@ class ArithmeticModel(AuxiliaryReadouts, HookedRootModule, abc.ABC):
             self.W_U = nn.Parameter(torch.randn(cfg.d_model, cfg.d_vocab) * std)
         bias_or_zero(self, "b_U", torch.zeros(cfg.d_vocab), cfg.unembed_bias)
         self.build_auxiliary_readouts()
+        if cfg.item_comparator is not None:  # sorting's pairwise answer, added to the unembedding's logits
+            self.comparator = ItemComparator(cfg.d_model, cfg.item_comparator, cfg.init_std, cfg.vocab.label_ids,
+                                             cfg.vocab.encode("=")[0], cfg.d_vocab, cfg.item_comparator_alone)
 
     def finish_setup(self) -> None:
         """Index the hook points (TransformerLens' setup) once every module exists."""
@@ -258,6 +262,20 @@ class ArithmeticModel(AuxiliaryReadouts, HookedRootModule, abc.ABC):
         """Final norm and unembedding; applied to any loop's state this is the logit lens."""
         return self.ln_final(state) @ self.W_U_effective + self.b_U
 
+    def answer_logits(
+        self, state: Float[Tensor, "batch pos d_model"], tokens: Int[Tensor, "batch pos_or_more"]
+    ) -> Float[Tensor, "batch pos d_vocab"]:
+        """The logits the model answers with: the unembedding, plus, with `cfg.item_comparator`,
+        sorting's pairwise answer (core/comparator.py), which reads the list's tokens. `tokens`
+        are those the state was computed from (any past the state's positions are dropped).
+        `unembed` alone is the logit lens of any loop's state."""
+        logits = self.unembed(state)
+        if self.cfg.item_comparator is None:
+            return logits
+        tokens = tokens[:, : state.shape[1]]
+        index = abacus_indices(tokens, self.digit_table)
+        return self.comparator(logits, self.ln_final(state), tokens, index)
+
     def forward(
         self,
         tokens: Int[Tensor, "batch pos"],
@@ -285,12 +303,12 @@ class ArithmeticModel(AuxiliaryReadouts, HookedRootModule, abc.ABC):
         if return_type == "state":
             return state
         if return_type in ("logits", None):
-            return self.unembed(state)
+            return self.answer_logits(state, tokens)
         if return_type == "loss":
             if loss_mask is None:
                 real = tokens != PAD_ID
                 loss_mask = torch.cat([real[:, 1:], torch.zeros_like(real[:, :1])], dim=1)
-            return next_token_loss(self.unembed(state), tokens, loss_mask)
+            return next_token_loss(self.answer_logits(state, tokens), tokens, loss_mask)
         raise ValueError(f"return_type must be 'logits', 'state' or 'loss', got {return_type!r}")
 
     # --------------------------------------------------------- device and copies

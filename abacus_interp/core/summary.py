@@ -22,6 +22,8 @@ def component_of(param_name: str, family_components: tuple[tuple[str, str], ...]
         return "positions"
     if param_name in ("W_U", "b_U", "W_sum", "b_sum", "W_products", "b_products"):  # the readouts of the final state
         return "unembedding"
+    if param_name.startswith("comparator."):  # sorting's pairwise answer, read off the final state too
+        return "unembedding"
     if ".attn." in param_name:
         return "attention"
     if ".mlp." in param_name:

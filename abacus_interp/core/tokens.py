@@ -50,6 +50,11 @@ class Vocab:
         """Ids of the tokens 0..9 (the ones Abacus positions count)."""
         return [self._index[d] for d in DIGITS if d in self._index]
 
+    @property
+    def label_ids(self) -> list[int]:
+        """Ids of the single lower-case letters: a sorting list's item labels."""
+        return [i for i, t in enumerate(self.tokens) if len(t) == 1 and "a" <= t <= "z"]
+
     def split(self, text: str) -> list[str]:
         return list(text) if self.separator == "" else text.split()
 

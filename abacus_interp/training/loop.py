@@ -57,7 +57,7 @@ class TrainResult:
 @torch.no_grad()
 def _batch_accuracy(model, state, tokens, loss_mask, allowed=None) -> float:
     k = min(state.shape[1], tokens.shape[1] - 1)  # positions whose next token is known
-    logits = model.unembed(state)[:, :k]
+    logits = model.answer_logits(state, tokens)[:, :k]
     if allowed is None:
         predictions = logits.argmax(-1)
     else:  # argmax over the readout's ids, mapped back to token ids

@@ -56,7 +56,7 @@ def training_losses(model, batch, generator, cfg, device, autocast, allowed=None
     tokens, loss_mask = to_device(batch.tokens[rows], device), to_device(scored[rows], device)
 
     def loss_of(state):  # state: [batch n_in d_model]
-        logits = model.unembed(state)
+        logits = model.answer_logits(state, tokens)
         if n_in < tokens.shape[1]:  # a zero row for position n_in, which is never scored
             logits = F.pad(logits, (0, 0, 0, 1))
         # the targets and scored positions from host memory: nothing waits for the device,

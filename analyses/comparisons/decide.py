@@ -88,10 +88,12 @@ def _states(model, tokens, n_loops: int) -> dict[str, torch.Tensor]:
     return states
 
 
-def _lock_in(model, states, equals: int, first, n_loops: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _lock_in(model, tokens, states, equals: int, first, n_loops: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Per pair: right after the last loop, and the 1-based loop from which the logit lens of
-    the "=" position names the right first label through the last loop."""
-    lens = torch.stack([model.unembed(states[hook_name("hook_state_post", loop=t)][:, equals]).argmax(-1)
+    the "=" position names the right first label through the last loop. The lens is the
+    model's answer read off that loop's state (`answer_logits`: with a pairwise answer, the
+    items' summaries of that loop compared)."""
+    lens = torch.stack([model.answer_logits(states[hook_name("hook_state_post", loop=t)], tokens)[:, equals].argmax(-1)
                         for t in range(n_loops)], 1) == first[:, None]  # [pair loop]
     trailing = torch.flip(lens.long(), [1]).cumprod(1).sum(1)  # the run of right loops at the end
     return lens[:, -1], (n_loops - trailing + 1).float()
@@ -144,7 +146,7 @@ def deciding_digit(model, task, cfg) -> DecidingDigit:
         corrupted = encode_batch(task.vocab, [e.prompt for e in corrupt], [e.target for e in corrupt]).tokens
         first = tokens[:, equals + 1]  # the clean answer's first label
         states = _states(model, tokens, n_loops)
-        right, lock = _lock_in(model, states, equals, first, n_loops)
+        right, lock = _lock_in(model, tokens, states, equals, first, n_loops)
         depth = digits - index + 1
         points += [(depth, float(v)) for v in lock[right]]
         rows.append(DecidingRow(index=index, depth=depth, n=len(clean), exact_match=float(right.float().mean()),
