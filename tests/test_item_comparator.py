@@ -133,6 +133,21 @@ def test_alone_the_answer_labels_are_the_comparisons_only():
     assert torch.equal(alone[0, :14], logits[0, :14])  # and nothing inside the list changes
 
 
+def test_alone_a_shorter_list_of_a_batch_keeps_its_first_label():
+    """A row with fewer items than the batch's longest pads its items with its first label's
+    position; those must not unlist the first label."""
+    task_tokens = [TASK.vocab.encode(text) for text in ("b:11,d:22,g:33,m:44=", "c:5,e:7=")]
+    tokens = torch.zeros(2, len(task_tokens[0]), dtype=torch.long)
+    for row, ids in enumerate(task_tokens):
+        tokens[row, : len(ids)] = torch.tensor(ids)
+    index = abacus_indices(tokens, digit_table(TASK.vocab.digit_ids))
+    normed = torch.zeros(2, tokens.shape[1], 4)
+    normed[1, 6, 0] = -1.0  # e (7) smaller than c (5), as planted
+    out = planted_comparator(sharpness=5.0, alone=True)(torch.zeros(2, tokens.shape[1], len(TASK.vocab)), normed, tokens, index)
+    c, e = TASK.vocab.encode("ce")
+    assert out[1, 7, c] > WRITTEN and out[1, 7, e] > out[1, 7, c]  # at "=": both listed, e first
+
+
 def test_a_pair_compares_alike_in_a_list_of_three_and_of_ten_when_items_are_kept_apart():
     run = tiny_sort_run("model.item_comparator=16", "task.label_pool=26", "task.random_labels=true",
                         "model.max_seq_len=80")

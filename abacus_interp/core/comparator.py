@@ -134,5 +134,7 @@ class ItemComparator(nn.Module):
         if not self.alone:
             return logits + added
         picks = ~in_list[:, :, None] & self.is_label  # [batch pos d_vocab]: the answer's label logits
-        listed = torch.zeros_like(picks).scatter(2, labels, items.valid[:, None, :].expand_as(labels))
+        # added up, not written: a shorter list's padding items point at its first label too
+        carried = torch.zeros(picks.shape, dtype=torch.long, device=tokens.device)
+        listed = carried.scatter_add(2, labels, items.valid[:, None, :].expand_as(labels).long()) > 0
         return torch.where(picks, torch.where(listed, added, torch.full_like(added, WRITTEN)), logits)
