@@ -196,3 +196,24 @@ def test_a_run_trains_saves_and_reloads_the_comparator(tmp_path):
     again = load_model(result.run_dir)
     with torch.no_grad():
         assert torch.equal(model(tokens), again(tokens))
+
+
+def test_the_fixed_point_lens_reads_the_pairwise_answer():
+    """The per-loop readout of the fixed-point analysis is the model's answer at that loop: at the
+    last loop it picks what the model's own forward pass picks, the comparison included (the
+    unembedding alone, whose label logits `alone` drops, would pick otherwise)."""
+    from analyses.fixed_point.collect import collect
+
+    base = load_model("checkpoints/extrap-sort-apart-ft")
+    model = build_model(base.cfg.replace(item_comparator=32, item_comparator_alone=True)).eval()
+    model.load_state_dict(base.state_dict(), strict=False)
+    with torch.no_grad():
+        model.comparator.w_out.mul_(20.0)
+    examples = TASK.sample(8, random.Random(5))
+    with torch.no_grad():
+        collected = collect(model, examples, horizon=model.cfg.n_loops, progress=False)
+    for i, example in enumerate(examples):
+        tokens = model.to_tokens(example.prompt + example.target)
+        with torch.no_grad():
+            picks = model(tokens)[0, len(example.prompt) - 1 : -1].argmax(-1)  # the "=" and each answer token
+        assert collected.predicted[i, -1, : len(picks)].tolist() == picks.tolist()

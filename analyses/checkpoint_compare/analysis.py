@@ -146,7 +146,7 @@ def _forward(model, batch, mask, select, batch_size, readout):
         for t in range(L):
             state = model.run_loops(inputs, range(t, t + 1), state, index=index)
             states[t].append(state[mask[start : start + batch_size]])
-        logits.append(model.unembed(state))
+        logits.append(model.answer_logits(state, tokens))  # as the model answers, a pairwise answer included
     scores = score_logits(torch.cat(logits), batch.tokens, batch.loss_mask, **readout)
     return [torch.cat(s)[select] for s in states], scores.loss, scores.exact_match
 

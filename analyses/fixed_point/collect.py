@@ -145,8 +145,10 @@ def _run_batch_loops(model, tokens: torch.Tensor, rows: list[int], horizon: int,
         c.norm[rows, t] = (masks * norm_sq).sum(-1).sqrt().T.cpu().numpy()
         states[t] = new
         s = new
-        read = new.gather(1, where[..., None].expand(-1, -1, new.shape[-1]))  # [B L d]
-        logp = model.unembed(read).float().log_softmax(-1)
+        # the answer as the model reads it off this loop's state (with sorting's pairwise answer,
+        # the comparison of the list's items in that state), at the readout positions
+        logits = model.answer_logits(new, tokens)  # [B P d_vocab]
+        logp = logits.gather(1, where[..., None].expand(-1, -1, logits.shape[-1])).float().log_softmax(-1)  # [B L d_vocab]
         top = logp.argmax(-1)
         c.correct[rows, t, :] = ((top == target) & real).cpu().numpy()
         c.predicted[rows, t, :] = torch.where(real, top, -1).cpu().numpy()

@@ -154,7 +154,7 @@ def _compare_chunk(model, chunk: list[Example], horizon: int, starts: Sequence[s
     _, ends, cosines = trajectories_agree(step, None, alternatives, horizon, valid)
 
     def answers(state):
-        return model.unembed(state)[:, :-1].argmax(-1)  # [batch pos-1]
+        return model.answer_logits(state, tokens)[:, :-1].argmax(-1)  # [batch pos-1]
 
     ref_answer = answers(reference_end)
     target = tokens[:, 1:]
