@@ -103,6 +103,16 @@ class ItemComparator(nn.Module):
         later = torch.sign(order[None, :] - order[:, None]).to(summaries.dtype)  # [i j]: +1 where j after i
         return ordered - ordered.transpose(1, 2) + self.tie * later
 
+    def item_log_odds(
+        self, normed: Float[Tensor, "batch pos d_model"], tokens: Int[Tensor, "batch pos"], index: Int[Tensor, "batch pos"],
+    ) -> tuple[ListItems, Float[Tensor, "batch item item"]]:
+        """The list's items (what comes before the first "=") and `log_odds` of their summaries
+        in `normed` (a state through `ln_final`; any loop's, for a lens of the comparison)."""
+        in_list = (tokens == self.equals_id).long().cumsum(1) == 0  # [batch pos]
+        items = list_items(tokens, index, self.is_label, in_list)
+        summaries = normed.gather(1, items.summary[..., None].expand(-1, -1, normed.shape[-1]))  # [batch item d_model]
+        return items, self.log_odds(summaries)
+
     def forward(
         self,
         logits: Float[Tensor, "batch pos d_vocab"],
@@ -118,11 +128,10 @@ class ItemComparator(nn.Module):
         reading of it, which a digit written into the answer would move), the answer after it."""
         equals = (tokens == self.equals_id).long().cumsum(1)  # [batch pos]
         in_list, answer = equals == 0, (equals - (tokens == self.equals_id).long()) > 0  # [batch pos]
-        items = list_items(tokens, index, self.is_label, in_list)
-        summaries = normed.gather(1, items.summary[..., None].expand(-1, -1, normed.shape[-1]))  # [batch item d_model]
+        items, odds = self.item_log_odds(normed, tokens, index)
         n = items.summary.shape[1]
         others = ~torch.eye(n, dtype=torch.bool, device=tokens.device)  # [i j]
-        log_smaller = F.logsigmoid(self.log_odds(summaries)) * others  # [batch i j]
+        log_smaller = F.logsigmoid(odds) * others  # [batch i j]
         writes = (tokens[:, :, None] == items.label[:, None, :]) & answer[:, :, None] & items.valid[:, None, :]
         written = writes.long().cumsum(1) > 0  # [batch pos item]: written at or before the position
         remaining = items.valid[:, None, :] & ~written  # [batch pos item]

@@ -28,6 +28,7 @@ from .choice import choice
 from .config import ComparisonsConfig
 from .decide import deciding_digit
 from .layout import ANSWER_GROUPS, DIGIT_GROUPS, ListLayout, answer_masks, digit_masks
+from .pairwise import PairwiseReading, pairwise_reading
 from .result import ComparisonsResult
 from .summary import item_summary
 
@@ -62,6 +63,15 @@ def accuracy_rows(model, task, cfg: ComparisonsConfig) -> tuple[ListRow, ...]:
 def choice_counts(task, cfg: ComparisonsConfig) -> tuple[int, ...]:
     """The counts the choice is read at: the trained maximum, and the far count of the rows."""
     return tuple(dict.fromkeys((task.max_numbers, min(cfg.far_numbers, task.max_items))))
+
+
+def pairwise(model, task, cfg: ComparisonsConfig) -> PairwiseReading | None:
+    """The pairwise answer's comparisons by length (the trained maximum, twice it, the far length)
+    and deciding place; None for a model without one."""
+    if model.cfg.item_comparator is None:
+        return None
+    lengths = tuple(dict.fromkeys((task.max_digits, 2 * task.max_digits, cfg.far_digits)))
+    return pairwise_reading(model, task, lengths, range(cfg.pairwise_places), cfg.n_pairwise, cfg.seed)
 
 
 def _batches(vocab, examples, masks_of):
@@ -115,4 +125,4 @@ def run(model_or_run, task=None, *, config: ComparisonsConfig | None = None, **o
         n_loops=model.cfg.n_loops, rows=rows, answer_reading=answer_reading, digit_reading=digit_reading,
         knockout=knocked, deciding=deciding_digit(model, task, cfg),
         choice=choice(model, task, choice_counts(task, cfg), cfg.n_choice, cfg.seed),
-        summary=item_summary(model, task, cfg.n_summary, cfg.seed))
+        summary=item_summary(model, task, cfg.n_summary, cfg.seed), pairwise=pairwise(model, task, cfg))

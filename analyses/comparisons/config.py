@@ -27,13 +27,19 @@ class ComparisonsConfig:
     # lists whose items' summaries the probes read (fitted on 70% of them, scored on the rest);
     # at 150 the leading digit's probe overfits (62-89% where 400 lists give 91-99%)
     n_summary: int = 400
+    # with a pairwise answer (model.item_comparator): pairs per (length, deciding place) cell, and
+    # the places read, from the leading digit (0) down
+    n_pairwise: int = 128
+    pairwise_places: int = 4
     seed: int = 0
 
     def __post_init__(self):
-        if min(self.n_per_row, self.n_reading, self.n_pairs, self.n_choice, self.n_summary) < 2 or self.far_digits < 1 or self.far_numbers < 2:
-            raise UserError("ComparisonsConfig: n_per_row, n_reading, n_pairs, n_choice and n_summary >= 2, far_digits >= 1, "
-                            "far_numbers >= 2")
+        if (min(self.n_per_row, self.n_reading, self.n_pairs, self.n_choice, self.n_summary, self.n_pairwise) < 2
+                or self.far_digits < 1 or self.far_numbers < 2 or self.pairwise_places < 1):
+            raise UserError("ComparisonsConfig: n_per_row, n_reading, n_pairs, n_choice, n_summary and n_pairwise >= 2, "
+                            "far_digits >= 1, far_numbers >= 2, pairwise_places >= 1")
 
     @classmethod
     def quick(cls) -> ComparisonsConfig:
-        return cls(n_per_row=8, n_reading=8, n_pairs=4, n_choice=8, n_summary=12, far_digits=8, far_numbers=6)
+        return cls(n_per_row=8, n_reading=8, n_pairs=4, n_choice=8, n_summary=12, far_digits=8, far_numbers=6,
+                   n_pairwise=8, pairwise_places=2)

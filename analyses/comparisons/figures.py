@@ -17,7 +17,8 @@ def comparisons_figures(result) -> dict[str, go.Figure]:
             "digit_reading": group_reading(result.digit_reading), "knockout": knockout(result.knockout),
             "lock_in": lock_in(result.deciding), "patching": patching(result.deciding),
             "choice_margin": choice_margin(result.choice), "blinds": blinds(result.choice),
-            "summary_digits": summary_digits(result.summary), "summary_order": summary_order(result.summary)}
+            "summary_digits": summary_digits(result.summary), "summary_order": summary_order(result.summary),
+            **({"pairwise": pairwise(result.pairwise)} if result.pairwise is not None else {})}
 
 
 def accuracy_rows(result) -> go.Figure:
@@ -132,3 +133,23 @@ def summary_order(s) -> go.Figure:
     fig.update_layout(title="Pairs of one list ordered by linear readouts of the separator's state (chance 50%)",
                       height=400)
     return fig
+
+
+def pairwise(p) -> go.Figure:
+    """The pairwise answer's pairs ordered right after the trained loops: [length, deciding place];
+    the hover gives every loop's share."""
+    lengths = list(dict.fromkeys(c.digits for c in p.cells))
+    places = sorted({c.place for c in p.cells})
+    cells = {(c.digits, c.place): c for c in p.cells}
+    z = [[cells[d, k].right[-1] if (d, k) in cells else None for k in places] for d in lengths]
+    hover = [[" / ".join(f"{v:.0%}" for v in cells[d, k].right) if (d, k) in cells else "" for k in places]
+             for d in lengths]
+    fig = go.Figure(go.Heatmap(z=z, x=[f"{k} below the leading digit" if k else "the leading digit" for k in places],
+                               y=[f"{d} digits" for d in lengths], zmin=0.5, zmax=1, colorscale="Viridis",
+                               colorbar={"title": "ordered right"}, customdata=hover,
+                               text=[["" if v is None else f"{v:.0%}" for v in row] for row in z],
+                               texttemplate="%{text}", hovertemplate="%{y}, deciding: %{x}<br>loops 1..: %{customdata}"))
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(title=f"Pairs the pairwise answer orders right, by the digit that decides (chance 50%)<br><sup>"
+                            f"{p.label}; after {p.n_loops} loops</sup>", height=200 + 40 * len(lengths))
+    return label_every_row(fig)

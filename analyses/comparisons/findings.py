@@ -39,7 +39,10 @@ def comparisons_findings(result) -> list[str]:
     a, g = result.answer_reading, result.digit_reading
     loop, head, mass = a.top_reader("the answer's label")
     d_loop, d_head, d_mass = g.top_reader("same index, earlier numbers")
-    heads = (f"The answer is a pointer: {head} in loop {loop} puts {pct(mass)} of each answer query's attention on "
+    pointer = "The answer is a pointer"
+    if result.pairwise is not None and result.pairwise.alone:
+        pointer = "The labels are the pairwise comparison's alone, so no head picks them; the answer queries read as before"
+    heads = (f"{pointer}: {head} in loop {loop} puts {pct(mass)} of each answer query's attention on "
              f"the label it writes; digits are compared where {d_head} in loop {d_loop} puts {pct(d_mass)} of a "
              f"digit's attention on the same index in earlier numbers ({a.label}, n={a.n_problems}).")
     k = result.knockout
@@ -48,7 +51,27 @@ def comparisons_findings(result) -> list[str]:
         heads += (f" Forbidding one head one key group at every answer query and loop ({k.label}, n={k.n_problems}, "
                   f"none forbidden {pct(k.baseline)}), the head whose loss hurts most: " + "; ".join(cases) + ".")
     out.append(heads)
-    return limit(out, most=5)  # the rows, the choice, the deciding digit, the summary, the heads
+    if result.pairwise is not None:
+        out.insert(1, _how_pairs_compare(result.pairwise))
+    # the rows, (the pairwise answer,) the choice, the deciding digit, the summary, the heads
+    return limit(out, most=6)
+
+
+def _how_pairs_compare(p) -> str:
+    """The pairwise answer's pairs ordered right at each length, deciding place by place, and the
+    deepest place every length orders >= 95% of the time."""
+    lengths = list(dict.fromkeys(c.digits for c in p.cells))
+    places = sorted({c.place for c in p.cells})
+    by_place = "; ".join(
+        ("the leading digit" if k == 0 else f"{k} below it") + " "
+        + " / ".join(pct(p.cell(d, k).right[-1]) for d in lengths if k < d) for k in places)
+    sentence = (f"The pairwise answer, pair by pair ({p.label}; after {p.n_loops} loops, at "
+                f"{' / '.join(str(d) for d in lengths)} digits): decided by {by_place} ordered right")
+    reliable = [k for k in places if all(p.cell(d, j).right[-1] >= 0.95 for d in lengths for j in places[: k + 1] if j < d)]
+    if reliable and reliable[-1] < places[-1]:
+        top = "their leading digit" if reliable[-1] == 0 else f"their top {reliable[-1] + 1} digits"
+        sentence += f": at every length it orders pairs decided within {top} and no deeper, so lists of close numbers fail"
+    return sentence + "."
 
 
 def _what_more_numbers_get_wrong(inside, beyond, trained_max: int) -> str:

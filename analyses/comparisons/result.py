@@ -11,6 +11,7 @@ from analyses._head_groups import GroupReading, Knockout
 
 from .choice import Choice
 from .decide import DecidingDigit
+from .pairwise import PairwiseReading
 from .summary import ItemSummary
 
 
@@ -26,6 +27,7 @@ class ComparisonsResult:
     deciding: DecidingDigit
     choice: Choice
     summary: ItemSummary
+    pairwise: PairwiseReading | None  # None: the model answers without a pairwise comparison
 
     def row(self, label: str) -> ListRow:
         return next(r for r in self.rows if r.label == label)
