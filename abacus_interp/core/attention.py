@@ -35,6 +35,7 @@ from .masks import (
     HeadKinds,
     attention_mask,
     hide_earlier_answer,
+    hide_deep_digits,
     hide_far_digits,
     keep_list_items_apart,
     symbol_heads_read_only_answer,
@@ -116,6 +117,8 @@ class AttentionContext:
                                          cfg.list_digits_read_items_back)
         if cfg.digit_window is not None:
             mask = hide_far_digits(mask, index, n_query, n_key, device, cfg.digit_window)
+        if cfg.leading_digits is not None:
+            mask = hide_deep_digits(mask, index, n_query, n_key, device, cfg.leading_digits)
         rotary = None
         if cfg.rotary != "none":
             turned = closer_indices(index) if cfg.rotary == "abacus_closers" else index  # [batch key_pos]

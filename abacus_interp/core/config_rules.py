@@ -210,6 +210,13 @@ def _check_item_comparator(cfg) -> None:
                         "has no letter labels or no \"=\": use it with the sorting task only")
     if not isinstance(cfg.item_comparator_alone, bool):
         raise UserError(f"ModelConfig.item_comparator_alone={cfg.item_comparator_alone!r}: use true or false")
+    leading = cfg.leading_digits
+    if leading is not None and not _is_whole(leading, 1):
+        raise UserError(f"ModelConfig.leading_digits={leading!r}: use a whole number >= 1 (the leading digits of each "
+                        "number that read only one another), or leave it unset")
+    if leading is not None and not (cfg.vocab.label_ids and "=" in cfg.vocab.symbols):
+        raise UserError("ModelConfig.leading_digits reads each number's length off the whole prompt, which a sorting "
+                        "list gives and an answer written digit by digit does not: use it with the sorting task only")
     if cfg.item_comparator_alone and width is None:
         raise UserError("ModelConfig.item_comparator_alone=true answers with the pairwise comparison only: "
                         "set item_comparator (its hidden units) too")

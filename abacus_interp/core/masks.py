@@ -344,6 +344,43 @@ def hide_far_digits(
     return narrowed | _itself_where_nothing_else(narrowed, itself)
 
 
+def digit_depth(index: Int[Tensor, "batch pos"]) -> Int[Tensor, "batch pos"]:
+    """Each digit's place below its number's leading digit (0 for the leading digit itself), read
+    off the whole sequence: a number's length is known once its last (most significant) digit is
+    written, which comes after its lower digits. Every other token 0."""
+    run = number_ordinal(index)  # [batch pos]: 0 off the digits
+    lead = torch.zeros(index.shape[0], int(run.max()) + 1, dtype=index.dtype, device=index.device)
+    lead = lead.scatter_reduce(1, run, index, reduce="amax")  # [batch number]: the leading digit's index
+    return torch.where(run > 0, lead.gather(1, run) - index, torch.zeros_like(index))
+
+
+def hide_deep_digits(
+    mask: Bool[Tensor, "batch head_or_1 query_pos key_pos"] | None,
+    index: Int[Tensor, "batch key_pos"],
+    n_query: int,
+    n_key: int,
+    device,
+    leading: int,
+) -> Bool[Tensor, "batch head_or_1 query_pos key_pos"]:
+    """`mask` (None: plain causal) with every digit `leading` or more places below its number's
+    leading digit (`digit_depth`) hidden from each digit above that depth and from each number's
+    closer (`ModelConfig.leading_digits`). So the leading digits and the closer read only one
+    another, the symbols and what else `mask` lets them: their states, and an item's summary
+    read there, are the same for any number that shares those digits, however long. Numbers of
+    at most `leading` digits lose nothing. The depth is read off the whole sequence (a number's
+    length comes with its last digit), so a prompt is masked as a whole; digits written one at
+    a time would not know theirs, which is why this is a sorting list's option."""
+    itself, causal = _itself_and_causal(n_query, n_key, device)
+    if mask is None:
+        mask = causal[None, None]  # [1 1 query key]
+    depth = digit_depth(index)  # [batch key]
+    deep = (index > 0) & (depth >= leading)  # [batch key]
+    reader = (closer_indices(index) > 0) & ~deep  # [batch key]: a closer, or a digit above the depth
+    hidden = reader[:, -n_query:, None] & deep[:, None, :]  # [batch query key]
+    narrowed = mask & ~hidden[:, None]
+    return narrowed | _itself_where_nothing_else(narrowed, itself)
+
+
 def _itself_and_causal(n_query: int, n_key: int, device) -> tuple[Tensor, Tensor]:
     """For queries that are the last `n_query` of `n_key` positions: where each key is the query
     itself, and where it is at or before it (causal). Both [query key]."""
