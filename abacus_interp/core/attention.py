@@ -34,8 +34,8 @@ from .config import ModelConfig
 from .masks import (
     HeadKinds,
     attention_mask,
-    hide_earlier_answer,
     hide_deep_digits,
+    hide_earlier_answer,
     hide_far_digits,
     keep_list_items_apart,
     symbol_heads_read_only_answer,
