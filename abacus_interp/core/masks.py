@@ -2,10 +2,10 @@
 heads of several kinds (`HeadKinds`: offset, windowed, symbol, number and multiplier heads), and
 the sorting answer's blind to the labels written before it (`hide_earlier_answer`), its symbol
 heads narrowed to the answer (`symbol_heads_read_only_answer`), the list's items kept apart
-(`keep_list_items_apart`) and the
-window that keeps digits and closers to nearby digits (`hide_far_digits`). Each is
-read off the Abacus index alone, so cached decoding rebuilds the same rows from the index of
-every position. `AttentionContext.build` (attention.py) applies them once per forward pass.
+(`keep_list_items_apart`), the
+window that keeps digits and closers to nearby digits (`hide_far_digits`) and the leading digits
+kept from the deep ones (`hide_deep_digits`). Each is read off the Abacus index alone, so cached
+decoding rebuilds the same rows from the index of every position. `AttentionContext.build` (attention.py) applies them once per forward pass.
 """
 
 from __future__ import annotations
