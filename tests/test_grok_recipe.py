@@ -150,6 +150,7 @@ DECAYED = {
                           *_matrices_and_qkv(1, positions=False)[2:], "blocks.0.mlp.W_gate"],  # and the readout
     "extrap-sort": _matrices_and_qkv(2, positions=False),  # no position table
     "extrap-sort-window": _matrices_and_qkv(2, positions=False),
+    "extrap-sort-pairwise": [*_matrices_and_qkv(2, positions=False), "comparator.W_first", "comparator.W_second"],
     "grok-mod113": ["W_E", "W_pos", "W_U", "blocks.0.attn.W_Q", "blocks.0.attn.W_K", "blocks.0.attn.W_V",
                     "blocks.0.attn.W_O", "blocks.0.mlp.W_in", "blocks.0.mlp.b_in", "blocks.0.mlp.W_out",
                     "blocks.0.mlp.b_out"],  # every parameter

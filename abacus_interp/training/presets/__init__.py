@@ -10,10 +10,10 @@ from .addition import demo_add, extrap_add, loop_add, paper_add, plain_add, smal
 from .expressions import expressions
 from .grokking import grok_mod113, grok_mod113_fast
 from .multiplication import extrap_mul, extrap_mul_digits, mul
-from .sorting import extrap_sort, extrap_sort_window
+from .sorting import extrap_sort, extrap_sort_pairwise, extrap_sort_window
 
 __all__ = ["PRESETS", "get_preset", "demo_add", "plain_add", "small_add", "loop_add", "extrap_add", "extrap_mul",
-           "extrap_mul_digits", "mul", "extrap_sort", "extrap_sort_window", "grok_mod113", "grok_mod113_fast", "expressions"]
+           "extrap_mul_digits", "mul", "extrap_sort", "extrap_sort_window", "extrap_sort_pairwise", "grok_mod113", "grok_mod113_fast", "expressions"]
 
 
 PRESETS: dict[str, Callable[[], RunConfig]] = {
@@ -26,6 +26,7 @@ PRESETS: dict[str, Callable[[], RunConfig]] = {
     "extrap-mul-digits": extrap_mul_digits,
     "extrap-sort": extrap_sort,
     "extrap-sort-window": extrap_sort_window,
+    "extrap-sort-pairwise": extrap_sort_pairwise,
     "mul": mul,
     "grok-mod113": grok_mod113,
     "grok-mod113-fast": grok_mod113_fast,
