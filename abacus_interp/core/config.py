@@ -239,7 +239,8 @@ class ModelConfig:
     # below the leading one is ordered 67% of the time against 97% at 5 digits, and the place two
     # below reads 91% after loop 2 and 42% after loop 4: the later loops carry the lower digits of
     # a long number, which training never showed, into its summary. At the trained 5 digits and
-    # leading_digits=5 nothing is hidden: training is unchanged. None: off.
+    # leading_digits=5 nothing is hidden: training is unchanged (the weights come out byte-identical)
+    # and 20-digit lists read 96.5% against 80% (checkpoints/extrap-sort-pairwise). None: off.
     leading_digits: int | None = None
     max_seq_len: int = 64
     # Tied: the unembedding is the transpose of the token embedding (fewer parameters).
