@@ -86,7 +86,7 @@ def test_notebook_ships_with_small_outputs_of_its_current_code(name):
             f"{name}: a figure without its static image; run `python notebooks/execute.py --images-only {name}`"
     assert not [o for o in outputs if "text/html" in o.get("data", {})]
     # the images are most of it (20-220 kB each); a copy of plotly.js alone would be 3.6 MB
-    assert (NOTEBOOKS / name).stat().st_size < 450_000
+    assert (NOTEBOOKS / name).stat().st_size < 520_000  # 09, the largest, is 451 kB with its pairwise section
     text = json.dumps([o for o in outputs])
     assert str(ROOT) not in text and "site-packages" not in text  # nothing about the machine that ran it
 

@@ -151,5 +151,5 @@ def pairwise(p) -> go.Figure:
                                texttemplate="%{text}", hovertemplate="%{y}, deciding: %{x}<br>loops 1..: %{customdata}"))
     fig.update_yaxes(autorange="reversed")
     fig.update_layout(title=f"Pairs the pairwise answer orders right, by the digit that decides (chance 50%)<br><sup>"
-                            f"{p.label}; after {p.n_loops} loops</sup>", height=200 + 40 * len(lengths))
+                            f"{p.label}; after {p.n_loops} loops</sup>", height=170 + 30 * len(lengths))
     return label_every_row(fig)
