@@ -15,16 +15,12 @@ Repetitions alternate (A, B, A, B, ...) after a warmup and the table reports med
 
 from __future__ import annotations
 
-import argparse
-import os
 import random
 
 import torch
-from _flops import device_peak
-from bench_model import Comparison, Setup, at_most, print_table, time_interleaved, train_step
+from bench_model import Comparison, Setup, at_most, sorter_bench_main, time_interleaved, train_step
 
 from abacus_interp import LoopedTransformer
-from abacus_interp.core.devices import resolve_device
 from abacus_interp.core.tokens import encode_batch
 from abacus_interp.training.presets import get_preset
 
@@ -60,25 +56,5 @@ def sink_cost(batch: int, reps: int, warmup: int, seed: int, setup: Setup) -> li
             Comparison(f"train step with the sink, {shape}", "explicit", "sdpa", *paths)]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch intra-op threads (default: all cores)")
-    parser.add_argument("--reps", type=int, default=20, help="timed repetitions of each side (median reported)")
-    parser.add_argument("--warmup", type=int, default=3, help="untimed repetitions of each side first")
-    parser.add_argument("--batch", type=int, default=64, help="lists per batch (the preset trains on 64)")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
-
-    device = resolve_device(args.device)
-    setup = Setup(device=device, bf16=False, peak=device_peak(device, False))
-    torch.set_num_threads(args.threads)
-    print(f"torch {torch.__version__}, device {device}, {torch.get_num_threads()} threads, "
-          f"{args.reps} reps after {args.warmup} warmup, interleaved, medians")
-    comparisons = sink_cost(args.batch, args.reps, args.warmup, args.seed, setup)
-    print()
-    print_table(comparisons, setup)
-
-
 if __name__ == "__main__":
-    main()
+    sorter_bench_main(__doc__, sink_cost)

@@ -373,6 +373,33 @@ def print_table(comparisons: list[Comparison], setup: Setup) -> None:
         print(f"(MFU against the {setup.peak.name} peak, {setup.peak.tflops:.0f} TFLOP/s)")
 
 
+def sorter_bench_main(doc: str, cost: Callable[[int, int, int, int, Setup], list[Comparison]]) -> None:
+    """The command line of a sorter's one-table benchmark (bench_attention_sink, bench_item_comparator):
+    threads, reps, warmup, batch, device and seed parsed, then `cost(batch, reps, warmup, seed, setup)`'s
+    comparisons printed as one table."""
+    from _flops import device_peak
+
+    from abacus_interp.core.devices import resolve_device
+
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch intra-op threads (default: all cores)")
+    parser.add_argument("--reps", type=int, default=20, help="timed repetitions of each side (median reported)")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed repetitions of each side first")
+    parser.add_argument("--batch", type=int, default=64, help="lists per batch (the preset trains on 64)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+
+    device = resolve_device(args.device)
+    setup = Setup(device=device, bf16=False, peak=device_peak(device, False))
+    torch.set_num_threads(args.threads)
+    print(f"torch {torch.__version__}, device {device}, {torch.get_num_threads()} threads, "
+          f"{args.reps} reps after {args.warmup} warmup, interleaved, medians")
+    comparisons = cost(args.batch, args.reps, args.warmup, args.seed, setup)
+    print()
+    print_table(comparisons, setup)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter

@@ -39,3 +39,10 @@ def test_the_attention_sink_benchmark_runs_every_row_at_a_toy_size():
     assert gap < 1e-4, out
     rows = [line for line in out.splitlines() if line.startswith("train step")]
     assert len(rows) == 2, out
+
+
+@pytest.mark.slow  # a subprocess
+def test_the_item_comparator_benchmark_runs_every_row_at_a_toy_size():
+    out = run_benchmark("bench_item_comparator.py", "--threads", "1", "--batch", "2", "--reps", "1", "--warmup", "0")
+    rows = [line for line in out.splitlines() if line.startswith(("train step", "decode"))]
+    assert len(rows) == 2, out
