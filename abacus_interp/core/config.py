@@ -226,7 +226,7 @@ class ModelConfig:
     # sharing their leading digit (a step decided one digit below it wrong about a quarter of the
     # time among 10 numbers); a pair is compared the same way however long the list. With 128 and
     # item_comparator_alone on extrap-sort-apart's weights, 2,500 steps: 10 numbers 96.25% against
-    # apart-ft's 64% (checkpoints/extrap-sort-pairwise, docs/runs/sorting.md). None: off.
+    # apart-ft's 64% (checkpoints/extrap-sort-apart-pairwise, docs/runs/sorting.md). None: off.
     item_comparator: int | None = None
     # With item_comparator: the answer's label logits are the comparison's only (the
     # unembedding's label logits are dropped at the "=" and the answer, a letter no item carries
@@ -240,7 +240,7 @@ class ModelConfig:
     # below reads 91% after loop 2 and 42% after loop 4: the later loops carry the lower digits of
     # a long number, which training never showed, into its summary. At the trained 5 digits and
     # leading_digits=5 nothing is hidden: training is unchanged (the weights come out byte-identical)
-    # and 20-digit lists read 96.5% against 80% (checkpoints/extrap-sort-pairwise). None: off.
+    # and 20-digit lists read 96.5% against 80% (checkpoints/extrap-sort-apart-pairwise). None: off.
     leading_digits: int | None = None
     max_seq_len: int = 64
     # Tied: the unembedding is the transpose of the token embedding (fewer parameters).
