@@ -164,6 +164,7 @@ def _check_answer_masks(cfg) -> None:
             raise UserError(f"ModelConfig.{name}={getattr(cfg, name)!r}: use true or false")
     _check_list_items_apart(cfg)
     _check_item_comparator(cfg)
+    _check_leading_digits(cfg)
     if cfg.answer_blind_spares_symbol_heads and not (cfg.answer_hides_earlier_answer and cfg.symbol_heads):
         raise UserError("ModelConfig.answer_blind_spares_symbol_heads=true spares the symbol heads from the blind: "
                         "it needs answer_hides_earlier_answer=true and symbol_heads >= 1")
@@ -205,21 +206,32 @@ def _check_item_comparator(cfg) -> None:
     if width is not None and not _is_whole(width, 1):
         raise UserError(f"ModelConfig.item_comparator={width!r}: use a whole number >= 1 (the pairwise comparison's "
                         "hidden units), or leave it unset")
-    if width is not None and not (cfg.vocab.label_ids and "=" in cfg.vocab.symbols):
+    if width is not None and not _is_sorting_vocab(cfg):
         raise UserError("ModelConfig.item_comparator compares a sorting list's labelled items before its \"=\", and this vocabulary "
                         "has no letter labels or no \"=\": use it with the sorting task only")
     if not isinstance(cfg.item_comparator_alone, bool):
         raise UserError(f"ModelConfig.item_comparator_alone={cfg.item_comparator_alone!r}: use true or false")
-    leading = cfg.leading_digits
-    if leading is not None and not _is_whole(leading, 1):
-        raise UserError(f"ModelConfig.leading_digits={leading!r}: use a whole number >= 1 (the leading digits of each "
-                        "number that read only one another), or leave it unset")
-    if leading is not None and not (cfg.vocab.label_ids and "=" in cfg.vocab.symbols):
-        raise UserError("ModelConfig.leading_digits reads each number's length off the whole prompt, which a sorting "
-                        "list gives and an answer written digit by digit does not: use it with the sorting task only")
     if cfg.item_comparator_alone and width is None:
         raise UserError("ModelConfig.item_comparator_alone=true answers with the pairwise comparison only: "
                         "set item_comparator (its hidden units) too")
+
+
+def _check_leading_digits(cfg) -> None:
+    """Leading digits kept from the deep ones: a whole number, on a sorting list only."""
+    leading = cfg.leading_digits
+    if leading is None:
+        return
+    if not _is_whole(leading, 1):
+        raise UserError(f"ModelConfig.leading_digits={leading!r}: use a whole number >= 1 (the leading digits of each "
+                        "number that read only one another), or leave it unset")
+    if not _is_sorting_vocab(cfg):
+        raise UserError("ModelConfig.leading_digits reads each number's length off the whole prompt, which a sorting "
+                        "list gives and an answer written digit by digit does not: use it with the sorting task only")
+
+
+def _is_sorting_vocab(cfg) -> bool:
+    """Whether the vocabulary is a sorting list's: letter labels and the "=" that closes the list."""
+    return bool(cfg.vocab.label_ids) and "=" in cfg.vocab.symbols
 
 
 def _is_whole(value, least: int, most: int | None = None) -> bool:

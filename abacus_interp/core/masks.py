@@ -331,17 +331,11 @@ def hide_far_digits(
     model's rotary. Tokens that are neither digits nor closers (a list's labels, a sorting
     answer) and every key that is not a digit are untouched, so no relative distance grows
     with the numbers' length where digits meet digits. No row is left empty."""
-    itself, causal = _itself_and_causal(n_query, n_key, device)
-    if mask is None:
-        mask = causal[None, None]  # [1 1 query key]
     # a closer measures from the index past its number's last digit, where its rotation puts it
     query = closer_indices(index)[:, -n_query:, None]  # [batch query 1]
     key = index[:, None, :]  # [batch 1 key]
     far = (query > 0) & (key > 0) & ((query - key).abs() > window)  # [batch query key]
-    narrowed = mask & ~far[:, None]
-    # a head that reads one digit and not itself (exclusive offset heads, a fixed multiplier
-    # head) is left with nothing where that digit is far: it reads itself, as where none exists
-    return narrowed | _itself_where_nothing_else(narrowed, itself)
+    return _hide(mask, far, n_query, n_key, device)
 
 
 def digit_depth(index: Int[Tensor, "batch pos"]) -> Int[Tensor, "batch pos"]:
@@ -370,13 +364,18 @@ def hide_deep_digits(
     at most `leading` digits lose nothing. The depth is read off the whole sequence (a number's
     length comes with its last digit), so a prompt is masked as a whole; digits written one at
     a time would not know theirs, which is why this is a sorting list's option."""
+    deep = (index > 0) & (digit_depth(index) >= leading)  # [batch key]
+    reader = (closer_indices(index) > 0) & ~deep  # [batch key]: a closer, or a digit above the depth
+    return _hide(mask, reader[:, -n_query:, None] & deep[:, None, :], n_query, n_key, device)
+
+
+def _hide(mask, hidden: Bool[Tensor, "batch query key"], n_query: int, n_key: int, device):
+    """`mask` (None: plain causal) at every head with the `hidden` keys taken away. A head that
+    reads one digit and not itself (exclusive offset heads, a fixed multiplier head) can be left
+    with nothing: it reads itself, as where that digit does not exist."""
     itself, causal = _itself_and_causal(n_query, n_key, device)
     if mask is None:
         mask = causal[None, None]  # [1 1 query key]
-    depth = digit_depth(index)  # [batch key]
-    deep = (index > 0) & (depth >= leading)  # [batch key]
-    reader = (closer_indices(index) > 0) & ~deep  # [batch key]: a closer, or a digit above the depth
-    hidden = reader[:, -n_query:, None] & deep[:, None, :]  # [batch query key]
     narrowed = mask & ~hidden[:, None]
     return narrowed | _itself_where_nothing_else(narrowed, itself)
 

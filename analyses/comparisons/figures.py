@@ -138,12 +138,10 @@ def summary_order(s) -> go.Figure:
 def pairwise(p) -> go.Figure:
     """The pairwise answer's pairs ordered right after the trained loops: [length, deciding place];
     the hover gives every loop's share."""
-    lengths = list(dict.fromkeys(c.digits for c in p.cells))
-    places = sorted({c.place for c in p.cells})
-    cells = {(c.digits, c.place): c for c in p.cells}
-    z = [[cells[d, k].right[-1] if (d, k) in cells else None for k in places] for d in lengths]
-    hover = [[" / ".join(f"{v:.0%}" for v in cells[d, k].right) if (d, k) in cells else "" for k in places]
-             for d in lengths]
+    lengths, places = p.lengths, p.places
+    cells = [[p.cell(d, k) for k in places] for d in lengths]
+    z = [[None if c is None else c.right[-1] for c in row] for row in cells]
+    hover = [["" if c is None else " / ".join(f"{v:.0%}" for v in c.right) for c in row] for row in cells]
     fig = go.Figure(go.Heatmap(z=z, x=[f"{k} below the leading digit" if k else "the leading digit" for k in places],
                                y=[f"{d} digits" for d in lengths], zmin=0.5, zmax=1, colorscale="Viridis",
                                colorbar={"title": "ordered right"}, customdata=hover,

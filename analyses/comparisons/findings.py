@@ -60,16 +60,17 @@ def comparisons_findings(result) -> list[str]:
 def _how_pairs_compare(p) -> str:
     """The pairwise answer's pairs ordered right at each length, deciding place by place, and the
     deepest place every length orders >= 95% of the time."""
-    lengths = list(dict.fromkeys(c.digits for c in p.cells))
-    places = sorted({c.place for c in p.cells})
-    by_place = "; ".join(
-        ("the leading digit" if k == 0 else f"{k} below it") + " "
-        + " / ".join(pct(p.cell(d, k).right[-1]) for d in lengths if k < d) for k in places)
+    lengths, places = p.lengths, p.places
+    right = {k: [p.cell(d, k).right[-1] for d in lengths if k < d] for k in places}  # place -> per length
+    by_place = "; ".join(("the leading digit" if k == 0 else f"{k} below it") + " " + " / ".join(map(pct, right[k]))
+                         for k in places)
     sentence = (f"The pairwise answer, pair by pair ({p.label}; after {p.n_loops} loops, at "
                 f"{' / '.join(str(d) for d in lengths)} digits): decided by {by_place} ordered right")
-    reliable = [k for k in places if all(p.cell(d, j).right[-1] >= 0.95 for d in lengths for j in places[: k + 1] if j < d)]
-    if reliable and reliable[-1] < places[-1]:
-        top = "their leading digit" if reliable[-1] == 0 else f"their top {reliable[-1] + 1} digits"
+    sure = 0  # how many leading places every length orders >= 95% of the time
+    while sure < len(places) and min(right[places[sure]]) >= 0.95:
+        sure += 1
+    if 0 < sure < len(places):
+        top = "their leading digit" if sure == 1 else f"their top {sure} digits"
         sentence += f": at every length it orders pairs decided within {top} and no deeper, so lists of close numbers fail"
     return sentence + "."
 

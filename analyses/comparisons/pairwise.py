@@ -42,8 +42,17 @@ class PairwiseReading:
     alone: bool  # the answer's labels are the comparison's only (`item_comparator_alone`)
     cells: tuple[PairCell, ...]  # by length, then place
 
-    def cell(self, digits: int, place: int) -> PairCell:
-        return next(c for c in self.cells if (c.digits, c.place) == (digits, place))
+    @property
+    def lengths(self) -> list[int]:
+        return list(dict.fromkeys(c.digits for c in self.cells))
+
+    @property
+    def places(self) -> list[int]:
+        return sorted({c.place for c in self.cells})
+
+    def cell(self, digits: int, place: int) -> PairCell | None:
+        """The cell of that length and place; None for a place past the length's last digit."""
+        return next((c for c in self.cells if (c.digits, c.place) == (digits, place)), None)
 
 
 def decided_pair(digits: int, place: int, rng: random.Random) -> tuple[int, int]:
